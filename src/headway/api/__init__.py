@@ -1,0 +1,1 @@
+"""Transport: bytes <-> typed requests. No decisions are made here."""

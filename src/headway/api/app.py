@@ -1,0 +1,313 @@
+"""The HTTP transport: a lean ASGI app for the Open Inference Protocol and the admin routes.
+
+A hand-written router over the raw ASGI interface (no framework on the hot path): it reads
+the body, decodes it (`oip`), calls the controller, encodes the answer. Errors become the
+protocol's `{"error": "..."}` with the status from `api.errors`.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+
+import headway
+from headway.api import oip
+from headway.api.errors import http_status
+from headway.api.metrics import render
+from headway.api.openapi import OPENAPI
+from headway.control.controller import Controller, ModelState
+from headway.errors import HeadwayError, InvalidInput, PayloadTooLarge
+
+log = logging.getLogger("headway.http")
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+_JSON = [(b"content-type", b"application/json")]
+EXTENSIONS = ["binary_tensor_data", "model_repository", "schedule_policy", "model_configuration"]
+
+
+class HeadwayApp:
+    """ASGI application over a `Controller`."""
+
+    def __init__(self, controller: Controller, *, max_body_bytes: int = 64 * 2**20) -> None:
+        self.controller = controller
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self._http(scope, receive, send)
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.controller.start()
+                except Exception as exc:
+                    log.exception("start-up failed")
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.controller.stop()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    # -- routing -----------------------------------------------------------------------------
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method = scope["method"]
+        parts = [p for p in scope["path"].split("/") if p]
+        try:
+            if parts and parts[0] == "v2":
+                status, body, headers = await self._v2(method, parts[1:], scope, receive)
+            elif parts == ["metrics"] and method == "GET":
+                status, body = 200, render(self.controller)
+                headers = [(b"content-type", b"text/plain; version=0.0.4")]
+            elif parts == ["openapi.json"] and method == "GET":
+                status, body, headers = 200, orjson.dumps(OPENAPI), _JSON
+            else:
+                raise _NotFound(f"no route {method} {scope['path']}")
+        except HeadwayError as exc:
+            status, body, headers = http_status(exc), _error(exc.message), _JSON
+        except _NotFound as exc:
+            status, body, headers = 404, _error(str(exc)), _JSON
+        except _BadMethod as exc:
+            status, body, headers = 405, _error(str(exc)), _JSON
+        except Exception as exc:  # the server never crashes on a request
+            log.exception("internal error on %s %s", method, scope["path"])
+            status, body, headers = (
+                500,
+                _error(f"internal error: {type(exc).__name__}: {exc}"),
+                _JSON,
+            )
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _v2(
+        self, method: str, parts: list[str], scope: Scope, receive: Receive
+    ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+        c = self.controller
+        if not parts:
+            _expect(method, "GET")
+            return (
+                200,
+                orjson.dumps(
+                    {"name": "headway", "version": headway.__version__, "extensions": EXTENSIONS}
+                ),
+                _JSON,
+            )
+        head = parts[0]
+        if head == "health" and len(parts) == 2 and parts[1] in ("live", "ready"):
+            _expect(method, "GET")
+            ok = True if parts[1] == "live" else c.ready
+            return (200 if ok else 503), orjson.dumps({parts[1]: ok}), _JSON
+        if head == "models" and len(parts) >= 2:
+            name, rest = parts[1], parts[2:]
+            version = None
+            if len(rest) >= 2 and rest[0] == "versions":
+                version, rest = rest[1], rest[2:]
+            if not rest:
+                _expect(method, "GET")
+                return 200, orjson.dumps(_metadata(c.model(name, version))), _JSON
+            if rest == ["ready"]:
+                _expect(method, "GET")
+                model = c.model(name, version)
+                ok = model.state == "READY"
+                body = {"name": name, "ready": ok}
+                if not ok:
+                    body["reason"] = model.reason or model.state.lower()
+                return (200 if ok else 400), orjson.dumps(body), _JSON
+            if rest == ["config"]:
+                _expect(method, "GET")
+                return 200, orjson.dumps(_config(c.model(name, version))), _JSON
+            if rest == ["infer"]:
+                _expect(method, "POST")
+                return await self._infer(name, version, scope, receive)
+        if head == "repository" and method == "POST":
+            if parts[1:] == ["index"]:
+                await self._body(scope, receive)
+                return 200, orjson.dumps(_index(c)), _JSON
+            if len(parts) == 4 and parts[1] == "models" and parts[3] in ("load", "unload"):
+                await self._body(scope, receive)
+                if parts[3] == "load":
+                    model = await c.load(parts[2])
+                    if model.state != "READY":
+                        raise InvalidInput(f"model {parts[2]!r} {model.reason}")
+                else:
+                    c.model(parts[2])
+                    await c.unload(parts[2])
+                return 200, b"", _JSON
+        raise _NotFound(f"no route {method} /v2/{'/'.join(parts)}")
+
+    async def _infer(
+        self, name: str, version: str | None, scope: Scope, receive: Receive
+    ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+        model = self.controller.model(name, version)
+        headers = dict(scope["headers"])
+        body = await self._body(scope, receive, headers)
+        raw_length = headers.get(b"inference-header-content-length")
+        if raw_length is None:
+            request = oip.decode_infer(body)
+        else:
+            try:
+                length = int(raw_length)
+            except ValueError:
+                raise InvalidInput("Inference-Header-Content-Length must be an integer") from None
+            if length == 0:
+                specs = model.config.inputs
+                if len(specs) != 1:
+                    raise InvalidInput("a headerless binary body needs a model with one input")
+                spec = specs[0]
+                request = oip.decode_raw_single(body, spec.name, spec.datatype, list(spec.shape))
+                request.all_binary = True
+            else:
+                request = oip.decode_infer(body, length)
+        timeout, priority = _schedule_policy(request.parameters)
+        prediction = await self.controller.infer(
+            name,
+            request.inputs,
+            version=version,
+            outputs=request.outputs,
+            timeout=timeout,
+            priority=priority,
+        )
+        payload, header_length = oip.encode_infer(
+            prediction.model, prediction.version, prediction.outputs, request
+        )
+        if header_length is None:
+            return 200, payload, _JSON
+        return (
+            200,
+            payload,
+            [
+                (b"content-type", b"application/octet-stream"),
+                (b"inference-header-content-length", str(header_length).encode()),
+            ],
+        )
+
+    async def _body(
+        self, scope: Scope, receive: Receive, headers: dict[bytes, bytes] | None = None
+    ) -> bytes:
+        headers = headers if headers is not None else dict(scope["headers"])
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise PayloadTooLarge(
+                f"request body of {int(declared)} bytes exceeds the limit of "
+                f"{self.max_body_bytes} bytes (--max-body-mb)"
+            )
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            chunk = message.get("body", b"")
+            if chunk:
+                size += len(chunk)
+                if size > self.max_body_bytes:
+                    raise PayloadTooLarge(f"request body exceeds {self.max_body_bytes} bytes")
+                chunks.append(chunk)
+            if not message.get("more_body"):
+                break
+        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        encoding = headers.get(b"content-encoding")
+        if encoding in (b"gzip", b"deflate"):
+            try:
+                body = zlib.decompress(body, 16 + zlib.MAX_WBITS if encoding == b"gzip" else 15)
+            except zlib.error as exc:
+                raise InvalidInput(f"body is not valid {encoding.decode()}: {exc}") from None
+        return body
+
+
+class _NotFound(Exception):
+    pass
+
+
+class _BadMethod(Exception):
+    pass
+
+
+def _expect(method: str, allowed: str) -> None:
+    if method != allowed:
+        raise _BadMethod(f"method {method} not allowed here; use {allowed}")
+
+
+def _error(message: str) -> bytes:
+    return orjson.dumps({"error": message})
+
+
+def _schedule_policy(parameters: dict[str, Any]) -> tuple[float | None, int | None]:
+    """Triton's `timeout` (µs) or Headway's `slo_ms` as the deadline; `priority` (1 = highest)."""
+    timeout: float | None = None
+    for key, scale in (("timeout", 1e-6), ("slo_ms", 1e-3)):
+        if key in parameters:
+            value = parameters[key]
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise InvalidInput(f"parameter {key!r} must be a positive number, got {value!r}")
+            timeout = float(value) * scale
+            break
+    priority = parameters.get("priority")
+    if priority is not None and (
+        isinstance(priority, bool) or not isinstance(priority, int) or priority < 0
+    ):
+        raise InvalidInput(f"parameter 'priority' must be a non-negative integer, got {priority!r}")
+    return timeout, priority
+
+
+def _metadata(model: ModelState) -> dict[str, Any]:
+    config = model.config
+    body: dict[str, Any] = {
+        "name": config.name,
+        "versions": [str(v) for v in config.versions],
+        "platform": config.platform,
+        "inputs": [t.to_json() for t in config.inputs],
+        "outputs": [t.to_json() for t in config.outputs],
+        "state": model.state,
+    }
+    if model.reason:
+        body["reason"] = model.reason
+    return body
+
+
+def _config(model: ModelState) -> dict[str, Any]:
+    config = model.config
+    return {
+        "name": config.name,
+        "platform": config.platform,
+        "backend": config.framework,
+        "max_batch_size": config.max_batch_size,
+        "input": [
+            {"name": t.name, "data_type": f"TYPE_{t.datatype}", "dims": list(t.shape[1:])}
+            for t in config.inputs
+        ],
+        "output": [
+            {"name": t.name, "data_type": f"TYPE_{t.datatype}", "dims": list(t.shape[1:])}
+            for t in config.outputs
+        ],
+        "dynamic_batching": {"max_queue_delay_microseconds": int(config.batch_delay_ms * 1000)},
+        "headway": {
+            "slo_ms": config.slo_ms,
+            "replicas": config.replicas,
+            "cache": config.cache,
+            "version": config.version,
+        },
+    }
+
+
+def _index(controller: Controller) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for name, model in controller.models.items():
+        entry = {"name": name, "version": str(model.config.version), "state": model.state}
+        if model.reason:
+            entry["reason"] = model.reason
+        out.append(entry)
+    for name, reason in controller.repository.broken.items():
+        out.append({"name": name, "state": "UNAVAILABLE", "reason": reason})
+    return out

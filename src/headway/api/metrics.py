@@ -1,0 +1,69 @@
+"""Prometheus text for `GET /metrics`, read from the controller's statistics at scrape time.
+
+Nothing is observed on the request path here: the core counts, this module only reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from headway.control.controller import Controller
+
+
+class ControllerCollector:
+    """A prometheus_client collector over `Controller.statistics()` and per-model stats."""
+
+    def __init__(self, controller: Controller) -> None:
+        self.controller = controller
+
+    def collect(self) -> Iterator[Metric]:
+        c = self.controller
+        requests = CounterMetricFamily("headway_requests", "Inference requests", labels=["model"])
+        errors = CounterMetricFamily(
+            "headway_errors", "Failed requests by reason", labels=["model", "reason"]
+        )
+        hits = CounterMetricFamily("headway_cache_hits", "Prediction cache hits", labels=["model"])
+        queue = GaugeMetricFamily("headway_queue_length", "Queued requests", labels=["model"])
+        ready = GaugeMetricFamily(
+            "headway_model_ready", "1 when the model serves", labels=["model"]
+        )
+        latency = HistogramMetricFamily(
+            "headway_request_latency_seconds", "End-to-end latency", labels=["model"]
+        )
+        batch = HistogramMetricFamily(
+            "headway_batch_size", "Rows per INFER action", labels=["model"]
+        )
+        for name, stats in c.stats.items():
+            state = c.models[name]
+            requests.add_metric([name], stats.requests)
+            for reason, count in stats.errors.items():
+                errors.add_metric([name, reason], count)
+            hits.add_metric([name], stats.cache_hits)
+            queue.add_metric([name], c.scheduler.queue_length(state.config.key))
+            ready.add_metric([name], 1.0 if state.state == "READY" else 0.0)
+            latency.add_metric([name], _buckets(stats.latency.cumulative()), stats.latency.total)
+            batch.add_metric(
+                [name], _buckets(stats.batch_size.cumulative()), stats.batch_size.total
+            )
+        yield from (requests, errors, hits, queue, ready, latency, batch)
+        yield GaugeMetricFamily(
+            "headway_workers", "Live worker processes", value=len(c.engine.pids())
+        )
+
+
+def _buckets(cumulative: list[tuple[float, int]]) -> list[tuple[str, float]]:
+    return [("+Inf" if b == float("inf") else repr(float(b)), float(n)) for b, n in cumulative]
+
+
+def render(controller: Controller) -> bytes:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ControllerCollector(controller))  # type: ignore[arg-type]
+    return bytes(generate_latest(registry))

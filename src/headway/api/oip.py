@@ -1,0 +1,214 @@
+"""The Open Inference Protocol (KServe v2) REST codec, with Triton's binary tensor extension.
+
+`decode_infer` turns a request body (JSON, or JSON header + raw tensor bytes) into numpy
+arrays; `encode_infer` does the reverse for the answer. Every problem becomes an InvalidInput
+whose message names the tensor and what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import orjson
+
+from headway.datatypes import (
+    decode_bytes_tensor,
+    encode_bytes_tensor,
+    numpy_dtype,
+    oip_datatype,
+)
+from headway.errors import InvalidInput
+
+_JSON_OPTS = orjson.OPT_SERIALIZE_NUMPY
+
+
+@dataclass
+class InferRequest:
+    """A decoded inference request."""
+
+    inputs: dict[str, np.ndarray]
+    id: str | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)
+    outputs: list[str] | None = None
+    binary_outputs: set[str] = field(default_factory=set)
+    all_binary: bool = False
+
+
+def _shape(raw: Any, name: str) -> tuple[int, ...]:
+    if not isinstance(raw, list) or not all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in raw
+    ):
+        raise InvalidInput(
+            f"input {name!r}: shape must be a list of non-negative integers, got {raw!r}"
+        )
+    return tuple(raw)
+
+
+def _json_tensor(name: str, datatype: str, shape: tuple[int, ...], data: Any) -> np.ndarray:
+    count = math.prod(shape)
+    if datatype == "BYTES":
+        flat = _flatten(data) if isinstance(data, list) else [data]
+        array = np.empty(len(flat), dtype=object)
+        array[:] = [x.encode() if isinstance(x, str) else x for x in flat]
+    else:
+        if datatype in ("FP16", "BF16"):
+            raise InvalidInput(f"input {name!r}: {datatype} cannot travel as JSON; send it binary")
+        try:
+            array = np.asarray(data, dtype=numpy_dtype(datatype))
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise InvalidInput(f"input {name!r}: data is not valid {datatype}: {exc}") from None
+    if array.size != count:
+        raise InvalidInput(
+            f"input {name!r}: shape {list(shape)} needs {count} elements, got {array.size}"
+        )
+    return array.reshape(shape)
+
+
+def _flatten(data: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for item in data:
+        if isinstance(item, list):
+            out.extend(_flatten(item))
+        else:
+            out.append(item)
+    return out
+
+
+def decode_infer(body: bytes, header_length: int | None = None) -> InferRequest:
+    """Decode an infer request body; `header_length` is Inference-Header-Content-Length."""
+    if header_length is not None and not 0 <= header_length <= len(body):
+        raise InvalidInput(
+            f"Inference-Header-Content-Length {header_length} is outside the body "
+            f"({len(body)} bytes)"
+        )
+    head = body if header_length is None else body[:header_length]
+    try:
+        document = orjson.loads(head)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput(f"request body is not valid JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise InvalidInput("request body must be a JSON object with an 'inputs' list")
+    raw_inputs = document.get("inputs")
+    if not isinstance(raw_inputs, list) or not raw_inputs:
+        raise InvalidInput("request needs a non-empty 'inputs' list")
+    parameters = document.get("parameters") or {}
+    if not isinstance(parameters, dict):
+        raise InvalidInput("'parameters' must be an object")
+    offset = header_length if header_length is not None else len(body)
+    inputs: dict[str, np.ndarray] = {}
+    for raw in raw_inputs:
+        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+            raise InvalidInput("each input needs a 'name' string, a 'shape' and a 'datatype'")
+        name = raw["name"]
+        if name in inputs:
+            raise InvalidInput(f"input {name!r} appears twice")
+        datatype = raw.get("datatype")
+        if not isinstance(datatype, str):
+            raise InvalidInput(f"input {name!r}: 'datatype' is missing")
+        dtype = numpy_dtype(datatype)
+        shape = _shape(raw.get("shape"), name)
+        params = raw.get("parameters") or {}
+        size = params.get("binary_data_size") if isinstance(params, dict) else None
+        if size is not None:
+            if header_length is None:
+                raise InvalidInput(
+                    f"input {name!r}: binary_data_size needs the Inference-Header-Content-Length header"
+                )
+            if not isinstance(size, int) or size < 0 or offset + size > len(body):
+                raise InvalidInput(f"input {name!r}: binary_data_size {size!r} runs past the body")
+            buffer = memoryview(body)[offset : offset + size]
+            offset += size
+            if datatype == "BYTES":
+                inputs[name] = decode_bytes_tensor(buffer, shape)
+            else:
+                expected = math.prod(shape) * dtype.itemsize
+                if size != expected:
+                    raise InvalidInput(
+                        f"input {name!r}: shape {list(shape)} of {datatype} needs {expected} bytes, "
+                        f"got {size}"
+                    )
+                inputs[name] = np.frombuffer(buffer, dtype=dtype).reshape(shape)
+        elif "data" in raw:
+            inputs[name] = _json_tensor(name, datatype, shape, raw["data"])
+        else:
+            raise InvalidInput(f"input {name!r}: needs 'data' or parameters.binary_data_size")
+    if header_length is not None and header_length > 0 and offset != len(body):
+        raise InvalidInput(f"{len(body) - offset} bytes after the last binary input are unclaimed")
+    request = InferRequest(inputs, parameters=parameters)
+    if "id" in document:
+        request.id = str(document["id"])
+    request.all_binary = bool(parameters.get("binary_data_output", False))
+    raw_outputs = document.get("outputs")
+    if raw_outputs is not None:
+        if not isinstance(raw_outputs, list):
+            raise InvalidInput("'outputs' must be a list of {name, parameters}")
+        request.outputs = []
+        for raw in raw_outputs:
+            if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+                raise InvalidInput("each requested output needs a 'name'")
+            request.outputs.append(raw["name"])
+            params = raw.get("parameters") or {}
+            if isinstance(params, dict) and params.get("binary_data"):
+                request.binary_outputs.add(raw["name"])
+    return request
+
+
+def decode_raw_single(body: bytes, name: str, datatype: str, shape: list[int]) -> InferRequest:
+    """Inference-Header-Content-Length: 0: the whole body is the single input's bytes."""
+    dtype = numpy_dtype(datatype)
+    if datatype == "BYTES" or len(body) % dtype.itemsize:
+        raise InvalidInput(f"raw body of {len(body)} bytes is not a whole number of {datatype}")
+    array = np.frombuffer(body, dtype=dtype)
+    inner = list(shape[1:])
+    per_row = math.prod(d for d in inner if d > 0) if inner else 1
+    if -1 in inner or array.size % per_row:
+        raise InvalidInput("a raw body needs a model input whose shape is fixed but for the batch")
+    return InferRequest({name: array.reshape([-1, *inner])})
+
+
+def encode_infer(
+    model: str,
+    version: int,
+    outputs: dict[str, np.ndarray],
+    request: InferRequest,
+) -> tuple[bytes, int | None]:
+    """The response body and, when any output is binary, the JSON header's length."""
+    names = request.outputs if request.outputs is not None else list(outputs)
+    described: list[dict[str, Any]] = []
+    blobs: list[bytes] = []
+    for name in names:
+        array = outputs[name]
+        datatype = oip_datatype(array.dtype)
+        tensor: dict[str, Any] = {"name": name, "datatype": datatype, "shape": list(array.shape)}
+        if request.all_binary or name in request.binary_outputs:
+            raw = (
+                encode_bytes_tensor(array)
+                if datatype == "BYTES"
+                else np.ascontiguousarray(array).tobytes()
+            )
+            tensor["parameters"] = {"binary_data_size": len(raw)}
+            blobs.append(raw)
+        elif datatype == "BYTES":
+            tensor["data"] = [
+                x.decode(errors="replace") if isinstance(x, bytes) else str(x)
+                for x in array.reshape(-1)
+            ]
+        elif datatype == "FP16":
+            tensor["data"] = array.reshape(-1).tolist()
+        else:
+            tensor["data"] = np.ascontiguousarray(array).reshape(-1)
+        described.append(tensor)
+    document: dict[str, Any] = {
+        "model_name": model,
+        "model_version": str(version),
+        "outputs": described,
+    }
+    if request.id is not None:
+        document["id"] = request.id
+    head = orjson.dumps(document, option=_JSON_OPTS)
+    if not blobs:
+        return head, None
+    return head + b"".join(blobs), len(head)

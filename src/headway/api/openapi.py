@@ -1,0 +1,184 @@
+"""The OpenAPI document of the HTTP API (served at /openapi.json, so it can be fuzzed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_ERROR = {
+    "description": "Error",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+}
+_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+_VERSION = {"name": "version", "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _model_routes(prefix: str, params: list[dict[str, Any]]) -> dict[str, Any]:
+    ref = {"$ref": "#/components/schemas/ModelMetadata"}
+    return {
+        prefix: {
+            "get": {
+                "summary": "Model metadata",
+                "parameters": params,
+                "responses": {"200": _json(ref), "404": _ERROR},
+            }
+        },
+        f"{prefix}/ready": {
+            "get": {
+                "summary": "Model ready",
+                "parameters": params,
+                "responses": {"200": {"description": "ready"}, "400": _ERROR, "404": _ERROR},
+            }
+        },
+        f"{prefix}/config": {
+            "get": {
+                "summary": "Model configuration (Triton)",
+                "parameters": params,
+                "responses": {"200": _json({"type": "object"}), "404": _ERROR},
+            }
+        },
+        f"{prefix}/infer": {
+            "post": {
+                "summary": "Inference",
+                "parameters": params,
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {"$ref": "#/components/schemas/InferRequest"}
+                        }
+                    },
+                },
+                "responses": {
+                    "200": _json({"$ref": "#/components/schemas/InferResponse"}),
+                    "400": _ERROR,
+                    "404": _ERROR,
+                    "413": _ERROR,
+                    "429": _ERROR,
+                    "500": _ERROR,
+                    "503": _ERROR,
+                },
+            }
+        },
+    }
+
+
+_TENSOR = {
+    "type": "object",
+    "required": ["name", "shape", "datatype"],
+    "properties": {
+        "name": {"type": "string"},
+        "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        "datatype": {
+            "type": "string",
+            "enum": [
+                "BOOL",
+                "UINT8",
+                "UINT16",
+                "UINT32",
+                "UINT64",
+                "INT8",
+                "INT16",
+                "INT32",
+                "INT64",
+                "FP16",
+                "FP32",
+                "FP64",
+                "BYTES",
+            ],
+        },
+        "parameters": {"type": "object"},
+        "data": {"type": "array", "items": {}},
+    },
+}
+
+OPENAPI: dict[str, Any] = {
+    "openapi": "3.0.3",
+    "info": {
+        "title": "Headway",
+        "version": "0.1.0",
+        "description": "Open Inference Protocol (KServe v2) REST, with Triton's binary "
+        "tensor, model repository and schedule-policy extensions.",
+    },
+    "paths": {
+        "/v2": {
+            "get": {"summary": "Server metadata", "responses": {"200": _json({"type": "object"})}}
+        },
+        "/v2/health/live": {
+            "get": {"summary": "Live", "responses": {"200": {"description": "live"}}}
+        },
+        "/v2/health/ready": {
+            "get": {
+                "summary": "Ready",
+                "responses": {"200": {"description": "ready"}, "503": {"description": "not ready"}},
+            }
+        },
+        **_model_routes("/v2/models/{name}", [_NAME]),
+        **_model_routes("/v2/models/{name}/versions/{version}", [_NAME, _VERSION]),
+        "/v2/repository/index": {
+            "post": {"summary": "Repository index", "responses": {"200": _json({"type": "array"})}}
+        },
+        "/v2/repository/models/{name}/load": {
+            "post": {
+                "summary": "Load a model",
+                "parameters": [_NAME],
+                "responses": {"200": {"description": "loaded"}, "400": _ERROR, "404": _ERROR},
+            }
+        },
+        "/v2/repository/models/{name}/unload": {
+            "post": {
+                "summary": "Unload a model",
+                "parameters": [_NAME],
+                "responses": {"200": {"description": "unloaded"}, "404": _ERROR},
+            }
+        },
+        "/metrics": {
+            "get": {
+                "summary": "Prometheus metrics",
+                "responses": {"200": {"description": "text exposition"}},
+            }
+        },
+    },
+    "components": {
+        "schemas": {
+            "Error": {
+                "type": "object",
+                "required": ["error"],
+                "properties": {"error": {"type": "string"}},
+            },
+            "Tensor": _TENSOR,
+            "ModelMetadata": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "versions": {"type": "array", "items": {"type": "string"}},
+                    "platform": {"type": "string"},
+                    "inputs": {"type": "array", "items": {"type": "object"}},
+                    "outputs": {"type": "array", "items": {"type": "object"}},
+                },
+            },
+            "InferRequest": {
+                "type": "object",
+                "required": ["inputs"],
+                "properties": {
+                    "id": {"type": "string"},
+                    "parameters": {"type": "object"},
+                    "inputs": {"type": "array", "items": {"$ref": "#/components/schemas/Tensor"}},
+                    "outputs": {"type": "array", "items": {"type": "object"}},
+                },
+            },
+            "InferResponse": {
+                "type": "object",
+                "properties": {
+                    "model_name": {"type": "string"},
+                    "model_version": {"type": "string"},
+                    "id": {"type": "string"},
+                    "outputs": {"type": "array", "items": {"$ref": "#/components/schemas/Tensor"}},
+                },
+            },
+        }
+    },
+}

@@ -1,0 +1,83 @@
+"""`headway`: serve a model repository, run the demo, benchmark a server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from headway.cli.serve import ServeSettings, run
+
+
+@click.group(
+    context_settings={"auto_envvar_prefix": "HEADWAY", "help_option_names": ["-h", "--help"]}
+)
+@click.version_option(package_name="headway")
+def cli() -> None:
+    """Headway: prediction serving with deadlines."""
+
+
+@cli.command()
+@click.option(
+    "--repository",
+    "-r",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    required=True,
+    help="Model repository folder: <model>/model.yaml, <model>/<version>/.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--workers",
+    default=ServeSettings.workers,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Worker processes hosting the models.",
+)
+@click.option(
+    "--state",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path(".headway/state.db"),
+    show_default=True,
+    help="SQLite file that keeps what was loaded across restarts.",
+)
+@click.option("--max-body-mb", default=64.0, show_default=True, type=click.FloatRange(min=0.001))
+@click.option(
+    "--endpoint",
+    default=None,
+    help="Worker RPC endpoint (default: an ipc:// socket; tcp://HOST:PORT for remote).",
+)
+@click.option(
+    "--log-level",
+    default="warning",
+    show_default=True,
+    type=click.Choice(["debug", "info", "warning", "error"]),
+)
+def serve(**options: object) -> None:
+    """Serve a model repository over the Open Inference Protocol."""
+    run(ServeSettings(**options))  # type: ignore[arg-type]
+
+
+def _add_optional_commands() -> None:
+    try:
+        from headway.cli.demo import demo
+
+        cli.add_command(demo)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        from headway.cli.bench import bench
+    except ImportError:  # pragma: no cover - the load generator ships with the package
+        return
+    cli.add_command(bench)
+
+
+_add_optional_commands()
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

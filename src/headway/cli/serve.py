@@ -1,0 +1,60 @@
+"""Building and running a server from settings: shared by `headway serve`, the demo and tests."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+
+from headway.api.app import HeadwayApp
+from headway.control.controller import Controller
+from headway.repository import Repository
+from headway.runtime.engines.local import LocalEngine
+from headway.store import Store
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeSettings:
+    """Everything `headway serve` takes; each flag maps to one field (env: HEADWAY_<FLAG>)."""
+
+    repository: Path
+    host: str = "127.0.0.1"
+    port: int = 8000
+    workers: int = max(1, (os.cpu_count() or 2) - 1)
+    state: Path = Path(".headway/state.db")
+    max_body_mb: float = 64.0
+    endpoint: str | None = None
+    log_level: str = "warning"
+
+
+def build_app(settings: ServeSettings) -> HeadwayApp:
+    repository = Repository.scan(settings.repository)
+    engine = LocalEngine(settings.workers, endpoint=settings.endpoint)
+    controller = Controller(repository, engine, store=Store(settings.state))
+    return HeadwayApp(controller, max_body_bytes=int(settings.max_body_mb * 2**20))
+
+
+def uvicorn_config(app: HeadwayApp, settings: ServeSettings) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        access_log=False,
+        log_level=settings.log_level,
+        timeout_keep_alive=30,
+    )
+
+
+def run(settings: ServeSettings) -> None:
+    """Serve until interrupted (blocks)."""
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s"
+    )
+    server = uvicorn.Server(uvicorn_config(build_app(settings), settings))
+    server.run()

@@ -1,0 +1,492 @@
+"""The data plane every transport calls: admit, queue, batch, dispatch, answer.
+
+The `Controller` drives the pure `Scheduler` from one asyncio event loop: a request becomes a
+future in a deadline-ordered queue; each poll of the scheduler turns idle workers' slots into
+actions sent through the engine; replies resolve the futures with their rows of the batch.
+It holds no sockets itself: the engine (runtime layer) moves the bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from headway.clock import Clock, MonotonicClock
+from headway.control.cache import PredictionCache, cache_key
+from headway.control.profiles import LatencyEstimator
+from headway.control.request import Request, priority_level
+from headway.control.scheduler import INFER, LOAD, UNLOAD, Dispatch, Scheduler
+from headway.control.stats import ModelStats
+from headway.control.validate import check_inputs, check_outputs
+from headway.errors import (
+    HeadwayError,
+    InvalidInput,
+    ModelError,
+    ModelNotFound,
+    ModelNotReady,
+    WorkerFailed,
+)
+from headway.repository import ModelConfig, Repository, TensorSpec
+from headway.store import Store
+
+log = logging.getLogger("headway.controller")
+
+LOADING, READY, UNAVAILABLE, UNLOADED = "LOADING", "READY", "UNAVAILABLE", "UNLOADED"
+
+
+class Engine(Protocol):
+    """What the controller needs from the runtime: send actions, hear replies and exits."""
+
+    size: int
+    on_ready: Any
+    on_message: Any
+    on_exit: Any
+
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+    def send(self, worker: int, header: dict[str, Any], tensors: dict[str, np.ndarray]) -> bool: ...
+    def pids(self) -> dict[int, int]: ...
+
+
+@dataclass
+class ModelState:
+    """A model as the controller serves it."""
+
+    config: ModelConfig
+    state: str = UNLOADED
+    reason: str = ""
+    workers: set[int] = field(default_factory=set)
+    memory_mb: float = 0.0
+    loading: set[int] = field(default_factory=set)
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
+
+
+@dataclass
+class Prediction:
+    """One request's answer: its rows of each output."""
+
+    model: str
+    version: int
+    outputs: dict[str, np.ndarray]
+
+
+class Controller:
+    """Serves a repository's models from an engine's workers. See the module docstring."""
+
+    def __init__(
+        self,
+        repository: Repository,
+        engine: Engine,
+        *,
+        store: Store | None = None,
+        clock: Clock | None = None,
+        cache_bytes: int = 32 * 1024 * 1024,
+        ready_timeout: float = 60.0,
+    ) -> None:
+        self.repository = repository
+        self.engine = engine
+        self.store = store
+        self.clock = clock or MonotonicClock()
+        self.scheduler = Scheduler(self.clock, LatencyEstimator())
+        self.cache = PredictionCache(cache_bytes)
+        self.models: dict[str, ModelState] = {
+            name: ModelState(config) for name, config in repository.models.items()
+        }
+        self.stats: dict[str, ModelStats] = {name: ModelStats() for name in self.models}
+        self.ready_timeout = ready_timeout
+        self._placement: dict[int, set[str]] = {w: set() for w in range(engine.size)}
+        self._ready_workers: set[int] = set()
+        self._all_ready: asyncio.Event | None = None
+        self._in_flight: dict[bytes, asyncio.Future[Prediction]] = {}
+        self._pump_scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = float("inf")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.started = False
+        engine.on_ready = self._on_worker_ready
+        engine.on_message = self._on_reply
+        engine.on_exit = self._on_worker_exit
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start the workers, then load every model the store does not mark unloaded."""
+        self._loop = asyncio.get_running_loop()
+        self._all_ready = asyncio.Event()
+        await self.engine.start()
+        try:
+            await asyncio.wait_for(self._all_ready.wait(), self.ready_timeout)
+        except TimeoutError:
+            raise WorkerFailed(
+                f"workers did not start within {self.ready_timeout:.0f} s "
+                f"({len(self._ready_workers)} of {self.engine.size} ready)"
+            ) from None
+        remembered = self.store.model_states() if self.store else {}
+        loads = []
+        for name, model in self.models.items():
+            if remembered.get(name, (0, "loaded", ""))[1] == "unloaded":
+                model.reason = "unloaded through the repository API"
+                continue
+            loads.append(self.load(name))
+        for name, reason in self.repository.broken.items():
+            log.warning("model %s cannot be served: %s", name, reason)
+        await asyncio.gather(*loads, return_exceptions=True)
+        self.started = True
+
+    async def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        for model in self.models.values():
+            self._fail_all(
+                self.scheduler.remove_model(model.config.key), ModelNotReady("server stopping")
+            )
+        await self.engine.stop()
+
+    @property
+    def ready(self) -> bool:
+        return self.started and not any(m.state == LOADING for m in self.models.values())
+
+    # -- models ------------------------------------------------------------------------------
+    def model(self, name: str, version: str | None = None) -> ModelState:
+        """The served model by name (and version, when given); ModelNotFound otherwise."""
+        state = self.models.get(name)
+        if state is None:
+            self.repository.get(name)  # raises with the reason it is missing or broken
+            raise ModelNotFound(f"unknown model {name!r}")
+        if version is not None:
+            if not version.isdigit():
+                raise InvalidInput(f"model {name!r}: version must be an integer, got {version!r}")
+            if int(version) != state.config.version:
+                if int(version) in state.config.versions:
+                    raise ModelNotFound(
+                        f"model {name!r} version {version} is in the repository but not served; "
+                        f"version {state.config.version} is (pin it with 'version:' in model.yaml)"
+                    )
+                raise ModelNotFound(
+                    f"model {name!r} has no version {version}; it has {list(state.config.versions)}"
+                )
+        return state
+
+    def _place(self, config: ModelConfig) -> list[int]:
+        """Pick `replicas` distinct workers, the least loaded first."""
+        workers = sorted(self._placement, key=lambda w: (len(self._placement[w]), w))
+        return workers[: max(1, min(config.replicas, len(workers)))]
+
+    async def load(self, name: str) -> ModelState:
+        """Load the model's served version on its replicas; waits until they answered."""
+        model = self.model(name)
+        if model.state == READY:
+            return model
+        assert self._loop is not None
+        waiter: asyncio.Future[None] = self._loop.create_future()
+        model.waiters.append(waiter)
+        if model.state != LOADING:
+            model.state, model.reason = LOADING, ""
+            for worker in self._place(model.config):
+                self._placement[worker].add(name)
+                self._send_load(model, worker)
+        await waiter
+        if self.store:
+            self.store.set_model_state(name, model.config.version, "loaded")
+        return model
+
+    def _send_load(self, model: ModelState, worker: int) -> None:
+        model.loading.add(worker)
+        if worker in self._ready_workers:
+            self.scheduler.control(worker, LOAD, model.config.key, payload=model.config.name)
+            self._kick()
+
+    async def unload(self, name: str) -> None:
+        model = self.model(name)
+        key = model.config.key
+        for worker in list(model.workers):
+            self.scheduler.unplaced(key, worker)
+            if worker in self._ready_workers:
+                self.scheduler.control(worker, UNLOAD, key, payload=name)
+        for worker in self._placement:
+            self._placement[worker].discard(name)
+        self._fail_all(
+            self.scheduler.remove_model(key), ModelNotReady(f"model {name!r} was unloaded")
+        )
+        model.workers.clear()
+        model.loading.clear()
+        model.state, model.reason = UNLOADED, "unloaded through the repository API"
+        if self.store:
+            self.store.set_model_state(name, model.config.version, "unloaded")
+        self._kick()
+
+    # -- inference ---------------------------------------------------------------------------
+    async def infer(
+        self,
+        name: str,
+        inputs: dict[str, np.ndarray],
+        *,
+        version: str | None = None,
+        outputs: Sequence[str] | None = None,
+        timeout: float | None = None,
+        priority: int | None = None,
+    ) -> Prediction:
+        """Answer one request within its deadline, or raise a HeadwayError saying why not.
+
+        `timeout` (seconds) overrides the model's slo_ms as the deadline.
+        """
+        model = self.model(name, version)
+        stats = self.stats[name]
+        stats.requests += 1
+        started = self.clock.now()
+        try:
+            if model.state != READY:
+                raise ModelNotReady(
+                    f"model {name!r} is {model.state.lower()}"
+                    + (f": {model.reason}" if model.reason else "")
+                )
+            config = model.config
+            rows = check_inputs(name, config.inputs, inputs)
+            wanted = tuple(outputs) if outputs else None
+            check_outputs(name, config.outputs, wanted)
+            deadline = started + (timeout if timeout is not None else config.slo_ms / 1000.0)
+            request = Request(
+                config.key, inputs, rows, started, deadline, priority_level(priority), wanted
+            )
+            if config.cache:
+                prediction = await self._cached(model, request, stats)
+            else:
+                prediction = await self._submit(request)
+        except HeadwayError as exc:
+            stats.errors[exc.reason] += 1
+            raise
+        stats.successes += 1
+        stats.latency.observe(self.clock.now() - started)
+        return prediction
+
+    async def _cached(self, model: ModelState, request: Request, stats: ModelStats) -> Prediction:
+        key = cache_key(request.model, request.inputs, request.outputs)
+        hit = self.cache.get(key)
+        if hit is not None:
+            stats.cache_hits += 1
+            return hit  # type: ignore[no-any-return]
+        shared = self._in_flight.get(key)
+        if shared is not None:
+            stats.cache_hits += 1
+            return await asyncio.shield(shared)
+        stats.cache_misses += 1
+        assert self._loop is not None
+        future: asyncio.Future[Prediction] = self._loop.create_future()
+        self._in_flight[key] = future
+        try:
+            prediction = await self._submit(request)
+        except HeadwayError as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: sharers re-raise it, nobody else must
+            raise
+        finally:
+            self._in_flight.pop(key, None)
+        future.set_result(prediction)
+        self.cache.put(key, prediction, sum(a.nbytes for a in prediction.outputs.values()) + 64)
+        return prediction
+
+    async def _submit(self, request: Request) -> Prediction:
+        assert self._loop is not None
+        future: asyncio.Future[Prediction] = self._loop.create_future()
+        request.token = future
+        self.scheduler.submit(request)
+        self._kick()
+        return await future
+
+    # -- the pump: scheduler decisions -> engine -----------------------------------------------
+    def _kick(self) -> None:
+        if not self._pump_scheduled and self._loop is not None:
+            self._pump_scheduled = True
+            self._loop.call_soon(self._pump)
+
+    def _pump(self) -> None:
+        self._pump_scheduled = False
+        decisions = self.scheduler.poll()
+        for request, error in decisions.rejected:
+            self._fail(request, error)
+        for dispatch in decisions.dispatches:
+            self._send(dispatch)
+        if decisions.wakeup is not None:
+            self._wake_at(decisions.wakeup)
+
+    def _wake_at(self, when: float) -> None:
+        if self._timer is not None and self._timer_at <= when:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        assert self._loop is not None
+        self._timer_at = when
+        self._timer = self._loop.call_later(max(0.0, when - self.clock.now()), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer, self._timer_at = None, float("inf")
+        self._pump()
+
+    def _send(self, dispatch: Dispatch) -> None:
+        header: dict[str, Any] = {"op": dispatch.kind, "id": dispatch.id, "model": dispatch.model}
+        tensors: dict[str, np.ndarray] = {}
+        if dispatch.kind == INFER:
+            header["rows"] = dispatch.rows
+            requests = dispatch.requests
+            header["outputs"] = _union_outputs(requests)
+            if len(requests) == 1:
+                tensors = requests[0].inputs
+            else:
+                tensors = {
+                    name: np.concatenate([r.inputs[name] for r in requests])
+                    for name in requests[0].inputs
+                }
+            self.stats[requests[0].model.rpartition("@")[0]].batch_size.observe(dispatch.rows)
+        elif dispatch.kind == LOAD:
+            header["config"] = self.models[dispatch.payload].config.to_wire()
+        # A failed send means the worker is gone: the watcher reports it and requeues.
+        self.engine.send(dispatch.worker, header, tensors)
+
+    # -- engine events -----------------------------------------------------------------------
+    def _on_reply(
+        self, worker: int, header: dict[str, Any], tensors: dict[str, np.ndarray]
+    ) -> None:
+        ok = bool(header.get("ok"))
+        dispatch = self.scheduler.complete(
+            int(header["id"]), header.get("duration") if ok else None
+        )
+        if dispatch is None:
+            return
+        if dispatch.kind == INFER:
+            if ok:
+                self._answer(dispatch, tensors)
+            else:
+                error = ModelError(f"model {dispatch.model!r} failed: {header.get('error')}")
+                for request in dispatch.requests:
+                    self._fail(request, error)
+        elif dispatch.kind == LOAD:
+            self._loaded(worker, dispatch.payload, header)
+        self._kick()
+
+    def _answer(self, dispatch: Dispatch, tensors: dict[str, np.ndarray]) -> None:
+        name, _, version = dispatch.model.rpartition("@")
+        start = 0
+        for request in dispatch.requests:
+            end = start + request.rows
+            future: asyncio.Future[Prediction] = request.token
+            if not future.done():
+                mine = (
+                    tensors
+                    if len(dispatch.requests) == 1
+                    else {k: v[start:end] for k, v in tensors.items()}
+                )
+                if request.outputs is not None:
+                    mine = {k: v for k, v in mine.items() if k in request.outputs}
+                future.set_result(Prediction(name, int(version), mine))
+            start = end
+
+    def _loaded(self, worker: int, name: str, header: dict[str, Any]) -> None:
+        model = self.models.get(name)
+        if model is None or worker not in model.loading:
+            return
+        model.loading.discard(worker)
+        if header.get("ok"):
+            config = model.config
+            inferred_in = tuple(TensorSpec.parse(t, name) for t in header.get("inputs") or ())
+            inferred_out = tuple(TensorSpec.parse(t, name) for t in header.get("outputs") or ())
+            model.config = config.with_signature(inferred_in, inferred_out)
+            model.memory_mb = max(model.memory_mb, float(header.get("memory_mb") or 0.0))
+            self.scheduler.add_model(
+                config.key,
+                max_batch=config.max_batch_size,
+                batch_delay=config.batch_delay_ms / 1000.0,
+                max_queue=config.max_queue,
+            )
+            self.scheduler.placed(config.key, worker)
+            model.workers.add(worker)
+            model.state, model.reason = READY, ""
+        elif not model.workers:
+            model.reason = f"failed to load: {header.get('error')}"
+            log.error("model %s %s", name, model.reason)
+            self._placement[worker].discard(name)
+            if not model.loading:
+                model.state = UNAVAILABLE
+        if not model.loading:
+            for waiter in model.waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+            model.waiters.clear()
+
+    def _on_worker_ready(self, worker: int, pid: int) -> None:
+        self._ready_workers.add(worker)
+        self.scheduler.add_worker(worker)
+        for name in self._placement.get(worker, ()):
+            model = self.models[name]
+            if model.state in (READY, LOADING):
+                model.loading.discard(worker)
+                self._send_load(model, worker)
+        if self._all_ready is not None and len(self._ready_workers) >= self.engine.size:
+            self._all_ready.set()
+        self._kick()
+
+    def _on_worker_exit(self, worker: int, code: int | None) -> None:
+        log.warning("worker %d exited (code %s); restarting it", worker, code)
+        self._ready_workers.discard(worker)
+        retried, failed = self.scheduler.worker_lost(worker)
+        for name in self._placement.get(worker, ()):
+            self.models[name].workers.discard(worker)
+        for request in failed:
+            self._fail(
+                request,
+                WorkerFailed(
+                    f"model {request.model!r}: the worker running the request died (exit code "
+                    f"{code}) and the retry failed too; retry the request"
+                ),
+            )
+        if retried:
+            log.warning("requeued %d request(s) from worker %d", len(retried), worker)
+        self._kick()
+
+    # -- helpers -----------------------------------------------------------------------------
+    def _fail(self, request: Request, error: HeadwayError) -> None:
+        future: asyncio.Future[Prediction] | None = request.token
+        if future is not None and not future.done():
+            future.set_exception(error)
+
+    def _fail_all(self, requests: list[Request], error: HeadwayError) -> None:
+        for request in requests:
+            self._fail(request, error)
+
+    def statistics(self) -> dict[str, Any]:
+        """A snapshot for metrics, the dashboard and tests."""
+        scheduling = self.scheduler.statistics()["models"]
+        return {
+            "models": {
+                name: {
+                    "state": m.state,
+                    "reason": m.reason,
+                    "version": m.config.version,
+                    "workers": sorted(m.workers),
+                    "memory_mb": m.memory_mb,
+                    "queue": self.scheduler.queue_length(m.config.key),
+                    "scheduling": scheduling.get(m.config.key, {}),
+                    **self.stats[name].to_dict(),
+                }
+                for name, m in self.models.items()
+            },
+            "cache": {
+                "entries": len(self.cache),
+                "bytes": self.cache.size,
+                "hits": self.cache.hits,
+                "misses": self.cache.misses,
+            },
+            "workers": self.engine.pids(),
+        }
+
+
+def _union_outputs(requests: list[Request]) -> list[str] | None:
+    wanted: set[str] = set()
+    for request in requests:
+        if request.outputs is None:
+            return None
+        wanted.update(request.outputs)
+    return sorted(wanted)

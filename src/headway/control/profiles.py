@@ -1,0 +1,100 @@
+"""Duration estimates per (model, batch size): rolling windows of measured INFER durations.
+
+Clockwork's rule: keep the last few measurements per batch size and predict with a high
+percentile of them, so an estimate errs on the side of meeting deadlines. Sizes never measured
+are bounded by the nearest measured size above them, or extrapolated linearly (per row) from the
+largest one measured. This is the one place that predicts how long an action takes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0-100) by nearest rank: with 10 samples, p99 is the maximum."""
+    if not values:
+        raise ValueError("percentile of no values")
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
+    return ordered[rank - 1]
+
+
+@dataclass
+class _Windows:
+    by_size: dict[int, deque[float]] = field(default_factory=dict)
+
+
+class LatencyEstimator:
+    """Predicts action durations from recent measurements.
+
+    `window` measurements are kept per (model, batch size); the estimate is their
+    `quantile`-th percentile. `min_samples` measurements at some size are needed before a model
+    counts as profiled (until then the batcher falls back to AIMD).
+    """
+
+    def __init__(self, *, window: int = 10, quantile: float = 99.0, min_samples: int = 3) -> None:
+        if window < 1:
+            raise ValueError("window must be at least 1")
+        self.window = window
+        self.quantile = quantile
+        self.min_samples = min_samples
+        self._models: dict[str, _Windows] = {}
+        self._cache: dict[tuple[str, int], float] = {}
+
+    def observe(self, model: str, batch_size: int, seconds: float) -> None:
+        """Record one measured duration of an INFER of `batch_size` rows."""
+        windows = self._models.setdefault(model, _Windows())
+        samples = windows.by_size.get(batch_size)
+        if samples is None:
+            samples = windows.by_size[batch_size] = deque(maxlen=self.window)
+        samples.append(seconds)
+        # Any new sample can change estimates at other sizes (bounds, extrapolation).
+        if self._cache:
+            self._cache = {k: v for k, v in self._cache.items() if k[0] != model}
+
+    def forget(self, model: str) -> None:
+        self._models.pop(model, None)
+        self._cache = {k: v for k, v in self._cache.items() if k[0] != model}
+
+    def profiled(self, model: str) -> bool:
+        """Whether some batch size has enough measurements to trust estimates."""
+        windows = self._models.get(model)
+        return windows is not None and any(
+            len(s) >= self.min_samples for s in windows.by_size.values()
+        )
+
+    def largest_measured(self, model: str) -> int:
+        windows = self._models.get(model)
+        return max(windows.by_size) if windows and windows.by_size else 0
+
+    def estimate(self, model: str, batch_size: int) -> float | None:
+        """Predicted seconds for an INFER of `batch_size` rows, or None with no data at all."""
+        key = (model, batch_size)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        windows = self._models.get(model)
+        if windows is None or not windows.by_size:
+            return None
+        sizes = windows.by_size
+        if batch_size in sizes:
+            value = percentile(list(sizes[batch_size]), self.quantile)
+        else:
+            above = [s for s in sizes if s > batch_size]
+            if above:
+                value = percentile(list(sizes[min(above)]), self.quantile)
+            else:
+                largest = max(sizes)
+                value = percentile(list(sizes[largest]), self.quantile) * batch_size / largest
+        self._cache[key] = value
+        return value
+
+    def snapshot(self) -> dict[str, dict[int, float]]:
+        """Current estimates per model and measured batch size (for statistics and the store)."""
+        return {
+            model: {b: percentile(list(s), self.quantile) for b, s in sorted(w.by_size.items())}
+            for model, w in self._models.items()
+        }

@@ -1,0 +1,39 @@
+"""What the control layer knows of one inference request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: Triton's priority levels: 1 is the highest; 0 (unset) means the default level.
+DEFAULT_PRIORITY = 10
+
+
+@dataclass(eq=False, slots=True)
+class Request:
+    """One request for one model: its rows, its deadline and how to answer it.
+
+    `token` belongs to whoever submitted the request (the async driver keeps a future there);
+    the scheduler never looks inside it.
+    """
+
+    model: str
+    inputs: dict[str, np.ndarray]
+    rows: int
+    arrival: float
+    deadline: float
+    priority: int = DEFAULT_PRIORITY
+    outputs: tuple[str, ...] | None = None
+    token: Any = None
+    attempts: int = 0
+    seq: int = field(default=0)
+
+    def sort_key(self) -> tuple[int, float, int]:
+        return (self.priority, self.deadline, self.seq)
+
+
+def priority_level(priority: int | None) -> int:
+    """Triton's `priority` parameter as a sort level (lower runs first)."""
+    return DEFAULT_PRIORITY if not priority or priority < 0 else int(priority)

@@ -1,0 +1,85 @@
+"""Counters and fixed-bucket histograms per model, cheap enough for the request path.
+
+The transport turns these records into Prometheus text; the core only counts.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+LATENCY_BUCKETS = (
+    0.0005,
+    0.001,
+    0.002,
+    0.005,
+    0.01,
+    0.02,
+    0.05,
+    0.1,
+    0.2,
+    0.5,
+    1.0,
+    2.0,
+    5.0,
+    10.0,
+)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+@dataclass
+class Histogram:
+    """Cumulative-on-read histogram with fixed upper bounds (plus +Inf)."""
+
+    bounds: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        self.counts = [0] * (len(self.bounds) + 1)
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.total += value
+        self.count += 1
+
+    def cumulative(self) -> list[tuple[float, int]]:
+        out, running = [], 0
+        for bound, count in zip((*self.bounds, float("inf")), self.counts, strict=True):
+            running += count
+            out.append((bound, running))
+        return out
+
+
+@dataclass
+class ModelStats:
+    """What happened to one model's requests."""
+
+    requests: int = 0
+    successes: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    cache_hits: int = 0
+    cache_misses: int = 0
+    latency: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS))
+    batch_size: Histogram = field(default_factory=lambda: Histogram(BATCH_BUCKETS))
+    infer_seconds: float = 0.0
+    last_inference: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "successes": self.successes,
+            "errors": dict(self.errors),
+            "cache_hits": self.cache_hits,
+            "cache_misses": self.cache_misses,
+            "batches": self.batch_size.count,
+            "mean_batch_size": self.batch_size.total / self.batch_size.count
+            if self.batch_size.count
+            else 0.0,
+            "mean_latency_s": self.latency.total / self.latency.count
+            if self.latency.count
+            else 0.0,
+        }

@@ -1,0 +1,89 @@
+"""The errors Headway raises, as one small tree.
+
+    HeadwayError
+     ├── InvalidInput          the request is wrong: fix it and retry        (HTTP 400)
+     │    └── PayloadTooLarge  the body is over the configured limit         (HTTP 413)
+     ├── ModelNotFound         no such model or version                      (HTTP 404)
+     ├── ConfigError           a model.yaml or setting cannot be used        (HTTP 400)
+     ├── Unavailable           try again later                               (HTTP 503)
+     │    ├── ModelNotReady    the model is not loaded (the reason says why)
+     │    ├── WorkerFailed     the worker running it died or failed
+     │    └── DeadlineUnmeetable  the deadline cannot be met: rejected early
+     ├── Overloaded            queue full: shed at once                      (HTTP 429)
+     └── ModelError            the model itself raised while predicting      (HTTP 500)
+
+Transports map these to status codes in one table (`headway.api.errors`); nothing here knows
+about HTTP.
+"""
+
+from __future__ import annotations
+
+
+class HeadwayError(Exception):
+    """Base of every error that Headway reports to a user."""
+
+    reason = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInput(HeadwayError):
+    """The request is malformed or does not match the model's signature."""
+
+    reason = "invalid_input"
+
+
+class PayloadTooLarge(InvalidInput):
+    """The request body exceeds the server's limit."""
+
+    reason = "payload_too_large"
+
+
+class ModelNotFound(HeadwayError):
+    """No model (or version) by that name is in the repository."""
+
+    reason = "not_found"
+
+
+class ConfigError(HeadwayError):
+    """A model.yaml, an app or a setting cannot be used as written."""
+
+    reason = "config"
+
+
+class Unavailable(HeadwayError):
+    """The request cannot be served now; retrying later may succeed."""
+
+    reason = "unavailable"
+
+
+class ModelNotReady(Unavailable):
+    """The model exists but is not loaded, or failed to load."""
+
+    reason = "not_ready"
+
+
+class WorkerFailed(Unavailable):
+    """The worker process executing the request died or could not run it."""
+
+    reason = "worker_failed"
+
+
+class DeadlineUnmeetable(Unavailable):
+    """The request's deadline cannot be met, so it is rejected before running late."""
+
+    reason = "deadline"
+
+
+class Overloaded(HeadwayError):
+    """The model's queue is full; the request is shed at once."""
+
+    reason = "overloaded"
+
+
+class ModelError(HeadwayError):
+    """The model's own code raised while predicting."""
+
+    reason = "model_error"

@@ -1,0 +1,214 @@
+"""The model repository: a folder of `<model>/model.yaml` and `<model>/<version>/<artifact>`.
+
+A minimal model.yaml is one line, `framework: sklearn`; everything else is inferred or defaulted.
+This module reads the folder into typed `ModelConfig`s and nothing more: loading happens in
+workers, scheduling in the controller.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from headway.datatypes import OIP_TO_NUMPY
+from headway.errors import ConfigError, ModelNotFound
+
+FRAMEWORKS = ("python", "sklearn", "torch", "onnx", "xgboost", "lightgbm")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+_KNOWN_KEYS = {
+    "framework",
+    "inputs",
+    "outputs",
+    "max_batch_size",
+    "batch_delay_ms",
+    "slo_ms",
+    "replicas",
+    "entrypoint",
+    "cache",
+    "version",
+    "memory_mb",
+    "max_queue",
+    "options",
+}
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A named tensor with an OIP datatype and a shape (-1 marks a free dimension)."""
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "datatype": self.datatype, "shape": list(self.shape)}
+
+    @classmethod
+    def parse(cls, raw: Any, where: str) -> TensorSpec:
+        if not isinstance(raw, dict) or "name" not in raw:
+            raise ConfigError(f"{where}: each tensor needs at least a name, got {raw!r}")
+        datatype = str(raw.get("datatype", "FP32")).upper()
+        if datatype not in OIP_TO_NUMPY:
+            raise ConfigError(f"{where}: tensor {raw['name']!r} has unknown datatype {datatype!r}")
+        shape = raw.get("shape", [-1])
+        if not isinstance(shape, list) or not all(isinstance(d, int) and d >= -1 for d in shape):
+            raise ConfigError(f"{where}: tensor {raw['name']!r} shape must be a list of ints >= -1")
+        return cls(str(raw["name"]), datatype, tuple(shape))
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """One model version as the repository describes it."""
+
+    name: str
+    version: int
+    framework: str
+    path: Path
+    inputs: tuple[TensorSpec, ...] = ()
+    outputs: tuple[TensorSpec, ...] = ()
+    max_batch_size: int = 32
+    batch_delay_ms: float = 0.0
+    slo_ms: float = 1000.0
+    replicas: int = 1
+    max_queue: int = 4096
+    entrypoint: str | None = None
+    cache: bool = False
+    memory_mb: float | None = None
+    versions: tuple[int, ...] = ()
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """The identity of a loaded model: name and version."""
+        return f"{self.name}@{self.version}"
+
+    @property
+    def platform(self) -> str:
+        return {"torch": "pytorch_torchscript", "onnx": "onnxruntime_onnx"}.get(
+            self.framework, f"{self.framework}_headway"
+        )
+
+    def with_signature(
+        self, inputs: tuple[TensorSpec, ...], outputs: tuple[TensorSpec, ...]
+    ) -> ModelConfig:
+        """Fill the signature where model.yaml left it out (inferred by the adapter)."""
+        return replace(self, inputs=self.inputs or inputs, outputs=self.outputs or outputs)
+
+    def to_wire(self) -> dict[str, Any]:
+        """What a worker needs to load this model."""
+        return {
+            "name": self.name,
+            "version": self.version,
+            "framework": self.framework,
+            "path": str(self.path),
+            "entrypoint": self.entrypoint,
+            "inputs": [t.to_json() for t in self.inputs],
+            "outputs": [t.to_json() for t in self.outputs],
+            "options": self.options,
+        }
+
+
+def _positive(raw: dict[str, Any], key: str, default: float, where: str) -> float:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ConfigError(f"{where}: {key} must be a non-negative number, got {value!r}")
+    return float(value)
+
+
+def read_model(model_dir: Path) -> ModelConfig:
+    """Read one `<model>/model.yaml` and pick the version to serve (highest unless pinned)."""
+    where = str(model_dir / "model.yaml")
+    name = model_dir.name
+    if not _NAME.match(name):
+        raise ConfigError(f"{where}: model name {name!r} may use letters, digits, '_', '-', '.'")
+    try:
+        raw = yaml.safe_load((model_dir / "model.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{where}: cannot be read: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: must be a mapping like 'framework: sklearn'")
+    unknown = set(raw) - _KNOWN_KEYS
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {sorted(unknown)}; known: {sorted(_KNOWN_KEYS)}")
+    framework = raw.get("framework")
+    if framework not in FRAMEWORKS:
+        raise ConfigError(
+            f"{where}: framework must be one of {list(FRAMEWORKS)}, got {framework!r}"
+        )
+    versions = tuple(
+        sorted(int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit())
+    )
+    if not versions:
+        raise ConfigError(f"{where}: no version folder (e.g. {name}/1/) holds an artifact")
+    version = raw.get("version", versions[-1])
+    if version not in versions:
+        raise ConfigError(f"{where}: pinned version {version!r} is not among {list(versions)}")
+    if framework == "python" and not raw.get("entrypoint"):
+        raise ConfigError(f"{where}: framework 'python' needs 'entrypoint: file.py:ClassName'")
+    max_batch = int(_positive(raw, "max_batch_size", 32, where))
+    replicas = int(_positive(raw, "replicas", 1, where))
+    if max_batch < 1 or replicas < 1:
+        raise ConfigError(f"{where}: max_batch_size and replicas must be at least 1")
+    memory = raw.get("memory_mb")
+    return ModelConfig(
+        name=name,
+        version=int(version),
+        framework=framework,
+        path=model_dir / str(version),
+        inputs=tuple(TensorSpec.parse(t, where) for t in raw.get("inputs") or ()),
+        outputs=tuple(TensorSpec.parse(t, where) for t in raw.get("outputs") or ()),
+        max_batch_size=max_batch,
+        batch_delay_ms=_positive(raw, "batch_delay_ms", 0.0, where),
+        slo_ms=_positive(raw, "slo_ms", 1000.0, where),
+        replicas=replicas,
+        max_queue=int(_positive(raw, "max_queue", 4096, where)),
+        entrypoint=raw.get("entrypoint"),
+        cache=bool(raw.get("cache", False)),
+        memory_mb=None if memory is None else _positive(raw, "memory_mb", 0, where),
+        versions=versions,
+        options=dict(raw.get("options") or {}),
+    )
+
+
+@dataclass
+class Repository:
+    """A scanned repository folder: every model it holds, and why any could not be read."""
+
+    root: Path
+    models: dict[str, ModelConfig] = field(default_factory=dict)
+    broken: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def scan(cls, root: Path) -> Repository:
+        root = Path(root)
+        if not root.is_dir():
+            raise ConfigError(f"model repository {str(root)!r} is not a folder")
+        repo = cls(root)
+        for model_dir in sorted(p for p in root.iterdir() if (p / "model.yaml").is_file()):
+            try:
+                repo.models[model_dir.name] = read_model(model_dir)
+            except ConfigError as exc:
+                repo.broken[model_dir.name] = exc.message
+        return repo
+
+    def get(self, name: str) -> ModelConfig:
+        if name in self.models:
+            return self.models[name]
+        if name in self.broken:
+            raise ModelNotFound(f"model {name!r} cannot be served: {self.broken[name]}")
+        raise ModelNotFound(f"unknown model {name!r}; the repository has {sorted(self.models)}")
+
+    def version(self, name: str, version: int) -> ModelConfig:
+        """A specific version of a model (loadable even when not the served one)."""
+        config = self.get(name)
+        if version == config.version:
+            return config
+        if version not in config.versions:
+            raise ModelNotFound(
+                f"model {name!r} has no version {version}; it has {list(config.versions)}"
+            )
+        return replace(config, version=version, path=config.path.parent / str(version))

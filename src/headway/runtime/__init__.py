@@ -1,0 +1,1 @@
+"""Runtime: worker processes that host models and execute one action at a time."""

@@ -1,0 +1,1 @@
+"""Engines start, watch and restart workers (local subprocesses; Ray actors later)."""
