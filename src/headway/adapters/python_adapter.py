@@ -1,0 +1,93 @@
+"""Plain Python: `entrypoint: file.py:ClassName` (or `file.py:function`).
+
+The file is looked up in the version folder, then in the model folder, and imported by path as a
+module of its own. Its folder is on `sys.path` while it imports, so it may import files beside it
+(these are cached process-wide by their plain name, as any import is: name them distinctly).
+A class is instantiated with no arguments and, if it has `load`, loaded with the version folder.
+`predict(batch)` receives the array itself when the model has one input tensor, else the dict of
+arrays, and returns an array (output `output-0`) or a dict of name -> array. Attributes `inputs`
+and `outputs` on the class or function (lists of `{name, datatype, shape}`) give the signature.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import itertools
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from headway.adapters.base import DEFAULT_OUTPUT, Adapter, wanted
+from headway.errors import ConfigError
+from headway.repository import TensorSpec
+
+_modules = itertools.count()
+
+
+class PythonAdapter(Adapter):
+    def load(self) -> None:
+        entry = str(self.config.get("entrypoint") or "")
+        where = f"model {self.config['name']!r} entrypoint {entry!r}"
+        target = self._import(entry, where)
+        try:
+            self.model = target() if isinstance(target, type) else target
+            if not inspect.isroutine(self.model) and callable(getattr(self.model, "load", None)):
+                self.model.load(self.path)
+        except Exception as exc:
+            raise ConfigError(f"{where}: loading failed: {exc!r}") from exc
+        self._predict = getattr(self.model, "predict", self.model)
+        if not callable(self._predict):
+            raise ConfigError(f"{where}: needs a predict(batch) method or function")
+        self._inputs = self.config.get("inputs") or self.signature()[0]
+
+    def _import(self, entry: str, where: str) -> Any:
+        file_name, _, attr = entry.rpartition(":")
+        if not file_name.endswith(".py") or not attr:
+            raise ConfigError(f"{where}: must look like 'file.py:ClassName'")
+        file = next(
+            (p for p in (self.path / file_name, self.path.parent / file_name) if p.is_file()), None
+        )
+        if file is None:
+            raise ConfigError(
+                f"{where}: {file_name} is in neither {self.path} nor {self.path.parent}"
+            )
+        safe = re.sub(r"\W", "_", f"{self.config['name']}_{self.config['version']}")
+        module_name = f"headway_model_{safe}_{next(_modules)}"
+        spec = importlib.util.spec_from_file_location(module_name, file)
+        if spec is None or spec.loader is None:
+            raise ConfigError(f"{where}: {file} cannot be imported")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        sys.path.insert(0, str(file.parent))
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            sys.modules.pop(module_name, None)
+            raise ConfigError(f"{where}: importing {file} failed: {exc!r}") from exc
+        finally:
+            sys.path.remove(str(file.parent))
+        if not hasattr(module, attr):
+            raise ConfigError(f"{where}: {file} defines no {attr!r}")
+        return getattr(module, attr)
+
+    def predict(
+        self, inputs: dict[str, np.ndarray], outputs: Sequence[str] | None = None
+    ) -> dict[str, np.ndarray]:
+        single = len(self._inputs) == 1 if self._inputs else len(inputs) == 1
+        result = self._predict(self.single_input(inputs) if single else dict(inputs))
+        if not isinstance(result, dict):
+            result = {DEFAULT_OUTPUT: result}
+        return {str(k): np.asarray(v) for k, v in result.items() if wanted(outputs, str(k))}
+
+    def signature(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        where = f"model {self.config['name']!r} entrypoint {self.config.get('entrypoint')!r}"
+        declared = (getattr(self.model, attr, None) or [] for attr in ("inputs", "outputs"))
+        inputs, outputs = ([TensorSpec.parse(t, where).to_json() for t in ts] for ts in declared)
+        return inputs, outputs
+
+
+ADAPTER = PythonAdapter
