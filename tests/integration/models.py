@@ -168,6 +168,6 @@ def build(root: Path) -> dict[str, Any]:
     expected = {name: builder(root) for name, builder in BUILDERS.items()}
     python_model(root, "doubler", "Doubler")
     python_model(root, "broken", "Broken")
-    sleeper(root, "slow", 0.05)
+    sleeper(root, "slow", 0.2)
     digits_logreg(root, "digits-cached", extra="cache: true\n")
     return expected

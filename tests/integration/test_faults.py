@@ -45,7 +45,9 @@ def small_repository(tmp_path: Path) -> Path:
     return root
 
 
-def test_a_killed_worker_is_replaced_and_no_request_hangs(small_repository: Path, tmp_path: Path) -> None:
+def test_a_killed_worker_is_replaced_and_no_request_hangs(
+    small_repository: Path, tmp_path: Path
+) -> None:
     with ServerProcess(small_repository, state=tmp_path / "s.db", workers=2) as server:
         assert server.process is not None
         workers = children(server.process.pid)
@@ -80,14 +82,18 @@ def test_a_killed_worker_is_replaced_and_no_request_hangs(small_repository: Path
         assert "headway_workers 2.0" in metrics
 
 
-def test_unloaded_models_stay_unloaded_across_a_restart(small_repository: Path, tmp_path: Path) -> None:
+def test_unloaded_models_stay_unloaded_across_a_restart(
+    small_repository: Path, tmp_path: Path
+) -> None:
     state = tmp_path / "state.db"
     with ServerProcess(small_repository, state=state) as server:
         assert httpx.post(f"{server.url}/v2/repository/models/doubler/unload").status_code == 200
         gone = httpx.post(f"{server.url}/v2/models/doubler/infer", content=BODY)
         assert gone.status_code == 503 and "unloaded" in gone.json()["error"]
     with ServerProcess(small_repository, state=state) as server:
-        index = {e["name"]: e["state"] for e in httpx.post(f"{server.url}/v2/repository/index").json()}
+        index = {
+            e["name"]: e["state"] for e in httpx.post(f"{server.url}/v2/repository/index").json()
+        }
         assert index == {"doubler": "UNLOADED", "steady": "READY"}
         assert httpx.post(f"{server.url}/v2/repository/models/doubler/load").status_code == 200
         assert httpx.post(f"{server.url}/v2/models/doubler/infer", content=BODY).status_code == 200

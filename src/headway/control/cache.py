@@ -71,7 +71,10 @@ class PredictionCache:
         old = self._entries.pop(key, None)
         if old is not None:
             self.size -= old.size
-            self._ring.remove(key)
+            index = self._ring.index(key)
+            self._ring.pop(index)
+            if index < self._hand:  # keep the hand on the entry it pointed at
+                self._hand -= 1
         while self.size + size > self.capacity and self._ring:
             self._evict_one()
         self._entries[key] = _Entry(value, size)

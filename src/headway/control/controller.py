@@ -23,7 +23,9 @@ from headway.control.request import Request, priority_level
 from headway.control.scheduler import INFER, LOAD, UNLOAD, Dispatch, Scheduler
 from headway.control.stats import ModelStats
 from headway.control.validate import check_inputs, check_outputs
+from headway.datatypes import numpy_dtype
 from headway.errors import (
+    DeadlineUnmeetable,
     HeadwayError,
     InvalidInput,
     ModelError,
@@ -37,6 +39,9 @@ from headway.store import Store
 log = logging.getLogger("headway.controller")
 
 LOADING, READY, UNAVAILABLE, UNLOADED = "LOADING", "READY", "UNAVAILABLE", "UNLOADED"
+WARMUP_RUNS = 3
+WARMUP_DEADLINE_S = 30.0
+PROBE_INTERVAL_S = 0.25
 
 
 class Engine(Protocol):
@@ -104,6 +109,7 @@ class Controller:
         self._all_ready: asyncio.Event | None = None
         self._in_flight: dict[bytes, asyncio.Future[Prediction]] = {}
         self._pump_scheduled = False
+        self._probed: dict[str, float] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = float("inf")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -144,6 +150,9 @@ class Controller:
             self._fail_all(
                 self.scheduler.remove_model(model.config.key), ModelNotReady("server stopping")
             )
+        if self.store is not None:
+            for key, estimates in self.scheduler.estimator.snapshot().items():
+                self.store.save_profile(key, estimates)
         await self.engine.stop()
 
     @property
@@ -293,9 +302,27 @@ class Controller:
         assert self._loop is not None
         future: asyncio.Future[Prediction] = self._loop.create_future()
         request.token = future
-        self.scheduler.submit(request)
+        try:
+            self.scheduler.submit(request)
+        except DeadlineUnmeetable:
+            self._refresh_estimate(request.model)
+            raise
         self._kick()
         return await future
+
+    def _refresh_estimate(self, key: str) -> None:
+        """Re-measure an idle model whose estimate turns requests away.
+
+        An estimate inflated by one slow run would otherwise reject every request, and a
+        rejected request never runs to correct it. A probe of zeros (at most one per
+        PROBE_INTERVAL_S, only while nothing is queued) brings fresh measurements instead.
+        """
+        now = self.clock.now()
+        if self.scheduler.queue_length(key) or now - self._probed.get(key, -1e9) < PROBE_INTERVAL_S:
+            return
+        name = key.rpartition("@")[0]
+        if name in self.models:
+            self._warm_up(self.models[name].config, 1)
 
     # -- the pump: scheduler decisions -> engine -----------------------------------------------
     def _kick(self) -> None:
@@ -401,9 +428,13 @@ class Controller:
                 batch_delay=config.batch_delay_ms / 1000.0,
                 max_queue=config.max_queue,
             )
+            first = not model.workers
             self.scheduler.placed(config.key, worker)
             model.workers.add(worker)
             model.state, model.reason = READY, ""
+            if first:
+                self._seed_profile(model.config)
+                self._warm_up(model.config, WARMUP_RUNS)
         elif not model.workers:
             model.reason = f"failed to load: {header.get('error')}"
             log.error("model %s %s", name, model.reason)
@@ -415,6 +446,34 @@ class Controller:
                 if not waiter.done():
                     waiter.set_result(None)
             model.waiters.clear()
+
+    def _seed_profile(self, config: ModelConfig) -> None:
+        """Start from the durations measured in an earlier run, when the store has them."""
+        if self.store is None or self.scheduler.estimator.profiled(config.key):
+            return
+        for rows, seconds in self.store.profile(config.key).items():
+            self.scheduler.estimator.observe(config.key, rows, seconds)
+
+    def _warm_up(self, config: ModelConfig, runs: int) -> None:
+        """Run a few one-row batches of zeros so the first real request meets a warm model
+        and a profile (frameworks compile or allocate lazily on their first calls)."""
+        specs = config.inputs
+        if runs <= 0 or not specs or any(s.datatype == "BYTES" or -1 in s.shape[1:] for s in specs):
+            return
+        inputs = {s.name: np.zeros((1, *s.shape[1:]), numpy_dtype(s.datatype)) for s in specs}
+        now = self.clock.now()
+        self._probed[config.key] = now
+        request = Request(config.key, inputs, 1, now, now + WARMUP_DEADLINE_S)
+        request.measured = runs < WARMUP_RUNS  # the very first run is cold: not a measurement
+        assert self._loop is not None
+        future: asyncio.Future[Prediction] = self._loop.create_future()
+        future.add_done_callback(lambda f: f.exception() or self._warm_up(config, runs - 1))
+        request.token = future
+        try:
+            self.scheduler.submit(request)
+        except HeadwayError:
+            return
+        self._kick()
 
     def _on_worker_ready(self, worker: int, pid: int) -> None:
         self._ready_workers.add(worker)

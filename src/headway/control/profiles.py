@@ -18,7 +18,9 @@ def percentile(values: list[float], q: float) -> float:
     if not values:
         raise ValueError("percentile of no values")
     ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
+    # q * n / 100, not q / 100 * n: the latter rounds 55 / 100 * 100 up to rank 56. The small
+    # tolerance keeps exact ranks exact for fractional q too (99.9 of 1000 is rank 999).
+    rank = max(1, math.ceil(q * len(ordered) / 100.0 - 1e-9))
     return ordered[rank - 1]
 
 

@@ -29,6 +29,8 @@ class Request:
     token: Any = None
     attempts: int = 0
     seq: int = field(default=0)
+    #: False for a cold run (the first after a load) whose duration must not shape estimates.
+    measured: bool = True
 
     def sort_key(self) -> tuple[int, float, int]:
         return (self.priority, self.deadline, self.seq)

@@ -179,21 +179,40 @@ class Scheduler:
                 f"{max(left, 0) * 1e3:.2f} ms left; raise the timeout or slo_ms"
             )
         if service is not None and model.queue.rows and model.replicas:
-            batch = self.service_time(request.model, model.max_batch) or service
-            batches = -(-model.queue.rows // model.max_batch)
-            wait = batches * batch / len(model.replicas)
-            if wait + service > left:
-                raise DeadlineUnmeetable(
-                    f"model {request.model!r}: deadline cannot be met: {model.queue.rows} rows "
-                    f"queued ahead need ~{wait * 1e3:.1f} ms, {left * 1e3:.1f} ms left"
-                )
+            # Only the rows that run before this request delay it, and they run batched with
+            # it. All queued rows bound them; count exactly only when that bound does not fit.
+            finish = self._finish_time(model, model.queue.rows + request.rows)
+            if finish is not None and finish > left:
+                mine = (request.priority, request.deadline)
+                ahead = sum(r.rows for r in model.queue if (r.priority, r.deadline) <= mine)
+                finish = self._finish_time(model, ahead + request.rows) if ahead else service
+                if finish is not None and finish > left:
+                    raise DeadlineUnmeetable(
+                        f"model {request.model!r}: deadline cannot be met: {ahead} rows queued "
+                        f"ahead; with them it needs ~{finish * 1e3:.1f} ms, "
+                        f"{left * 1e3:.1f} ms left"
+                    )
         self._push(model, request)
+
+    def _finish_time(self, model: _Model, rows: int) -> float | None:
+        """Predicted seconds until `rows` queued rows have run: one batch if they fit in one,
+        else rounds of full batches over the model's replicas."""
+        if rows <= model.max_batch:
+            return self.service_time(model.key, rows)
+        full = self.service_time(model.key, model.max_batch)
+        if full is None:
+            return None
+        batches = -(-rows // model.max_batch)
+        return -(-batches // max(1, len(model.replicas))) * full
+
+    def _latest_start(self, model: _Model, request: Request) -> float:
+        """The last moment `request` can start and still be predicted to meet its deadline."""
+        return request.deadline - (self.service_time(model.key, request.rows) or 0.0)
 
     def _push(self, model: _Model, request: Request) -> None:
         model.queue.push(request)
         self._waiting.add(model.key)
-        service = self.service_time(model.key, 1) or 0.0
-        model.drop_at = min(model.drop_at, request.deadline - service)
+        model.drop_at = min(model.drop_at, self._latest_start(model, request))
 
     def service_time(self, key: str, rows: int) -> float | None:
         """Predicted seconds from dispatch to answer for `rows` rows (RPC overhead included)."""
@@ -220,15 +239,19 @@ class Scheduler:
             head = model.queue.peek()
             assert head is not None
             if model.batch_delay and model.queue.rows < model.max_batch:
+                # Hold a small batch for more rows, but never past the moment a queued request
+                # would have to be dropped (the queue is short here: fewer than max_batch rows).
                 ready_at = head.arrival + model.batch_delay
-                if now < ready_at:
-                    decisions.wakeup = min(decisions.wakeup or ready_at, ready_at)
+                if now < ready_at and ready_at < min(
+                    self._latest_start(model, r) for r in model.queue
+                ):
+                    decisions.wakeup = _earliest(decisions.wakeup, ready_at)
                     continue
             decisions.dispatches.append(self._start(worker, self._batch(model, now), now))
         for key in self._waiting:
             drop_at = self._models[key].drop_at
             if drop_at != float("inf"):
-                decisions.wakeup = min(decisions.wakeup or drop_at, drop_at)
+                decisions.wakeup = _earliest(decisions.wakeup, drop_at)
         return decisions
 
     def _most_urgent(self, worker: _Worker) -> _Model | None:
@@ -259,11 +282,17 @@ class Scheduler:
         )
         requests = [model.queue.pop()]
         rows = requests[0].rows
+        earliest = head.deadline
         while model.queue:
             nxt = model.queue.peek()
             assert nxt is not None
             if rows + nxt.rows > target:
                 break
+            if nxt.deadline < earliest:  # a lower priority level with an earlier deadline
+                service = self.service_time(model.key, rows + nxt.rows)
+                if service is not None and service > nxt.deadline - now:
+                    break
+                earliest = nxt.deadline
             requests.append(model.queue.pop())
             rows += nxt.rows
         if not model.queue:
@@ -281,14 +310,14 @@ class Scheduler:
         return dispatch
 
     def _drop_hopeless(self, model: _Model, now: float, decisions: Decisions) -> None:
-        service = self.service_time(model.key, 1) or 0.0
-        doomed = {id(r) for r in model.queue if r.deadline - service <= now}
-        why = (
-            "no replica became ready in time"
-            if not model.replicas
-            else f"its deadline passed while queued (needs ~{service * 1e3:.2f} ms to run)"
-        )
+        doomed = {id(r) for r in model.queue if self._latest_start(model, r) <= now}
         for request in model.queue.remove_if(doomed):
+            service = self.service_time(model.key, request.rows) or 0.0
+            why = (
+                "no replica became ready in time"
+                if not model.replicas
+                else f"its deadline passed while queued (needs ~{service * 1e3:.2f} ms to run)"
+            )
             decisions.rejected.append(
                 (
                     request,
@@ -296,7 +325,7 @@ class Scheduler:
                 )
             )
         if model.queue:
-            model.drop_at = model.queue.min_deadline() - service
+            model.drop_at = min(self._latest_start(model, r) for r in model.queue)
         else:
             self._waiting.discard(model.key)
             model.drop_at = float("inf")
@@ -311,7 +340,8 @@ class Scheduler:
             worker.inflight = None
         if dispatch.kind == INFER and duration is not None:
             now = self.clock.now()
-            self.estimator.observe(dispatch.model, dispatch.rows, duration)
+            if all(r.measured for r in dispatch.requests):
+                self.estimator.observe(dispatch.model, dispatch.rows, duration)
             self._overheads.append(max(0.0, now - dispatch.sent_at - duration))
             self._overhead = percentile(list(self._overheads), 90.0)
             model = self._models.get(dispatch.model)
@@ -346,3 +376,8 @@ class Scheduler:
                 for key, m in self._models.items()
             },
         }
+
+
+def _earliest(current: float | None, when: float) -> float:
+    """The earlier of a wakeup time and another (None: no wakeup yet; 0.0 is a real time)."""
+    return when if current is None else min(current, when)
