@@ -1,0 +1,44 @@
+"""Model selection (Clipper's select / combine / observe): fixed, Exp3 and Exp4 policies.
+
+Pure logic: no I/O, no clock, no global randomness. See `docs/selection.md`.
+"""
+
+from headway.selection.decision import (
+    LOW_CONFIDENCE,
+    NO_ANSWER,
+    NO_MODEL_READY,
+    Answer,
+    Decision,
+    straggler_combine,
+)
+from headway.selection.exp3 import Exp3Policy
+from headway.selection.exp4 import Exp4Policy
+from headway.selection.fixed import FixedPolicy
+from headway.selection.losses import LabelRange, LossRule, scaled_absolute_loss, zero_one_loss
+from headway.selection.policy import Policy, PolicyState, Selection, make_policy
+from headway.selection.states import StateRegistry
+from headway.selection.stats import ModelStatistics, SelectionStatistics, SelectionStats
+
+__all__ = [
+    "LOW_CONFIDENCE",
+    "NO_ANSWER",
+    "NO_MODEL_READY",
+    "Answer",
+    "Decision",
+    "Exp3Policy",
+    "Exp4Policy",
+    "FixedPolicy",
+    "LabelRange",
+    "LossRule",
+    "ModelStatistics",
+    "Policy",
+    "PolicyState",
+    "Selection",
+    "SelectionStatistics",
+    "SelectionStats",
+    "StateRegistry",
+    "make_policy",
+    "scaled_absolute_loss",
+    "straggler_combine",
+    "zero_one_loss",
+]
