@@ -59,6 +59,9 @@ def serve(**options: object) -> None:
 
 
 def _add_optional_commands() -> None:
+    from headway.cli.trace import trace
+
+    cli.add_command(trace)
     try:
         from headway.cli.demo import demo
 
