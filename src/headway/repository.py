@@ -119,6 +119,23 @@ def _positive(raw: dict[str, Any], key: str, default: float, where: str) -> floa
     return float(value)
 
 
+def _tensors(raw: dict[str, Any], key: str, where: str) -> tuple[TensorSpec, ...]:
+    value = raw.get(key) or []
+    if not isinstance(value, list):
+        raise ConfigError(
+            f"{where}: {key} must be a list of tensors like {{name, datatype, shape}}, "
+            f"got {value!r}"
+        )
+    return tuple(TensorSpec.parse(t, where) for t in value)
+
+
+def _slo(raw: dict[str, Any], where: str) -> float:
+    slo = _positive(raw, "slo_ms", 1000.0, where)
+    if slo == 0:
+        raise ConfigError(f"{where}: slo_ms must be above 0 (every request would be refused)")
+    return slo
+
+
 def read_model(model_dir: Path) -> ModelConfig:
     """Read one `<model>/model.yaml` and pick the version to serve (highest unless pinned)."""
     where = str(model_dir / "model.yaml")
@@ -140,7 +157,11 @@ def read_model(model_dir: Path) -> ModelConfig:
             f"{where}: framework must be one of {list(FRAMEWORKS)}, got {framework!r}"
         )
     versions = tuple(
-        sorted(int(p.name) for p in model_dir.iterdir() if p.is_dir() and p.name.isdigit())
+        sorted(
+            int(p.name)
+            for p in model_dir.iterdir()
+            if p.is_dir() and p.name.isdigit() and p.name == str(int(p.name))
+        )
     )
     if not versions:
         raise ConfigError(f"{where}: no version folder (e.g. {name}/1/) holds an artifact")
@@ -154,23 +175,26 @@ def read_model(model_dir: Path) -> ModelConfig:
     if max_batch < 1 or replicas < 1:
         raise ConfigError(f"{where}: max_batch_size and replicas must be at least 1")
     memory = raw.get("memory_mb")
+    options = raw.get("options") or {}
+    if not isinstance(options, dict):
+        raise ConfigError(f"{where}: options must be a mapping, got {options!r}")
     return ModelConfig(
         name=name,
         version=int(version),
         framework=framework,
         path=model_dir / str(version),
-        inputs=tuple(TensorSpec.parse(t, where) for t in raw.get("inputs") or ()),
-        outputs=tuple(TensorSpec.parse(t, where) for t in raw.get("outputs") or ()),
+        inputs=_tensors(raw, "inputs", where),
+        outputs=_tensors(raw, "outputs", where),
         max_batch_size=max_batch,
         batch_delay_ms=_positive(raw, "batch_delay_ms", 0.0, where),
-        slo_ms=_positive(raw, "slo_ms", 1000.0, where),
+        slo_ms=_slo(raw, where),
         replicas=replicas,
         max_queue=int(_positive(raw, "max_queue", 4096, where)),
         entrypoint=raw.get("entrypoint"),
         cache=bool(raw.get("cache", False)),
         memory_mb=None if memory is None else _positive(raw, "memory_mb", 0, where),
         versions=versions,
-        options=dict(raw.get("options") or {}),
+        options=dict(options),
     )
 
 

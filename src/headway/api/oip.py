@@ -47,24 +47,48 @@ def _shape(raw: Any, name: str) -> tuple[int, ...]:
     return tuple(raw)
 
 
+#: The kinds of JSON numbers each kind of datatype accepts: no strings, nulls or bools for
+#: numbers, no fractions for integers (numpy would silently make NaN, parse or truncate them).
+_JSON_KINDS = {"b": "b", "i": "iu", "u": "iu", "f": "iuf"}
+_KIND_NAMES = {"b": "booleans", "i": "integers", "u": "integers", "f": "fractional numbers"}
+
+
 def _json_tensor(name: str, datatype: str, shape: tuple[int, ...], data: Any) -> np.ndarray:
     count = math.prod(shape)
     if datatype == "BYTES":
         flat = _flatten(data) if isinstance(data, list) else [data]
+        wrong = [x for x in flat if not isinstance(x, str)]
+        if wrong:
+            raise InvalidInput(
+                f"input {name!r}: BYTES data must be strings, got {type(wrong[0]).__name__}"
+            )
         array = np.empty(len(flat), dtype=object)
-        array[:] = [x.encode() if isinstance(x, str) else x for x in flat]
+        array[:] = [x.encode() for x in flat]
     else:
         if datatype in ("FP16", "BF16"):
             raise InvalidInput(f"input {name!r}: {datatype} cannot travel as JSON; send it binary")
-        try:
-            array = np.asarray(data, dtype=numpy_dtype(datatype))
-        except (ValueError, TypeError, OverflowError) as exc:
-            raise InvalidInput(f"input {name!r}: data is not valid {datatype}: {exc}") from None
+        array = _json_numbers(name, datatype, data)
     if array.size != count:
         raise InvalidInput(
             f"input {name!r}: shape {list(shape)} needs {count} elements, got {array.size}"
         )
     return array.reshape(shape)
+
+
+def _json_numbers(name: str, datatype: str, data: Any) -> np.ndarray:
+    dtype = numpy_dtype(datatype)
+    try:
+        parsed = np.asarray(data)
+        if parsed.size and parsed.dtype.kind not in _JSON_KINDS[dtype.kind]:
+            raise ValueError(f"got {_KIND_NAMES.get(parsed.dtype.kind, 'strings or nulls')}")
+        if dtype.kind in "iu" and parsed.size:
+            info = np.iinfo(dtype)
+            if parsed.min() < info.min or parsed.max() > info.max:
+                raise ValueError(f"values outside [{info.min}, {info.max}]")
+        with np.errstate(over="raise", invalid="raise"):
+            return parsed.astype(dtype, copy=False)
+    except (ValueError, TypeError, OverflowError, FloatingPointError) as exc:
+        raise InvalidInput(f"input {name!r}: data is not valid {datatype}: {exc}") from None
 
 
 def _flatten(data: list[Any]) -> list[Any]:
@@ -108,7 +132,10 @@ def decode_infer(body: bytes, header_length: int | None = None) -> InferRequest:
         datatype = raw.get("datatype")
         if not isinstance(datatype, str):
             raise InvalidInput(f"input {name!r}: 'datatype' is missing")
-        dtype = numpy_dtype(datatype)
+        try:
+            dtype = numpy_dtype(datatype)
+        except InvalidInput as exc:
+            raise InvalidInput(f"input {name!r}: {exc.message}") from None
         shape = _shape(raw.get("shape"), name)
         params = raw.get("parameters") or {}
         size = params.get("binary_data_size") if isinstance(params, dict) else None
@@ -117,12 +144,20 @@ def decode_infer(body: bytes, header_length: int | None = None) -> InferRequest:
                 raise InvalidInput(
                     f"input {name!r}: binary_data_size needs the Inference-Header-Content-Length header"
                 )
-            if not isinstance(size, int) or size < 0 or offset + size > len(body):
+            if (
+                not isinstance(size, int)
+                or isinstance(size, bool)
+                or size < 0
+                or offset + size > len(body)
+            ):
                 raise InvalidInput(f"input {name!r}: binary_data_size {size!r} runs past the body")
             buffer = memoryview(body)[offset : offset + size]
             offset += size
             if datatype == "BYTES":
-                inputs[name] = decode_bytes_tensor(buffer, shape)
+                try:
+                    inputs[name] = decode_bytes_tensor(buffer, shape)
+                except InvalidInput as exc:
+                    raise InvalidInput(f"input {name!r}: {exc.message}") from None
             else:
                 expected = math.prod(shape) * dtype.itemsize
                 if size != expected:
@@ -180,7 +215,13 @@ def encode_infer(
     described: list[dict[str, Any]] = []
     blobs: list[bytes] = []
     for name in names:
-        array = outputs[name]
+        array = outputs.get(name)
+        if array is None:
+            raise InvalidInput(
+                f"model {model!r} has no output {name!r}; it answered {sorted(outputs)}"
+            )
+        if array.dtype.byteorder == ">":  # the protocol's bytes (and orjson) are little-endian
+            array = array.astype(array.dtype.newbyteorder("<"))
         datatype = oip_datatype(array.dtype)
         tensor: dict[str, Any] = {"name": name, "datatype": datatype, "shape": list(array.shape)}
         if request.all_binary or name in request.binary_outputs:

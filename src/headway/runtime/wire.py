@@ -26,7 +26,8 @@ def pack(header: dict[str, Any], tensors: dict[str, np.ndarray] | None = None) -
             specs.append([name, "BYTES", list(array.shape)])
             frames.append(encode_bytes_tensor(array))
         else:
-            contiguous = np.ascontiguousarray(array)
+            # Not np.ascontiguousarray: it turns a 0-d array into shape (1,).
+            contiguous = array if array.flags.c_contiguous else np.array(array, order="C")
             if contiguous.dtype.byteorder == ">":
                 contiguous = contiguous.astype(contiguous.dtype.newbyteorder("<"))
             specs.append([name, contiguous.dtype.str, list(contiguous.shape)])

@@ -37,6 +37,8 @@ def _rss_mb() -> float:
 class WorkerState:
     """The models this worker hosts and the actions it knows. No sockets here."""
 
+    OPERATIONS = frozenset({"load", "infer", "unload", "ping"})
+
     def __init__(self) -> None:
         self.models: dict[str, Adapter] = {}
 
@@ -46,6 +48,8 @@ class WorkerState:
         op = header.get("op")
         started = time.perf_counter()
         try:
+            if op not in self.OPERATIONS:
+                raise ValueError(f"unknown op {op!r}; a worker knows {sorted(self.OPERATIONS)}")
             reply, outputs = getattr(self, f"_{op}")(header, tensors)
             reply["ok"] = True
         except Exception as exc:  # the model's failure is reported, never fatal to the worker

@@ -1,0 +1,119 @@
+"""Duration estimates: rolling windows per (model, batch size), predicted by a high percentile."""
+
+from __future__ import annotations
+
+import pytest
+
+from headway.control.profiles import LatencyEstimator, percentile
+
+
+def test_percentile_is_nearest_rank() -> None:
+    values = [float(v) for v in range(1, 11)]  # 1..10
+    assert percentile(values, 50) == 5.0
+    assert percentile(values, 99) == 10.0  # 10 samples: p99 is the maximum
+    assert percentile(values, 100) == 10.0
+    assert percentile(values, 0) == 1.0
+    assert percentile(list(reversed(values)), 90) == 9.0  # order of input does not matter
+
+
+@pytest.mark.parametrize(
+    ("q", "n", "rank"), [(55, 100, 55), (7, 100, 7), (28, 25, 7), (56, 25, 14)]
+)
+def test_percentile_exact_ranks_do_not_round_up(q: float, n: int, rank: int) -> None:
+    # 55 / 100 * 100 is 55.00000000000001 in floating point: the rank must still be 55, not 56.
+    assert percentile([float(v) for v in range(1, n + 1)], q) == float(rank)
+
+
+def test_percentile_of_nothing_raises() -> None:
+    with pytest.raises(ValueError, match="no values"):
+        percentile([], 99)
+
+
+def test_no_estimate_without_measurements() -> None:
+    estimator = LatencyEstimator()
+    assert estimator.estimate("m", 1) is None
+    assert not estimator.profiled("m")
+    assert estimator.largest_measured("m") == 0
+
+
+def test_estimate_is_a_high_percentile_of_the_window() -> None:
+    estimator = LatencyEstimator(window=10, quantile=90.0)
+    for ms in (1, 2, 3, 4, 5, 6, 7, 8, 9, 50):
+        estimator.observe("m", 4, ms / 1000)
+    assert estimator.estimate("m", 4) == pytest.approx(0.009)  # p90 of 10: the 9th
+    estimator_p99 = LatencyEstimator(window=10, quantile=99.0)
+    for ms in (1, 2, 3, 4, 5, 6, 7, 8, 9, 50):
+        estimator_p99.observe("m", 4, ms / 1000)
+    assert estimator_p99.estimate("m", 4) == pytest.approx(0.050)
+
+
+def test_window_rolls_old_measurements_out() -> None:
+    estimator = LatencyEstimator(window=3, quantile=99.0)
+    for seconds in (0.100, 0.010, 0.010):
+        estimator.observe("m", 1, seconds)
+    assert estimator.estimate("m", 1) == pytest.approx(0.100)
+    estimator.observe("m", 1, 0.010)  # pushes the slow one out
+    assert estimator.estimate("m", 1) == pytest.approx(0.010)
+
+
+def test_unmeasured_size_is_bounded_by_the_next_measured_size_above() -> None:
+    estimator = LatencyEstimator()
+    estimator.observe("m", 2, 0.020)
+    estimator.observe("m", 8, 0.080)
+    assert estimator.estimate("m", 1) == pytest.approx(0.020)
+    assert estimator.estimate("m", 3) == pytest.approx(0.080)
+    assert estimator.estimate("m", 8) == pytest.approx(0.080)
+
+
+def test_size_beyond_the_largest_measured_is_extrapolated_per_row() -> None:
+    estimator = LatencyEstimator()
+    estimator.observe("m", 4, 0.040)
+    assert estimator.estimate("m", 8) == pytest.approx(0.080)
+    assert estimator.estimate("m", 6) == pytest.approx(0.060)
+    assert estimator.largest_measured("m") == 4
+
+
+def test_new_measurements_change_cached_estimates() -> None:
+    estimator = LatencyEstimator(window=10, quantile=99.0)
+    estimator.observe("m", 4, 0.040)
+    assert estimator.estimate("m", 2) == pytest.approx(0.040)  # bounded by size 4 (cached now)
+    estimator.observe("m", 2, 0.015)
+    assert estimator.estimate("m", 2) == pytest.approx(0.015)
+    estimator.observe("m", 4, 0.100)
+    assert estimator.estimate("m", 8) == pytest.approx(0.200)
+
+
+def test_models_are_independent_and_can_be_forgotten() -> None:
+    estimator = LatencyEstimator()
+    estimator.observe("a", 1, 0.010)
+    estimator.observe("b", 1, 0.500)
+    assert estimator.estimate("a", 1) == pytest.approx(0.010)
+    estimator.forget("a")
+    assert estimator.estimate("a", 1) is None
+    assert estimator.estimate("b", 1) == pytest.approx(0.500)
+
+
+def test_profiled_needs_min_samples_at_one_size() -> None:
+    estimator = LatencyEstimator(min_samples=3)
+    for size in (1, 2, 4):
+        estimator.observe("m", size, 0.01)  # three samples, but at three sizes
+    assert not estimator.profiled("m")
+    estimator.observe("m", 2, 0.01)
+    estimator.observe("m", 2, 0.01)
+    assert estimator.profiled("m")
+
+
+def test_snapshot_lists_estimates_per_measured_size() -> None:
+    estimator = LatencyEstimator(quantile=99.0)
+    estimator.observe("m", 4, 0.04)
+    estimator.observe("m", 1, 0.01)
+    estimator.observe("m", 1, 0.02)
+    snapshot = estimator.snapshot()
+    assert list(snapshot["m"]) == [1, 4]
+    assert snapshot["m"][1] == pytest.approx(0.02)
+    assert snapshot["m"][4] == pytest.approx(0.04)
+
+
+def test_window_must_hold_something() -> None:
+    with pytest.raises(ValueError, match="window"):
+        LatencyEstimator(window=0)

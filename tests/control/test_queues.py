@@ -1,0 +1,93 @@
+"""A model's queue: priority level first, then earliest deadline, bounded."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from headway.control.queues import DeadlineQueue
+from headway.control.request import DEFAULT_PRIORITY, Request, priority_level
+
+
+def req(tag: str, deadline: float, *, rows: int = 1, priority: int = DEFAULT_PRIORITY) -> Request:
+    return Request("m", {"x": np.zeros((rows, 1))}, rows, 0.0, deadline, priority, token=tag)
+
+
+def drain(queue: DeadlineQueue) -> list[str]:
+    return [queue.pop().token for _ in range(len(queue))]
+
+
+def test_earliest_deadline_first() -> None:
+    queue = DeadlineQueue(10)
+    for tag, deadline in [("c", 3.0), ("a", 1.0), ("d", 4.0), ("b", 2.0)]:
+        queue.push(req(tag, deadline))
+    assert queue.peek().token == "a"
+    assert queue.min_deadline() == 1.0
+    assert drain(queue) == ["a", "b", "c", "d"]
+
+
+def test_equal_deadlines_keep_arrival_order() -> None:
+    queue = DeadlineQueue(10)
+    for tag in "xyz":
+        queue.push(req(tag, 1.0))
+    assert drain(queue) == ["x", "y", "z"]
+
+
+def test_priority_level_comes_before_deadline() -> None:
+    queue = DeadlineQueue(10)
+    queue.push(req("default-early", 1.0))
+    queue.push(req("p2", 9.0, priority=priority_level(2)))
+    queue.push(req("p1-late", 10.0, priority=priority_level(1)))
+    queue.push(req("p1-early", 5.0, priority=priority_level(1)))
+    assert drain(queue) == ["p1-early", "p1-late", "p2", "default-early"]
+
+
+def test_priority_level_follows_triton() -> None:
+    assert priority_level(None) == DEFAULT_PRIORITY
+    assert priority_level(0) == DEFAULT_PRIORITY  # 0: unset, the default level
+    assert priority_level(-3) == DEFAULT_PRIORITY
+    assert priority_level(1) == 1  # the highest
+    assert priority_level(1) < priority_level(2) < DEFAULT_PRIORITY
+
+
+def test_capacity_counts_requests() -> None:
+    queue = DeadlineQueue(2)
+    queue.push(req("a", 1.0, rows=5))
+    assert not queue.full
+    queue.push(req("b", 2.0))
+    assert queue.full
+    queue.pop()
+    assert not queue.full
+
+
+def test_rows_are_accounted_through_push_pop_and_remove() -> None:
+    queue = DeadlineQueue(10)
+    a, b, c = req("a", 1.0, rows=3), req("b", 2.0, rows=4), req("c", 3.0, rows=5)
+    for r in (a, b, c):
+        queue.push(r)
+    assert queue.rows == 12
+    assert queue.pop() is a
+    assert queue.rows == 9
+    removed = queue.remove_if({id(c)})
+    assert removed == [c]
+    assert queue.rows == 4
+    assert len(queue) == 1
+    assert queue.peek() is b
+    assert queue.remove_if({id(c)}) == []  # already gone: nothing changes
+    assert queue.rows == 4
+
+
+def test_remove_keeps_heap_order() -> None:
+    queue = DeadlineQueue(10)
+    requests = [req(str(i), float(d)) for i, d in enumerate([5, 1, 4, 2, 3, 6])]
+    for r in requests:
+        queue.push(r)
+    queue.remove_if({id(requests[1]), id(requests[4])})  # deadlines 1 and 3
+    assert drain(queue) == ["3", "2", "0", "5"]  # deadlines 2, 4, 5, 6
+
+
+def test_empty_queue() -> None:
+    queue = DeadlineQueue(1)
+    assert queue.peek() is None
+    assert len(queue) == 0
+    assert queue.min_deadline() == float("inf")
+    assert list(queue) == []

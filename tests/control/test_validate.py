@@ -1,0 +1,94 @@
+"""Checking request tensors against a model's signature, with messages that say what to fix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from headway.control.validate import check_inputs, check_outputs
+from headway.errors import InvalidInput
+from headway.repository import TensorSpec
+
+SPECS = (TensorSpec("input-0", "FP32", (-1, 64)),)
+
+
+def test_valid_inputs_return_the_number_of_rows() -> None:
+    assert check_inputs("m", SPECS, {"input-0": np.zeros((3, 64), np.float32)}) == 3
+
+
+def test_shape_mismatch_names_the_input_and_both_shapes() -> None:
+    with pytest.raises(InvalidInput) as info:
+        check_inputs("m", SPECS, {"input-0": np.zeros((3, 10), np.float32)})
+    assert info.value.message == "input 'input-0': expected shape [-1, 64], got [3, 10]"
+
+
+def test_rank_mismatch_is_a_shape_mismatch() -> None:
+    with pytest.raises(InvalidInput, match=r"expected shape \[-1, 64\], got \[3, 64, 1\]"):
+        check_inputs("m", SPECS, {"input-0": np.zeros((3, 64, 1), np.float32)})
+
+
+def test_fixed_dimensions_must_match_exactly() -> None:
+    specs = (TensorSpec("img", "UINT8", (-1, 2, 2)),)
+    assert check_inputs("m", specs, {"img": np.zeros((5, 2, 2), np.uint8)}) == 5
+    with pytest.raises(InvalidInput, match=r"expected shape \[-1, 2, 2\], got \[5, 2, 3\]"):
+        check_inputs("m", specs, {"img": np.zeros((5, 2, 3), np.uint8)})
+
+
+def test_datatype_mismatch() -> None:
+    with pytest.raises(InvalidInput) as info:
+        check_inputs("m", SPECS, {"input-0": np.zeros((3, 64), np.float64)})
+    assert info.value.message == "input 'input-0': expected datatype FP32, got FP64"
+
+
+def test_bytes_input_accepts_object_and_string_arrays() -> None:
+    specs = (TensorSpec("text", "BYTES", (-1,)),)
+    texts = np.array([b"a", b"b"], dtype=object)
+    assert check_inputs("m", specs, {"text": texts}) == 2
+    assert check_inputs("m", specs, {"text": np.array(["a", "b", "c"])}) == 3
+
+
+def test_unknown_and_missing_inputs_are_named() -> None:
+    specs = (TensorSpec("a", "FP32", (-1,)), TensorSpec("b", "FP32", (-1,)))
+    with pytest.raises(InvalidInput) as info:
+        check_inputs("m", specs, {"a": np.zeros(2, np.float32), "c": np.zeros(2, np.float32)})
+    assert (
+        info.value.message == "model 'm' takes inputs ['a', 'b']; unexpected ['c']; missing ['b']"
+    )
+    with pytest.raises(InvalidInput, match=r"missing \['b'\]$"):
+        check_inputs("m", specs, {"a": np.zeros(2, np.float32)})
+
+
+def test_no_inputs() -> None:
+    with pytest.raises(InvalidInput, match="has no inputs"):
+        check_inputs("m", SPECS, {})
+
+
+def test_inputs_must_agree_on_the_batch_dimension() -> None:
+    with pytest.raises(InvalidInput, match="input 'b': batch dimension 3 differs from the other"):
+        check_inputs("m", (), {"a": np.zeros(2), "b": np.zeros(3)})
+
+
+def test_scalar_has_no_batch_dimension() -> None:
+    with pytest.raises(InvalidInput, match="input 'a': needs a batch dimension, got a scalar"):
+        check_inputs("m", (), {"a": np.float32(1.0) * np.ones(())})
+
+
+def test_empty_batch_is_refused() -> None:
+    with pytest.raises(InvalidInput, match=r"the batch is empty \(0 rows\)"):
+        check_inputs("m", (), {"a": np.zeros((0, 4))})
+
+
+def test_without_a_signature_only_the_batch_is_checked() -> None:
+    assert check_inputs("m", (), {"a": np.zeros((4, 2)), "b": np.zeros(4, np.int8)}) == 4
+
+
+def test_check_outputs() -> None:
+    specs = (TensorSpec("label", "INT64", (-1,)), TensorSpec("probabilities", "FP64", (-1, 3)))
+    check_outputs("m", specs, None)
+    check_outputs("m", specs, ["label"])
+    check_outputs("m", (), ["anything"])  # unknown signature: the model decides
+    with pytest.raises(InvalidInput) as info:
+        check_outputs("m", specs, ["label", "scores"])
+    assert info.value.message == (
+        "model 'm' has outputs ['label', 'probabilities']; unknown output(s) ['scores']"
+    )
