@@ -9,6 +9,7 @@
      │    ├── ModelNotReady    the model is not loaded (the reason says why)
      │    ├── WorkerFailed     the worker running it died or failed
      │    └── DeadlineUnmeetable  the deadline cannot be met: rejected early
+     │         └── ColdStartTooSlow  the model cannot be loaded in time
      ├── Overloaded            queue full: shed at once                      (HTTP 429)
      └── ModelError            the model itself raised while predicting      (HTTP 500)
 
@@ -75,6 +76,12 @@ class DeadlineUnmeetable(Unavailable):
     """The request's deadline cannot be met, so it is rejected before running late."""
 
     reason = "deadline"
+
+
+class ColdStartTooSlow(DeadlineUnmeetable):
+    """The model is not loaded and loading it would miss the deadline."""
+
+    reason = "cold_start"
 
 
 class Overloaded(HeadwayError):

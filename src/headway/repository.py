@@ -7,6 +7,7 @@ workers, scheduling in the controller.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -200,31 +201,62 @@ def read_model(model_dir: Path) -> ModelConfig:
 
 @dataclass
 class Repository:
-    """A scanned repository folder: every model it holds, and why any could not be read."""
+    """A scanned repository folder: every model it holds, and why any could not be read.
+
+    A lazy scan only lists the model folders (thousands index in well under a second); each
+    model.yaml is read the first time the model is asked for.
+    """
 
     root: Path
     models: dict[str, ModelConfig] = field(default_factory=dict)
     broken: dict[str, str] = field(default_factory=dict)
+    names: list[str] = field(default_factory=list)
 
     @classmethod
-    def scan(cls, root: Path) -> Repository:
+    def scan(cls, root: Path, *, lazy: bool = False) -> Repository:
         root = Path(root)
         if not root.is_dir():
             raise ConfigError(f"model repository {str(root)!r} is not a folder")
         repo = cls(root)
-        for model_dir in sorted(p for p in root.iterdir() if (p / "model.yaml").is_file()):
-            try:
-                repo.models[model_dir.name] = read_model(model_dir)
-            except ConfigError as exc:
-                repo.broken[model_dir.name] = exc.message
+        with os.scandir(root) as entries:
+            repo.names = sorted(
+                e.name for e in entries if e.is_dir() and os.path.isfile(f"{e.path}/model.yaml")
+            )
+        if not lazy:
+            for name in repo.names:
+                repo._read(name)
         return repo
 
+    def _read(self, name: str) -> ModelConfig | None:
+        try:
+            config = self.models[name] = read_model(self.root / name)
+            return config
+        except ConfigError as exc:
+            self.broken[name] = exc.message
+            return None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.models or name in self._index
+
+    @property
+    def _index(self) -> set[str]:
+        index = self.__dict__.get("_index_set")
+        if index is None or len(index) != len(self.names):
+            index = self.__dict__["_index_set"] = set(self.names)
+        return index
+
     def get(self, name: str) -> ModelConfig:
-        if name in self.models:
-            return self.models[name]
+        config = self.models.get(name)
+        if config is not None:
+            return config
+        if name in self._index and name not in self.broken:
+            config = self._read(name)
+            if config is not None:
+                return config
         if name in self.broken:
             raise ModelNotFound(f"model {name!r} cannot be served: {self.broken[name]}")
-        raise ModelNotFound(f"unknown model {name!r}; the repository has {sorted(self.models)}")
+        known = self.names if len(self.names) <= 20 else [*self.names[:20], "..."]
+        raise ModelNotFound(f"unknown model {name!r}; the repository has {known}")
 
     def version(self, name: str, version: int) -> ModelConfig:
         """A specific version of a model (loadable even when not the served one)."""

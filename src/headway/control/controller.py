@@ -11,13 +11,22 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
 from headway.clock import Clock, MonotonicClock
 from headway.control.cache import PredictionCache, cache_key
+from headway.control.models import (
+    LOADING,
+    READY,
+    UNAVAILABLE,
+    UNLOADED,
+    ModelState,
+    Prediction,
+    size_estimate,
+)
+from headway.control.policy import HEADWAY, SchedulingPolicy
 from headway.control.profiles import LatencyEstimator
 from headway.control.request import Request, priority_level
 from headway.control.scheduler import INFER, LOAD, UNLOAD, Dispatch, Scheduler
@@ -38,7 +47,6 @@ from headway.store import Store
 
 log = logging.getLogger("headway.controller")
 
-LOADING, READY, UNAVAILABLE, UNLOADED = "LOADING", "READY", "UNAVAILABLE", "UNLOADED"
 WARMUP_RUNS = 3
 WARMUP_DEADLINE_S = 30.0
 PROBE_INTERVAL_S = 0.25
@@ -58,28 +66,6 @@ class Engine(Protocol):
     def pids(self) -> dict[int, int]: ...
 
 
-@dataclass
-class ModelState:
-    """A model as the controller serves it."""
-
-    config: ModelConfig
-    state: str = UNLOADED
-    reason: str = ""
-    workers: set[int] = field(default_factory=set)
-    memory_mb: float = 0.0
-    loading: set[int] = field(default_factory=set)
-    waiters: list[asyncio.Future[None]] = field(default_factory=list)
-
-
-@dataclass
-class Prediction:
-    """One request's answer: its rows of each output."""
-
-    model: str
-    version: int
-    outputs: dict[str, np.ndarray]
-
-
 class Controller:
     """Serves a repository's models from an engine's workers. See the module docstring."""
 
@@ -92,17 +78,25 @@ class Controller:
         clock: Clock | None = None,
         cache_bytes: int = 32 * 1024 * 1024,
         ready_timeout: float = 60.0,
+        memory_budget_mb: float | None = None,
+        policy: SchedulingPolicy = HEADWAY,
     ) -> None:
         self.repository = repository
         self.engine = engine
         self.store = store
         self.clock = clock or MonotonicClock()
-        self.scheduler = Scheduler(self.clock, LatencyEstimator())
+        #: With a memory budget, models load on demand and are evicted to fit it.
+        self.memory_budget_mb = memory_budget_mb
+        self.on_demand = memory_budget_mb is not None
+        self.scheduler = Scheduler(
+            self.clock, LatencyEstimator(), policy=policy, demand_loading=self.on_demand
+        )
         self.cache = PredictionCache(cache_bytes)
-        self.models: dict[str, ModelState] = {
-            name: ModelState(config) for name, config in repository.models.items()
-        }
-        self.stats: dict[str, ModelStats] = {name: ModelStats() for name in self.models}
+        self.models: dict[str, ModelState] = {}
+        self.stats: dict[str, ModelStats] = {}
+        self._remembered = store.model_states() if store else {}
+        for name in repository.models:
+            self._register(name)
         self.ready_timeout = ready_timeout
         self._placement: dict[int, set[str]] = {w: set() for w in range(engine.size)}
         self._ready_workers: set[int] = set()
@@ -131,16 +125,11 @@ class Controller:
                 f"workers did not start within {self.ready_timeout:.0f} s "
                 f"({len(self._ready_workers)} of {self.engine.size} ready)"
             ) from None
-        remembered = self.store.model_states() if self.store else {}
-        loads = []
-        for name, model in self.models.items():
-            if remembered.get(name, (0, "loaded", ""))[1] == "unloaded":
-                model.reason = "unloaded through the repository API"
-                continue
-            loads.append(self.load(name))
         for name, reason in self.repository.broken.items():
             log.warning("model %s cannot be served: %s", name, reason)
-        await asyncio.gather(*loads, return_exceptions=True)
+        if not self.on_demand:
+            loads = [self.load(name) for name in self.models if not self._user_unloaded(name)]
+            await asyncio.gather(*loads, return_exceptions=True)
         self.started = True
 
     async def stop(self) -> None:
@@ -165,7 +154,7 @@ class Controller:
         state = self.models.get(name)
         if state is None:
             self.repository.get(name)  # raises with the reason it is missing or broken
-            raise ModelNotFound(f"unknown model {name!r}")
+            state = self._register(name)
         if version is not None:
             if not version.isdigit():
                 raise InvalidInput(f"model {name!r}: version must be an integer, got {version!r}")
@@ -180,6 +169,32 @@ class Controller:
                 )
         return state
 
+    def _register(self, name: str) -> ModelState:
+        """Start tracking a model of the repository (at start-up, or lazily on first use)."""
+        config = self.repository.get(name)
+        model = self.models[name] = ModelState(config)
+        self.stats[name] = ModelStats()
+        if self._user_unloaded(name):
+            model.reason = "unloaded through the repository API"
+        elif self.on_demand:
+            model.state = READY
+            self._schedule_model(config)
+        return model
+
+    def _user_unloaded(self, name: str) -> bool:
+        """Whether the model was unloaded through the API before this start."""
+        return self._remembered.get(name, (0, "loaded", ""))[1] == "unloaded"
+
+    def _schedule_model(self, config: ModelConfig) -> None:
+        self.scheduler.add_model(
+            config.key,
+            max_batch=config.max_batch_size,
+            batch_delay=config.batch_delay_ms / 1000.0,
+            max_queue=config.max_queue,
+            size_mb=size_estimate(config),
+        )
+        self._seed_profile(config)
+
     def _place(self, config: ModelConfig) -> list[int]:
         """Pick `replicas` distinct workers, the least loaded first."""
         workers = sorted(self._placement, key=lambda w: (len(self._placement[w]), w))
@@ -189,6 +204,12 @@ class Controller:
         """Load the model's served version on its replicas; waits until they answered."""
         model = self.model(name)
         if model.state == READY:
+            return model
+        if self.on_demand:
+            model.state, model.reason = READY, ""
+            self._schedule_model(model.config)
+            if self.store:
+                self.store.set_model_state(name, model.config.version, "loaded")
             return model
         assert self._loop is not None
         waiter: asyncio.Future[None] = self._loop.create_future()
@@ -367,9 +388,16 @@ class Controller:
                     name: np.concatenate([r.inputs[name] for r in requests])
                     for name in requests[0].inputs
                 }
-            self.stats[requests[0].model.rpartition("@")[0]].batch_size.observe(dispatch.rows)
+            self.stats[_name(dispatch.model)].batch_size.observe(dispatch.rows)
+            if dispatch.latest is not None:
+                header["latest"] = dispatch.latest
         elif dispatch.kind == LOAD:
-            header["config"] = self.models[dispatch.payload].config.to_wire()
+            header["config"] = self.models[_name(dispatch.model)].config.to_wire()
+            header["evict"] = dispatch.evict
+            for key in dispatch.evict:
+                evicted = self.models.get(_name(key))
+                if evicted is not None:
+                    evicted.workers.discard(dispatch.worker)
         # A failed send means the worker is gone: the watcher reports it and requeues.
         self.engine.send(dispatch.worker, header, tensors)
 
@@ -378,6 +406,10 @@ class Controller:
         self, worker: int, header: dict[str, Any], tensors: dict[str, np.ndarray]
     ) -> None:
         ok = bool(header.get("ok"))
+        if header.get("late"):
+            self.scheduler.refused(int(header["id"]))
+            self._kick()
+            return
         dispatch = self.scheduler.complete(
             int(header["id"]), header.get("duration") if ok else None
         )
@@ -391,11 +423,15 @@ class Controller:
                 for request in dispatch.requests:
                     self._fail(request, error)
         elif dispatch.kind == LOAD:
-            self._loaded(worker, dispatch.payload, header)
+            self._loaded(worker, _name(dispatch.model), header)
         self._kick()
 
     def _answer(self, dispatch: Dispatch, tensors: dict[str, np.ndarray]) -> None:
         name, _, version = dispatch.model.rpartition("@")
+        now = self.clock.now()
+        late = sum(1 for r in dispatch.requests if now > r.deadline and r.measured)
+        if late:
+            self.stats[name].late += late
         start = 0
         for request in dispatch.requests:
             end = start + request.rows
@@ -413,7 +449,12 @@ class Controller:
 
     def _loaded(self, worker: int, name: str, header: dict[str, Any]) -> None:
         model = self.models.get(name)
-        if model is None or worker not in model.loading:
+        if model is None:
+            return
+        if self.on_demand:
+            self._loaded_on_demand(worker, model, header)
+            return
+        if worker not in model.loading:
             return
         model.loading.discard(worker)
         if header.get("ok"):
@@ -447,6 +488,29 @@ class Controller:
                     waiter.set_result(None)
             model.waiters.clear()
 
+    def _loaded_on_demand(self, worker: int, model: ModelState, header: dict[str, Any]) -> None:
+        config = model.config
+        if not header.get("ok"):
+            self.scheduler.load_failed(config.key, worker)
+            model.state = UNAVAILABLE
+            model.reason = f"failed to load: {header.get('error')}"
+            log.error("model %s %s", config.name, model.reason)
+            self._fail_all(
+                self.scheduler.remove_model(config.key),
+                ModelNotReady(f"model {config.name!r} {model.reason}"),
+            )
+            return
+        inferred_in = tuple(TensorSpec.parse(t, config.name) for t in header.get("inputs") or ())
+        inferred_out = tuple(TensorSpec.parse(t, config.name) for t in header.get("outputs") or ())
+        model.config = config.with_signature(inferred_in, inferred_out)
+        measured = float(header.get("memory_mb") or 0.0)
+        size = config.memory_mb if config.memory_mb is not None else None
+        if size is None and measured > 0:
+            size = max(measured, size_estimate(config))
+        model.memory_mb = size or size_estimate(config)
+        self.scheduler.placed(config.key, worker, size_mb=size)
+        model.workers.add(worker)
+
     def _seed_profile(self, config: ModelConfig) -> None:
         """Start from the durations measured in an earlier run, when the store has them."""
         if self.store is None or self.scheduler.estimator.profiled(config.key):
@@ -477,7 +541,8 @@ class Controller:
 
     def _on_worker_ready(self, worker: int, pid: int) -> None:
         self._ready_workers.add(worker)
-        self.scheduler.add_worker(worker)
+        share = None if self.memory_budget_mb is None else self.memory_budget_mb / self.engine.size
+        self.scheduler.add_worker(worker, memory_mb=share)
         for name in self._placement.get(worker, ()):
             model = self.models[name]
             if model.state in (READY, LOADING):
@@ -491,8 +556,8 @@ class Controller:
         log.warning("worker %d exited (code %s); restarting it", worker, code)
         self._ready_workers.discard(worker)
         retried, failed = self.scheduler.worker_lost(worker)
-        for name in self._placement.get(worker, ()):
-            self.models[name].workers.discard(worker)
+        for model in self.models.values():
+            model.workers.discard(worker)
         for request in failed:
             self._fail(
                 request,
@@ -540,6 +605,11 @@ class Controller:
             },
             "workers": self.engine.pids(),
         }
+
+
+def _name(key: str) -> str:
+    """The model name of a `name@version` key."""
+    return key.rpartition("@")[0]
 
 
 def _union_outputs(requests: list[Request]) -> list[str] | None:

@@ -1,4 +1,4 @@
-"""A model's queue: requests ordered by priority level, then deadline (earliest first)."""
+"""A model's queue: requests ordered by priority level, then deadline (or by arrival: FIFO)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from headway.control.request import Request
 class DeadlineQueue:
     """A bounded min-heap of requests; replicas of a model share one."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, *, fifo: bool = False) -> None:
         self.capacity = capacity
+        self.fifo = fifo
         self._heap: list[tuple[int, float, int, Request]] = []
         self._seq = itertools.count()
         self.rows = 0
@@ -30,11 +31,19 @@ class DeadlineQueue:
 
     def push(self, request: Request) -> None:
         request.seq = next(self._seq)
-        heapq.heappush(self._heap, (request.priority, request.deadline, request.seq, request))
+        if self.fifo:
+            entry = (0, request.arrival, request.seq, request)
+        else:
+            entry = (request.priority, request.deadline, request.seq, request)
+        heapq.heappush(self._heap, entry)
         self.rows += request.rows
 
     def peek(self) -> Request | None:
         return self._heap[0][3] if self._heap else None
+
+    def head_key(self) -> tuple[int, float, int] | None:
+        """The order key of the first request (to compare heads across models)."""
+        return self._heap[0][:3] if self._heap else None
 
     def pop(self) -> Request:
         request = heapq.heappop(self._heap)[3]
@@ -53,4 +62,4 @@ class DeadlineQueue:
         return [entry[3] for entry in removed]
 
     def min_deadline(self) -> float:
-        return min(entry[1] for entry in self._heap) if self._heap else float("inf")
+        return min(entry[3].deadline for entry in self._heap) if self._heap else float("inf")

@@ -1,10 +1,17 @@
-"""The scheduler: which batch runs on which worker next, and what is rejected at once.
+"""The scheduler: which action runs on which worker next, and what is rejected at once.
 
-Pure logic with an injected clock. It keeps one deadline-ordered queue per model (replicas
-share it), knows which worker is busy with which action (one at a time per worker), and on
-each `poll` hands out actions for idle workers: control actions (LOAD/UNLOAD) first, then the
-largest batch of the most urgent model that profiles predict will meet its earliest deadline.
-Requests that can no longer meet their deadline are rejected before they run, never late.
+Pure logic with an injected clock (Clockwork's "consolidate choice"). It keeps one queue per
+model (replicas share it), each worker's timeline of actions in flight, and on each `poll`:
+
+1. drops queued requests that can no longer meet their deadline (answered at once, never late);
+2. gives each available worker its next action: a queued control action (explicit LOAD or
+   UNLOAD) first; else the largest batch of its most urgent loaded model that the estimates
+   say will meet the earliest deadline in it; or, with demand loading, a LOAD of the most
+   urgent model that no worker holds (evicting idle, least recently used models to fit the
+   worker's memory share), when its requests can still make their deadlines after the load.
+
+Each INFER carries the latest time it may start; a worker refuses one that arrives later.
+`SchedulingPolicy` switches these behaviours off one by one for a Clipper-style baseline.
 """
 
 from __future__ import annotations
@@ -16,12 +23,18 @@ from typing import Any
 
 from headway.clock import Clock
 from headway.control.batching import AIMD, largest_batch
+from headway.control.memory import WorkerMemory
+from headway.control.policy import HEADWAY, SchedulingPolicy
 from headway.control.profiles import LatencyEstimator, percentile
 from headway.control.queues import DeadlineQueue
 from headway.control.request import Request
-from headway.errors import DeadlineUnmeetable, HeadwayError, Overloaded
+from headway.errors import ColdStartTooSlow, DeadlineUnmeetable, HeadwayError, Overloaded
 
 INFER, LOAD, UNLOAD = "infer", "load", "unload"
+#: Predicted LOAD duration before any load was measured.
+DEFAULT_LOAD_SECONDS = 0.25
+#: At most this many actions are in flight on one worker, whatever `schedule_ahead` allows.
+MAX_IN_FLIGHT = 4
 
 
 @dataclass(eq=False)
@@ -37,15 +50,22 @@ class Dispatch:
     sent_at: float = 0.0
     expected: float | None = None
     payload: Any = None
+    #: Expected start on the worker's timeline, and the latest start that still meets the
+    #: deadlines of the requests it carries (None: no limit).
+    earliest: float = 0.0
+    latest: float | None = None
+    evict: list[str] = field(default_factory=list)
 
 
 @dataclass(eq=False)
 class _Worker:
     id: int
+    memory: WorkerMemory
     alive: bool = True
     models: set[str] = field(default_factory=set)
-    inflight: Dispatch | None = None
+    inflight: deque[Dispatch] = field(default_factory=deque)
     control: deque[Dispatch] = field(default_factory=deque)
+    free_at: float = 0.0
 
 
 @dataclass(eq=False)
@@ -55,7 +75,9 @@ class _Model:
     max_batch: int
     batch_delay: float
     aimd: AIMD
+    size_mb: float = 0.0
     replicas: set[int] = field(default_factory=set)
+    loading: set[int] = field(default_factory=set)
     drop_at: float = float("inf")
     batches: int = 0
     late_batches: int = 0
@@ -70,20 +92,38 @@ class Decisions:
     wakeup: float | None = None
 
 
+@dataclass
+class Counters:
+    """Events the scheduler caused, for metrics and experiments."""
+
+    loads: int = 0
+    evictions: int = 0
+    cold_starts: int = 0
+    refusals: int = 0
+    dropped: int = 0
+    rejected_at_admission: int = 0
+
+
 class Scheduler:
-    """Deadline-aware batching over a set of workers. See the module docstring."""
+    """Deadline-aware batching, loading and eviction over workers. See the module docstring."""
 
     def __init__(
         self,
         clock: Clock,
         estimator: LatencyEstimator | None = None,
         *,
+        policy: SchedulingPolicy = HEADWAY,
+        demand_loading: bool = False,
         retries: int = 1,
         overhead_window: int = 64,
     ) -> None:
         self.clock = clock
         self.estimator = estimator or LatencyEstimator()
+        self.loads = LatencyEstimator(min_samples=1)
+        self.policy = policy
+        self.demand_loading = demand_loading
         self.retries = retries
+        self.counters = Counters()
         self._models: dict[str, _Model] = {}
         self._workers: dict[int, _Worker] = {}
         self._waiting: set[str] = set()
@@ -94,11 +134,18 @@ class Scheduler:
 
     # -- topology -------------------------------------------------------------------------
     def add_model(
-        self, key: str, *, max_batch: int = 32, batch_delay: float = 0.0, max_queue: int = 4096
+        self,
+        key: str,
+        *,
+        max_batch: int = 32,
+        batch_delay: float = 0.0,
+        max_queue: int = 4096,
+        size_mb: float = 0.0,
     ) -> None:
         if key not in self._models:
+            queue = DeadlineQueue(max_queue, fifo=not self.policy.deadline_order)
             self._models[key] = _Model(
-                key, DeadlineQueue(max_queue), max_batch, batch_delay, AIMD(max_batch)
+                key, queue, max_batch, batch_delay, AIMD(max_batch), size_mb=size_mb
             )
 
     def remove_model(self, key: str) -> list[Request]:
@@ -107,6 +154,9 @@ class Scheduler:
         self._waiting.discard(key)
         if model is None:
             return []
+        for worker in self._workers.values():
+            worker.models.discard(key)
+            worker.memory.remove(key)
         return [model.queue.pop() for _ in range(len(model.queue))]
 
     def has_model(self, key: str) -> bool:
@@ -116,33 +166,49 @@ class Scheduler:
         model = self._models.get(key)
         return set(model.replicas) if model else set()
 
-    def add_worker(self, worker: int) -> None:
-        self._workers[worker] = _Worker(worker)
+    def add_worker(self, worker: int, memory_mb: float | None = None) -> None:
+        self._workers[worker] = _Worker(worker, WorkerMemory(memory_mb), free_at=self.clock.now())
 
-    def placed(self, key: str, worker: int) -> None:
-        """`key` is now loaded on `worker`."""
-        self._workers[worker].models.add(key)
-        if key in self._models:
-            self._models[key].replicas.add(worker)
+    def placed(self, key: str, worker: int, size_mb: float | None = None) -> None:
+        """`key` is now loaded on `worker` (`size_mb`: its measured memory, when known)."""
+        slot = self._workers[worker]
+        slot.models.add(key)
+        model = self._models.get(key)
+        if model is not None:
+            model.replicas.add(worker)
+            model.loading.discard(worker)
+            if size_mb is not None:
+                model.size_mb = size_mb
+            if key in slot.memory:
+                slot.memory.resize(key, model.size_mb)
+            else:
+                slot.memory.add(key, model.size_mb, self.clock.now())
 
     def unplaced(self, key: str, worker: int) -> None:
-        if worker in self._workers:
-            self._workers[worker].models.discard(key)
-        if key in self._models:
-            self._models[key].replicas.discard(worker)
+        slot = self._workers.get(worker)
+        if slot is not None:
+            slot.models.discard(key)
+            slot.memory.remove(key)
+        model = self._models.get(key)
+        if model is not None:
+            model.replicas.discard(worker)
+            model.loading.discard(worker)
+
+    def load_failed(self, key: str, worker: int) -> None:
+        """A LOAD did not succeed: release what it reserved."""
+        self.unplaced(key, worker)
 
     def worker_lost(self, worker: int) -> tuple[list[Request], list[Request]]:
         """A worker died: requeue what it held (once), fail the rest. Returns (retried, failed)."""
         slot = self._workers.pop(worker, None)
         if slot is None:
             return [], []
-        for key in slot.models:
-            if key in self._models:
-                self._models[key].replicas.discard(worker)
+        for model in self._models.values():
+            model.replicas.discard(worker)
+            model.loading.discard(worker)
         retried: list[Request] = []
         failed: list[Request] = []
-        dispatch = slot.inflight
-        if dispatch is not None:
+        for dispatch in slot.inflight:
             self._inflight.pop(dispatch.id, None)
             for request in dispatch.requests:
                 request.attempts += 1
@@ -154,11 +220,14 @@ class Scheduler:
                     failed.append(request)
         return retried, failed
 
-    # -- actions ----------------------------------------------------------------------------
+    # -- admission ----------------------------------------------------------------------------
     def control(self, worker: int, kind: str, key: str, payload: Any = None) -> Dispatch:
         """Queue a LOAD or UNLOAD for `worker`; it runs before any further INFER there."""
         dispatch = Dispatch(next(self._ids), worker, kind, key, payload=payload)
         self._workers[worker].control.append(dispatch)
+        model = self._models.get(key)
+        if kind == LOAD and model is not None:
+            model.loading.add(worker)
         return dispatch
 
     def submit(self, request: Request) -> None:
@@ -169,9 +238,27 @@ class Scheduler:
                 f"model {request.model!r}: queue is full ({model.queue.capacity} requests); "
                 "retry later or add replicas"
             )
+        cold = self.demand_loading and not model.replicas
+        self.counters.cold_starts += cold
+        if self.policy.early_reject:
+            try:
+                self._admit(model, request, cold)
+            except DeadlineUnmeetable:
+                self.counters.rejected_at_admission += 1
+                raise
+        self._push(model, request)
+
+    def _admit(self, model: _Model, request: Request, cold: bool) -> None:
         now = self.clock.now()
         service = self.service_time(request.model, request.rows)
         left = request.deadline - now
+        if cold:
+            load = self._load_wait(model, now)
+            if load + (service or 0.0) > left:
+                raise ColdStartTooSlow(
+                    f"model {request.model!r} is not loaded and loading it takes "
+                    f"~{load * 1e3:.0f} ms; {max(left, 0) * 1e3:.1f} ms left: rejected"
+                )
         if left <= 0 or (service is not None and service > left):
             need = f"needs ~{service * 1e3:.2f} ms" if service is not None else "is already late"
             raise DeadlineUnmeetable(
@@ -192,7 +279,6 @@ class Scheduler:
                         f"ahead; with them it needs ~{finish * 1e3:.1f} ms, "
                         f"{left * 1e3:.1f} ms left"
                     )
-        self._push(model, request)
 
     def _finish_time(self, model: _Model, rows: int) -> float | None:
         """Predicted seconds until `rows` queued rows have run: one batch if they fit in one,
@@ -205,6 +291,28 @@ class Scheduler:
         batches = -(-rows // model.max_batch)
         return -(-batches // max(1, len(model.replicas))) * full
 
+    def load_time(self, key: str) -> float:
+        """Predicted seconds to LOAD `key`: its own measurements, else all loads', else a default."""
+        own = self.loads.estimate(key, 1)
+        if own is not None:
+            return own
+        seen = [v for sizes in self.loads.snapshot().values() for v in sizes.values()]
+        return max(seen) if seen else DEFAULT_LOAD_SECONDS
+
+    def _load_wait(self, model: _Model, now: float) -> float:
+        """Seconds until `model` could run somewhere: 0 if placed, else the rest of a load."""
+        if model.replicas:
+            return 0.0
+        ends = [
+            d.earliest + (d.expected or 0.0)
+            for w in model.loading
+            for d in self._workers[w].inflight
+            if d.kind == LOAD and d.model == model.key
+        ]
+        if ends:
+            return max(0.0, min(ends) - now)
+        return self.load_time(model.key)
+
     def _latest_start(self, model: _Model, request: Request) -> float:
         """The last moment `request` can start and still be predicted to meet its deadline."""
         return request.deadline - (self.service_time(model.key, request.rows) or 0.0)
@@ -212,47 +320,73 @@ class Scheduler:
     def _push(self, model: _Model, request: Request) -> None:
         model.queue.push(request)
         self._waiting.add(model.key)
-        model.drop_at = min(model.drop_at, self._latest_start(model, request))
+        model.drop_at = min(model.drop_at, self._drop_time(model, request))
+
+    def _drop_time(self, model: _Model, request: Request) -> float:
+        latest = self._latest_start(model, request)
+        if self.demand_loading and not model.replicas and not model.loading:
+            latest -= self.load_time(model.key)
+        return latest
 
     def service_time(self, key: str, rows: int) -> float | None:
         """Predicted seconds from dispatch to answer for `rows` rows (RPC overhead included)."""
         estimate = self.estimator.estimate(key, rows)
         return None if estimate is None else estimate + self._overhead
 
+    # -- decisions ----------------------------------------------------------------------------
     def poll(self) -> Decisions:
-        """Decide what idle workers run now and which requests to reject."""
+        """Decide what available workers run next and which requests to reject."""
         now = self.clock.now()
         decisions = Decisions()
-        for key in list(self._waiting):
-            model = self._models[key]
-            if now >= model.drop_at:
-                self._drop_hopeless(model, now, decisions)
+        if self.policy.early_reject:
+            for key in list(self._waiting):
+                model = self._models[key]
+                if now >= model.drop_at:
+                    self._drop_hopeless(model, now, decisions)
         for worker in self._workers.values():
-            if worker.inflight is not None or not worker.alive:
-                continue
-            if worker.control:
-                decisions.dispatches.append(self._start(worker, worker.control.popleft(), now))
-                continue
-            model = self._most_urgent(worker)
-            if model is None:
-                continue
-            head = model.queue.peek()
-            assert head is not None
-            if model.batch_delay and model.queue.rows < model.max_batch:
-                # Hold a small batch for more rows, but never past the moment a queued request
-                # would have to be dropped (the queue is short here: fewer than max_batch rows).
-                ready_at = head.arrival + model.batch_delay
-                if now < ready_at and ready_at < min(
-                    self._latest_start(model, r) for r in model.queue
-                ):
-                    decisions.wakeup = _earliest(decisions.wakeup, ready_at)
-                    continue
-            decisions.dispatches.append(self._start(worker, self._batch(model, now), now))
-        for key in self._waiting:
-            drop_at = self._models[key].drop_at
-            if drop_at != float("inf"):
-                decisions.wakeup = _earliest(decisions.wakeup, drop_at)
+            while self._available(worker, now):
+                dispatch = self._next_action(worker, now, decisions)
+                if dispatch is None:
+                    break
+                decisions.dispatches.append(self._start(worker, dispatch, now))
+        if self.policy.early_reject:
+            for key in self._waiting:
+                drop_at = self._models[key].drop_at
+                if drop_at != float("inf"):
+                    decisions.wakeup = _earliest(decisions.wakeup, drop_at)
         return decisions
+
+    def _available(self, worker: _Worker, now: float) -> bool:
+        if not worker.alive:
+            return False
+        if not worker.inflight:
+            return True
+        return (
+            len(worker.inflight) < MAX_IN_FLIGHT
+            and worker.free_at - now <= self.policy.schedule_ahead
+            and self.policy.schedule_ahead > 0
+        )
+
+    def _next_action(self, worker: _Worker, now: float, decisions: Decisions) -> Dispatch | None:
+        if worker.control:
+            return worker.control.popleft()
+        start = max(now, worker.free_at)
+        model = self._most_urgent(worker)
+        cold = self._cold_candidate(worker, start) if self.demand_loading else None
+        if cold is not None and (model is None or cold[1] < model.queue.head_key()):  # type: ignore[operator]
+            return self._load(worker, cold[0], cold[2])
+        if model is None:
+            return None
+        head = model.queue.peek()
+        assert head is not None
+        if model.batch_delay and model.queue.rows < model.max_batch:
+            # Hold a small batch for more rows, but never past the moment a queued request
+            # would have to be dropped (the queue is short here: fewer than max_batch rows).
+            ready_at = head.arrival + model.batch_delay
+            if now < ready_at and ready_at < min(self._latest_start(model, r) for r in model.queue):
+                decisions.wakeup = _earliest(decisions.wakeup, ready_at)
+                return None
+        return self._batch(model, start)
 
     def _most_urgent(self, worker: _Worker) -> _Model | None:
         best: _Model | None = None
@@ -264,22 +398,66 @@ class Scheduler:
         )
         for key in candidates:
             model = self._models[key]
-            head = model.queue.peek()
-            if head is not None and (best_key is None or head.sort_key() < best_key):
-                best, best_key = model, head.sort_key()
+            head_key = model.queue.head_key()
+            if head_key is not None and (best_key is None or head_key < best_key):
+                best, best_key = model, head_key
         return best
 
-    def _batch(self, model: _Model, now: float) -> Dispatch:
+    def _cold_candidate(
+        self, worker: _Worker, start: float
+    ) -> tuple[_Model, tuple[int, float, int], list[str]] | None:
+        """The most urgent queued model that no worker holds or loads, that fits this worker
+        (after evictions) and, under `feasible_loads_only`, can still make its deadline."""
+        best: tuple[_Model, tuple[int, float, int], list[str]] | None = None
+        pinned = {d.model for d in worker.inflight}
+        for key in self._waiting:
+            model = self._models[key]
+            if model.replicas or model.loading:
+                continue
+            head = model.queue.peek()
+            head_key = model.queue.head_key()
+            if head is None or head_key is None or (best is not None and head_key >= best[1]):
+                continue
+            if self.policy.feasible_loads_only:
+                ready = start + self.load_time(key)
+                if ready + (self.service_time(key, head.rows) or 0.0) > head.deadline:
+                    continue
+            victims = worker.memory.victims(
+                model.size_mb,
+                pinned=pinned,
+                idle=lambda k: k not in self._waiting,
+                idle_first=self.policy.idle_first_eviction,
+            )
+            if victims is not None:
+                best = (model, head_key, victims)
+        return best
+
+    def _load(self, worker: _Worker, model: _Model, victims: list[str]) -> Dispatch:
+        now = self.clock.now()
+        for key in victims:
+            self.unplaced(key, worker.id)
+            self.counters.evictions += 1
+        worker.memory.add(model.key, model.size_mb, now)
+        model.loading.add(worker.id)
+        self.counters.loads += 1
+        dispatch = Dispatch(next(self._ids), worker.id, LOAD, model.key, evict=victims)
+        dispatch.expected = self.load_time(model.key)
+        return dispatch
+
+    def _batch(self, model: _Model, start: float) -> Dispatch:
         head = model.queue.peek()
         assert head is not None
-        target = largest_batch(
-            self.estimator,
-            model.key,
-            budget=head.deadline - now,
-            cap=model.max_batch,
-            aimd=model.aimd,
-            overhead=self._overhead,
-        )
+        if self.policy.profile_batching:
+            target = largest_batch(
+                self.estimator,
+                model.key,
+                budget=head.deadline - start,
+                cap=model.max_batch,
+                aimd=model.aimd,
+                overhead=self._overhead,
+            )
+        else:
+            target = min(model.max_batch, model.aimd.size)
         requests = [model.queue.pop()]
         rows = requests[0].rows
         earliest = head.deadline
@@ -288,62 +466,77 @@ class Scheduler:
             assert nxt is not None
             if rows + nxt.rows > target:
                 break
-            if nxt.deadline < earliest:  # a lower priority level with an earlier deadline
+            if self.policy.early_reject and nxt.deadline < earliest:
+                # a lower priority level (or FIFO order) with an earlier deadline
                 service = self.service_time(model.key, rows + nxt.rows)
-                if service is not None and service > nxt.deadline - now:
+                if service is not None and service > nxt.deadline - start:
                     break
                 earliest = nxt.deadline
             requests.append(model.queue.pop())
             rows += nxt.rows
-        if not model.queue:
+        if model.queue:
+            model.drop_at = min(self._drop_time(model, r) for r in model.queue)
+        else:
             self._waiting.discard(model.key)
             model.drop_at = float("inf")
         dispatch = Dispatch(next(self._ids), -1, INFER, model.key, requests, rows)
         dispatch.expected = self.service_time(model.key, rows)
+        if self.policy.early_reject and dispatch.expected is not None:
+            dispatch.latest = min(r.deadline for r in requests) - dispatch.expected
         return dispatch
 
     def _start(self, worker: _Worker, dispatch: Dispatch, now: float) -> Dispatch:
         dispatch.worker = worker.id
         dispatch.sent_at = now
-        worker.inflight = dispatch
+        dispatch.earliest = max(now, worker.free_at)
+        worker.free_at = dispatch.earliest + (dispatch.expected or 0.0)
+        worker.inflight.append(dispatch)
+        worker.memory.touch(dispatch.model, now)
         self._inflight[dispatch.id] = dispatch
         return dispatch
 
     def _drop_hopeless(self, model: _Model, now: float, decisions: Decisions) -> None:
-        doomed = {id(r) for r in model.queue if self._latest_start(model, r) <= now}
+        doomed = {id(r) for r in model.queue if self._drop_time(model, r) <= now}
         for request in model.queue.remove_if(doomed):
             service = self.service_time(model.key, request.rows) or 0.0
-            why = (
-                "no replica became ready in time"
-                if not model.replicas
-                else f"its deadline passed while queued (needs ~{service * 1e3:.2f} ms to run)"
-            )
-            decisions.rejected.append(
-                (
-                    request,
-                    DeadlineUnmeetable(f"model {model.key!r}: rejected before running: {why}"),
+            error: HeadwayError
+            if model.replicas:
+                error = DeadlineUnmeetable(
+                    f"model {model.key!r}: rejected before running: its deadline passed while "
+                    f"queued (needs ~{service * 1e3:.2f} ms to run)"
                 )
-            )
+            elif not self.demand_loading:
+                error = DeadlineUnmeetable(
+                    f"model {model.key!r}: rejected before running: no replica became ready in time"
+                )
+            else:
+                error = ColdStartTooSlow(
+                    f"model {model.key!r}: rejected before running: the model could not be "
+                    "loaded in time"
+                )
+            decisions.rejected.append((request, error))
+            self.counters.dropped += 1
         if model.queue:
-            model.drop_at = min(self._latest_start(model, r) for r in model.queue)
+            model.drop_at = min(self._drop_time(model, r) for r in model.queue)
         else:
             self._waiting.discard(model.key)
             model.drop_at = float("inf")
 
+    # -- results ------------------------------------------------------------------------------
     def complete(self, dispatch_id: int, duration: float | None) -> Dispatch | None:
         """An action finished (`duration`: seconds the worker measured; None if it failed)."""
-        dispatch = self._inflight.pop(dispatch_id, None)
+        dispatch = self._finish(dispatch_id)
         if dispatch is None:
             return None
-        worker = self._workers.get(dispatch.worker)
-        if worker is not None and worker.inflight is dispatch:
-            worker.inflight = None
+        now = self.clock.now()
+        if dispatch.kind == LOAD and duration is not None:
+            self.loads.observe(dispatch.model, 1, duration)
         if dispatch.kind == INFER and duration is not None:
-            now = self.clock.now()
             if all(r.measured for r in dispatch.requests):
                 self.estimator.observe(dispatch.model, dispatch.rows, duration)
             self._overheads.append(max(0.0, now - dispatch.sent_at - duration))
-            self._overhead = percentile(list(self._overheads), 90.0)
+            if len(self._overheads) % 8 == 1 or len(self._overheads) < 8:
+                self._overhead = percentile(list(self._overheads), 90.0)
             model = self._models.get(dispatch.model)
             if model is not None:
                 met = all(now <= r.deadline for r in dispatch.requests)
@@ -352,18 +545,52 @@ class Scheduler:
                 model.late_batches += not met
         return dispatch
 
+    def refused(self, dispatch_id: int) -> Dispatch | None:
+        """The worker refused an INFER that reached it after its latest start: requeue its
+        requests (the next poll drops those that can no longer make it)."""
+        dispatch = self._finish(dispatch_id)
+        if dispatch is None:
+            return None
+        self.counters.refusals += 1
+        model = self._models.get(dispatch.model)
+        if model is not None:
+            for request in dispatch.requests:
+                self._push(model, request)
+        return dispatch
+
+    def _finish(self, dispatch_id: int) -> Dispatch | None:
+        dispatch = self._inflight.pop(dispatch_id, None)
+        if dispatch is None:
+            return None
+        worker = self._workers.get(dispatch.worker)
+        if worker is not None:
+            if dispatch in worker.inflight:
+                worker.inflight.remove(dispatch)
+            if not worker.inflight:
+                worker.free_at = self.clock.now()
+        return dispatch
+
     # -- statistics ---------------------------------------------------------------------------
     def queue_length(self, key: str) -> int:
         model = self._models.get(key)
         return len(model.queue) if model else 0
 
     def busy_workers(self) -> int:
-        return sum(1 for w in self._workers.values() if w.inflight is not None)
+        return sum(1 for w in self._workers.values() if w.inflight)
+
+    def worker_memory(self) -> dict[int, tuple[float, float | None, int]]:
+        """Per worker: (used MB, capacity MB, resident models)."""
+        return {
+            w.id: (w.memory.used_mb, w.memory.capacity_mb, len(w.memory.resident))
+            for w in self._workers.values()
+        }
 
     def statistics(self) -> dict[str, Any]:
         estimates = self.estimator.snapshot()
         return {
+            "policy": self.policy.name,
             "overhead_s": self._overhead,
+            "counters": vars(self.counters).copy(),
             "models": {
                 key: {
                     "queue": len(m.queue),

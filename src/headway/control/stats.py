@@ -60,6 +60,8 @@ class ModelStats:
 
     requests: int = 0
     successes: int = 0
+    #: Answers delivered after their deadline (the scheduler exists to keep this at zero).
+    late: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     cache_hits: int = 0
     cache_misses: int = 0
@@ -72,6 +74,7 @@ class ModelStats:
         return {
             "requests": self.requests,
             "successes": self.successes,
+            "late": self.late,
             "errors": dict(self.errors),
             "cache_hits": self.cache_hits,
             "cache_misses": self.cache_misses,

@@ -46,6 +46,11 @@ class WorkerState:
         self, header: dict[str, Any], tensors: dict[str, np.ndarray]
     ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         op = header.get("op")
+        latest = header.get("latest")
+        if latest is not None and time.monotonic() > latest:
+            # Clockwork's window: an action that can no longer start in time is refused, so
+            # the controller can answer its requests at once instead of running them late.
+            return {"id": header.get("id"), "ok": False, "late": True, "duration": 0.0}, {}
         started = time.perf_counter()
         try:
             if op not in self.OPERATIONS:
@@ -62,6 +67,10 @@ class WorkerState:
 
     def _load(self, header: dict[str, Any], _: dict[str, np.ndarray]) -> tuple[dict, dict]:
         config = header["config"]
+        for key in header.get("evict") or ():
+            self.models.pop(key, None)
+        if header.get("evict"):
+            gc.collect()
         before = _rss_mb()
         adapter = adapter_class(config["framework"])(config)
         adapter.load()
