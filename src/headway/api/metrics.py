@@ -53,7 +53,30 @@ class ControllerCollector:
             batch.add_metric(
                 [name], _buckets(stats.batch_size.cumulative()), stats.batch_size.total
             )
-        yield from (requests, errors, hits, queue, ready, latency, batch)
+        late = CounterMetricFamily(
+            "headway_late_answers", "Answers delivered after their deadline", labels=["model"]
+        )
+        for name, stats in c.stats.items():
+            late.add_metric([name], stats.late)
+        yield from (requests, errors, hits, queue, ready, latency, batch, late)
+        counters = c.scheduler.counters
+        for field, help_text in (
+            ("loads", "Models loaded on demand"),
+            ("evictions", "Models evicted to fit the memory budget"),
+            ("cold_starts", "Requests that arrived for a model no worker held"),
+            ("refusals", "Actions workers refused because they arrived after their window"),
+            ("dropped", "Queued requests rejected once their deadline could not be met"),
+            ("rejected_at_admission", "Requests rejected on arrival (deadline unmeetable)"),
+        ):
+            yield CounterMetricFamily(f"headway_{field}", help_text, value=getattr(counters, field))
+        memory = c.scheduler.worker_memory()
+        used = GaugeMetricFamily("headway_worker_memory_mb", "Model memory held", labels=["worker"])
+        resident = GaugeMetricFamily("headway_worker_models", "Models resident", labels=["worker"])
+        for worker, (used_mb, _, count) in sorted(memory.items()):
+            used.add_metric([str(worker)], used_mb)
+            resident.add_metric([str(worker)], count)
+        yield used
+        yield resident
         yield GaugeMetricFamily(
             "headway_workers", "Live worker processes", value=len(c.engine.pids())
         )
