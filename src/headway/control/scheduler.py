@@ -31,7 +31,7 @@ from headway.control.request import Request
 from headway.errors import ColdStartTooSlow, DeadlineUnmeetable, HeadwayError, Overloaded
 
 INFER, LOAD, UNLOAD = "infer", "load", "unload"
-#: Predicted LOAD duration before any load was measured.
+#: The LOAD duration a worker's timeline assumes before any load was measured.
 DEFAULT_LOAD_SECONDS = 0.25
 #: At most this many actions are in flight on one worker, whatever `schedule_ahead` allows.
 MAX_IN_FLIGHT = 4
@@ -256,8 +256,8 @@ class Scheduler:
             load = self._load_wait(model, now)
             if load + (service or 0.0) > left:
                 raise ColdStartTooSlow(
-                    f"model {request.model!r} is not loaded and loading it takes "
-                    f"~{load * 1e3:.0f} ms; {max(left, 0) * 1e3:.1f} ms left: rejected"
+                    f"model {request.model!r}: deadline cannot be met: the model is not loaded "
+                    f"and loading it takes ~{load * 1e3:.0f} ms; {max(left, 0) * 1e3:.1f} ms left"
                 )
         if left <= 0 or (service is not None and service > left):
             need = f"needs ~{service * 1e3:.2f} ms" if service is not None else "is already late"
@@ -291,13 +291,14 @@ class Scheduler:
         batches = -(-rows // model.max_batch)
         return -(-batches // max(1, len(model.replicas))) * full
 
-    def load_time(self, key: str) -> float:
-        """Predicted seconds to LOAD `key`: its own measurements, else all loads', else a default."""
+    def load_time(self, key: str) -> float | None:
+        """Predicted seconds to LOAD `key`: its own measurements, else the slowest load seen,
+        else None (nothing measured yet: admission is optimistic, as for INFER)."""
         own = self.loads.estimate(key, 1)
         if own is not None:
             return own
         seen = [v for sizes in self.loads.snapshot().values() for v in sizes.values()]
-        return max(seen) if seen else DEFAULT_LOAD_SECONDS
+        return max(seen) if seen else None
 
     def _load_wait(self, model: _Model, now: float) -> float:
         """Seconds until `model` could run somewhere: 0 if placed, else the rest of a load."""
@@ -311,7 +312,7 @@ class Scheduler:
         ]
         if ends:
             return max(0.0, min(ends) - now)
-        return self.load_time(model.key)
+        return self.load_time(model.key) or 0.0
 
     def _latest_start(self, model: _Model, request: Request) -> float:
         """The last moment `request` can start and still be predicted to meet its deadline."""
@@ -325,7 +326,7 @@ class Scheduler:
     def _drop_time(self, model: _Model, request: Request) -> float:
         latest = self._latest_start(model, request)
         if self.demand_loading and not model.replicas and not model.loading:
-            latest -= self.load_time(model.key)
+            latest -= self.load_time(model.key) or 0.0
         return latest
 
     def service_time(self, key: str, rows: int) -> float | None:
@@ -419,7 +420,7 @@ class Scheduler:
             if head is None or head_key is None or (best is not None and head_key >= best[1]):
                 continue
             if self.policy.feasible_loads_only:
-                ready = start + self.load_time(key)
+                ready = start + (self.load_time(key) or 0.0)
                 if ready + (self.service_time(key, head.rows) or 0.0) > head.deadline:
                     continue
             victims = worker.memory.victims(
@@ -441,7 +442,7 @@ class Scheduler:
         model.loading.add(worker.id)
         self.counters.loads += 1
         dispatch = Dispatch(next(self._ids), worker.id, LOAD, model.key, evict=victims)
-        dispatch.expected = self.load_time(model.key)
+        dispatch.expected = self.load_time(model.key) or DEFAULT_LOAD_SECONDS
         return dispatch
 
     def _batch(self, model: _Model, start: float) -> Dispatch:
