@@ -193,6 +193,8 @@ class Scheduler:
         if model is not None:
             model.replicas.discard(worker)
             model.loading.discard(worker)
+            if model.queue:
+                self._refresh_drop(model)  # unloaded again: a load counts once more
 
     def load_failed(self, key: str, worker: int) -> None:
         """A LOAD did not succeed: release what it reserved."""
@@ -203,7 +205,10 @@ class Scheduler:
         slot = self._workers.pop(worker, None)
         if slot is None:
             return [], []
+        held: list[_Model] = []
         for model in self._models.values():
+            if worker in model.replicas or worker in model.loading:
+                held.append(model)
             model.replicas.discard(worker)
             model.loading.discard(worker)
         retried: list[Request] = []
@@ -218,6 +223,9 @@ class Scheduler:
                     retried.append(request)
                 else:
                     failed.append(request)
+        for model in held:
+            if model.queue:
+                self._refresh_drop(model)
         return retried, failed
 
     # -- admission ----------------------------------------------------------------------------
@@ -252,19 +260,21 @@ class Scheduler:
         now = self.clock.now()
         service = self.service_time(request.model, request.rows)
         left = request.deadline - now
-        if cold:
-            load = self._load_wait(model, now)
-            if load + (service or 0.0) > left:
-                raise ColdStartTooSlow(
-                    f"model {request.model!r}: deadline cannot be met: the model is not loaded "
-                    f"and loading it takes ~{load * 1e3:.0f} ms; {max(left, 0) * 1e3:.1f} ms left"
-                )
         if left <= 0 or (service is not None and service > left):
             need = f"needs ~{service * 1e3:.2f} ms" if service is not None else "is already late"
             raise DeadlineUnmeetable(
                 f"model {request.model!r}: deadline cannot be met: the request {need}, "
                 f"{max(left, 0) * 1e3:.2f} ms left; raise the timeout or slo_ms"
             )
+        if cold:
+            # Only now: a request that could not make it even were the model loaded is not a
+            # cold start too slow, and must not be told so.
+            load = self._load_wait(model, now)
+            if load + (service or 0.0) > left:
+                raise ColdStartTooSlow(
+                    f"model {request.model!r}: deadline cannot be met: the model is not loaded "
+                    f"and loading it takes ~{load * 1e3:.0f} ms; {max(left, 0) * 1e3:.1f} ms left"
+                )
         if service is not None and model.queue.rows and model.replicas:
             # Only the rows that run before this request delay it, and they run batched with
             # it. All queued rows bound them; count exactly only when that bound does not fit.
@@ -322,6 +332,12 @@ class Scheduler:
         model.queue.push(request)
         self._waiting.add(model.key)
         model.drop_at = min(model.drop_at, self._drop_time(model, request))
+
+    def _refresh_drop(self, model: _Model) -> None:
+        """Recompute `model.drop_at` after what it depends on changed (its placement, the load
+        estimate): a cached time that became too late would keep a hopeless request at the head
+        of an unloaded model's queue, and with it the load its other requests still need."""
+        model.drop_at = min((self._drop_time(model, r) for r in model.queue), default=float("inf"))
 
     def _drop_time(self, model: _Model, request: Request) -> float:
         latest = self._latest_start(model, request)
@@ -532,6 +548,11 @@ class Scheduler:
         now = self.clock.now()
         if dispatch.kind == LOAD and duration is not None:
             self.loads.observe(dispatch.model, 1, duration)
+            if self.demand_loading:  # unloaded models' drop times count the new estimate
+                for key in self._waiting:
+                    model = self._models[key]
+                    if not model.replicas and not model.loading:
+                        self._refresh_drop(model)
         if dispatch.kind == INFER and duration is not None:
             if all(r.measured for r in dispatch.requests):
                 self.estimator.observe(dispatch.model, dispatch.rows, duration)

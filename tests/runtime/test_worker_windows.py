@@ -1,0 +1,154 @@
+"""A worker's side of Clockwork's timed actions, in-process: an action that can no longer start
+by its `latest` time is refused unrun, and a LOAD first evicts the models it names."""
+
+from __future__ import annotations
+
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from headway.repository import read_model
+from headway.runtime.wire import pack, unpack
+from headway.runtime.worker import WorkerState
+
+MODEL_PY = textwrap.dedent(
+    """
+    import numpy as np
+
+    class Scaler:
+        inputs = [{"name": "input-0", "datatype": "FP32", "shape": [-1, 2]}]
+        outputs = [{"name": "output-0", "datatype": "FP32", "shape": [-1, 2]}]
+
+        def load(self, path):
+            self.scale = float((path / "scale.txt").read_text())
+
+        def predict(self, batch):
+            if np.any(batch < 0):
+                raise ValueError("negative input")
+            return batch * np.float32(self.scale)
+
+    class Broken:
+        def load(self, path):
+            raise RuntimeError("no weights here")
+
+        def predict(self, batch):
+            return batch
+    """
+)
+
+LATE = {"ok": False, "late": True, "duration": 0.0}
+
+
+def config(tmp_path: Path, name: str, entrypoint: str = "model.py:Scaler") -> dict[str, Any]:
+    """A python model folder in tmp_path; returns its wire config."""
+    folder = tmp_path / name
+    (folder / "1").mkdir(parents=True)
+    (folder / "model.py").write_text(MODEL_PY)
+    (folder / "1" / "scale.txt").write_text("2.0")
+    (folder / "model.yaml").write_text(f"framework: python\nentrypoint: {entrypoint}\n")
+    return read_model(folder).to_wire()
+
+
+def call(
+    state: WorkerState, header: dict[str, Any], tensors: dict[str, np.ndarray] | None = None
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """One action through the wire format both ways, as the worker's socket loop does it."""
+    frames = pack(dict(header), tensors or {})
+    received = [f.tobytes() if isinstance(f, np.ndarray) else bytes(f) for f in frames]
+    reply, outputs = state.handle(*unpack(received))
+    frames = pack(reply, outputs)
+    reply, outputs = unpack(
+        [f.tobytes() if isinstance(f, np.ndarray) else bytes(f) for f in frames]
+    )
+    reply.pop("tensors", None)  # the wire format's own table of the tensor frames
+    return reply, outputs
+
+
+def load(state: WorkerState, tmp_path: Path, name: str, ident: int, **extra: Any) -> dict[str, Any]:
+    header = {"op": "load", "id": ident, "model": f"{name}@1", "config": config(tmp_path, name)}
+    reply, _ = call(state, {**header, **extra})
+    return reply
+
+
+def infer(state: WorkerState, model: str, batch: np.ndarray, ident: int, **extra: Any) -> Any:
+    header = {"op": "infer", "id": ident, "model": model, "rows": len(batch), **extra}
+    return call(state, header, {"input-0": batch})
+
+
+# -- the start window ---------------------------------------------------------------------------
+
+
+def test_an_infer_past_its_latest_start_is_refused_unrun(tmp_path: Path) -> None:
+    state = WorkerState()
+    assert load(state, tmp_path, "scaler", 1)["ok"]
+    negative = np.array([[-1, 0]], dtype=np.float32)  # would raise, were the model run
+    reply, outputs = infer(state, "scaler@1", negative, 2, latest=time.monotonic() - 1.0)
+    assert reply == {"id": 2, **LATE}
+    assert outputs == {}
+
+
+def test_an_infer_within_its_window_runs(tmp_path: Path) -> None:
+    state = WorkerState()
+    assert load(state, tmp_path, "scaler", 1)["ok"]
+    batch = np.array([[1, 2], [3, 4]], dtype=np.float32)
+    for ident, extra in [(2, {"latest": time.monotonic() + 60.0}), (3, {"latest": None}), (4, {})]:
+        reply, outputs = infer(state, "scaler@1", batch, ident, **extra)
+        assert reply["ok"] is True, reply
+        assert (reply["id"], "late" in reply) == (ident, False)
+        np.testing.assert_array_equal(outputs["output-0"], batch * 2)
+
+
+def test_any_action_past_its_latest_start_is_refused(tmp_path: Path) -> None:
+    state = WorkerState()
+    past = time.monotonic() - 1.0
+    assert load(state, tmp_path, "scaler", 1, latest=past) == {"id": 1, **LATE}
+    assert state.models == {}  # not loaded
+    assert load(state, tmp_path, "other", 2)["ok"]
+    reply, _ = call(state, {"op": "unload", "id": 3, "model": "other@1", "latest": past})
+    assert reply == {"id": 3, **LATE}
+    assert sorted(state.models) == ["other@1"]  # not unloaded
+
+
+# -- eviction on LOAD -----------------------------------------------------------------------------
+
+
+def test_a_load_evicts_the_models_it_names_first(tmp_path: Path) -> None:
+    state = WorkerState()
+    assert load(state, tmp_path, "a", 1)["ok"]
+    assert load(state, tmp_path, "b", 2)["ok"]
+    reply = load(state, tmp_path, "c", 3, evict=["a@1", "gone@1"])  # unknown names are no harm
+    assert reply["ok"] is True, reply
+    assert reply["memory_mb"] >= 0
+    reply, _ = call(state, {"op": "ping", "id": 4})
+    assert reply["models"] == ["b@1", "c@1"]
+
+    batch = np.ones((1, 2), dtype=np.float32)
+    reply, _ = infer(state, "a@1", batch, 5)
+    assert reply["ok"] is False
+    assert reply["error"] == "LookupError: model 'a@1' is not loaded on this worker"
+    reply, outputs = infer(state, "c@1", batch, 6)
+    assert reply["ok"] is True
+    np.testing.assert_array_equal(outputs["output-0"], batch * 2)
+
+
+def test_a_failed_load_still_evicts_what_it_named(tmp_path: Path) -> None:
+    # The controller counts the named models gone as soon as it sends the LOAD.
+    state = WorkerState()
+    assert load(state, tmp_path, "a", 1)["ok"]
+    broken = config(tmp_path, "broken", "model.py:Broken")
+    header = {"op": "load", "id": 2, "model": "broken@1", "config": broken, "evict": ["a@1"]}
+    reply, _ = call(state, header)
+    assert reply["ok"] is False
+    assert "no weights here" in reply["error"]
+    assert state.models == {}
+
+
+def test_a_refused_load_evicts_nothing(tmp_path: Path) -> None:
+    state = WorkerState()
+    assert load(state, tmp_path, "a", 1)["ok"]
+    reply = load(state, tmp_path, "c", 2, evict=["a@1"], latest=time.monotonic() - 1.0)
+    assert reply == {"id": 2, **LATE}
+    assert sorted(state.models) == ["a@1"]
