@@ -98,5 +98,5 @@ def test_bad_parameters_and_bad_files_say_what_is_wrong(tmp_path: Path) -> None:
         TraceSpec(diurnal=1.5)
     bad = tmp_path / "bad.csv"
     bad.write_text("seconds,model,slo_ms\n0.1,m1\n")
-    with pytest.raises(ValueError, match="bad.csv:2: expected seconds,model,slo_ms"):
+    with pytest.raises(ValueError, match=r"bad\.csv:2: expected seconds,model,slo_ms"):
         read(bad)

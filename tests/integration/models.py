@@ -6,15 +6,22 @@ framework itself, in this process, so the server's answers can be checked agains
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import joblib
 import numpy as np
+import orjson
+import yaml
 from sklearn.datasets import load_breast_cancer, load_digits, load_iris, load_wine
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
+
+from headway.launcher import ServerProcess
 
 Expected = tuple[np.ndarray, dict[str, np.ndarray]]
 
@@ -171,3 +178,132 @@ def build(root: Path) -> dict[str, Any]:
     sleeper(root, "slow", 0.2)
     digits_logreg(root, "digits-cached", extra="cache: true\n")
     return expected
+
+
+# -- applications (tests/integration/test_apps.py) ------------------------------------------------
+
+#: Digits rows [:DIGITS_TRAIN] train the application models; the rest are queries and feedback.
+DIGITS_TRAIN = 900
+
+APP_MODELS = '''
+import time
+
+import joblib
+import numpy as np
+
+
+class Flaky:
+    """A trained digits classifier that answers wrongly, (label + 1) % 10, once the file
+    `degraded` appears in its version folder."""
+
+    def load(self, path):
+        self.model = joblib.load(path / "model.joblib")
+        self.marker = path / "degraded"
+
+    def predict(self, batch):
+        labels = self.model.predict(batch).astype(np.int64)
+        return (labels + 1) % 10 if self.marker.exists() else labels
+
+
+class SlowClassifier:
+    """A trained digits classifier that sleeps `seconds.txt` per batch."""
+
+    def load(self, path):
+        self.model = joblib.load(path / "model.joblib")
+        self.seconds = float((path / "seconds.txt").read_text())
+
+    def predict(self, batch):
+        time.sleep(self.seconds)
+        return self.model.predict(batch).astype(np.int64)
+'''
+
+
+def digits_split() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(train rows, train labels, query rows, query labels) of scikit-learn's digits."""
+    x, y = load_digits(return_X_y=True)
+    return x[:DIGITS_TRAIN], y[:DIGITS_TRAIN], x[DIGITS_TRAIN:], y[DIGITS_TRAIN:]
+
+
+def digits_classifier(root: Path, name: str, estimator: Any, *, shift: int = 0) -> Any:
+    """A scikit-learn model fitted on the digits, its labels shifted by `shift` (mod 10): a
+    model that "speaks another dialect". Returns the fitted estimator."""
+    x, y, _, _ = digits_split()
+    model = estimator.fit(x, (y + shift) % 10)
+    joblib.dump(model, _folder(root, name, "framework: sklearn\n") / "model.joblib")
+    return model
+
+
+def digits_python(
+    root: Path, name: str, entry: str, estimator: Any, *, seconds: float = 0.0, extra: str = ""
+) -> tuple[Any, Path]:
+    """A python-framework model (`Flaky` or `SlowClassifier`) wrapping a classifier fitted on
+    the digits; returns the estimator and the version folder (where `degraded` goes)."""
+    x, y, _, _ = digits_split()
+    model = estimator.fit(x, y)
+    yaml = (
+        f"framework: python\nentrypoint: app_models.py:{entry}\n"
+        "inputs: [{name: input-0, datatype: FP64, shape: [-1, 64]}]\n" + extra
+    )
+    folder = _folder(root, name, yaml)
+    (folder / "app_models.py").write_text(APP_MODELS)
+    (folder / "seconds.txt").write_text(str(seconds))
+    joblib.dump(model, folder / "model.joblib")
+    return model, folder
+
+
+class AppClient:
+    """JSON over HTTP to one server's application API; one keep-alive client per thread."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._local = threading.local()
+        self._clients: list[httpx.Client] = []
+
+    def call(self, method: str, path: str, body: Any = None, status: int = 200) -> Any:
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = self._local.client = httpx.Client(timeout=30)
+            self._clients.append(client)
+        content = None if body is None else orjson.dumps(body)
+        response = client.request(method, self.url + path, content=content)
+        assert response.status_code == status, f"{method} {path}: {response.text}"
+        return response.json() if response.content else None
+
+    def predict(self, app: str, row: np.ndarray, user: str | None = None) -> Any:
+        body = {"input": row.tolist(), **({"user": user} if user else {})}
+        return self.call("POST", f"/apps/{app}/predict", body)
+
+    def feedback(self, app: str, query_id: str, label: int) -> Any:
+        return self.call("POST", f"/apps/{app}/feedback", {"query_id": query_id, "label": label})
+
+    def weights(self, app: str) -> dict[str, float]:
+        models = self.call("GET", f"/apps/{app}")["statistics"]["models"]
+        return {m["model"]: m["weight"] for m in models}
+
+    def close(self) -> None:
+        for client in self._clients:
+            client.close()
+
+
+def warm_models(url: str, names: list[str], timeout: float = 30.0) -> None:
+    """Wait until each model answers: on a busy machine a cold first run can inflate a model's
+    latency estimate for a moment, and the scheduler turns requests away early (503) until then."""
+    body = orjson.dumps({"inputs": [{"name": "input-0", "shape": [1, 64], "datatype": "FP64",
+                                     "data": digits_split()[2][0].tolist()}]})  # fmt: skip
+    deadline = time.monotonic() + timeout
+    for name in names:
+        while True:
+            response = httpx.post(f"{url}/v2/models/{name}/infer", content=body, timeout=30)
+            if response.status_code == 200:
+                break
+            assert time.monotonic() < deadline, f"{name} does not answer: {response.text}"
+            time.sleep(0.1)
+
+
+def serve_apps(root: Path, tmp: Path, apps: dict[str, Any], name: str) -> ServerProcess:
+    """`headway serve` with `apps` written to tmp/headway.yaml and its state in tmp/state.db."""
+    (tmp / "headway.yaml").write_text(yaml.safe_dump({"apps": apps}))
+    return ServerProcess(
+        root, state=tmp / "state.db", workers=2, extra=["--config", str(tmp / "headway.yaml")],
+        log=tmp / f"{name}.log",
+    )  # fmt: skip

@@ -16,10 +16,13 @@ import orjson
 
 import headway
 from headway.api import oip
+from headway.api.apps import AppRoutes
 from headway.api.errors import http_status
 from headway.api.metrics import render
 from headway.api.openapi import OPENAPI
-from headway.control.controller import Controller, ModelState
+from headway.apps import AppRegistry
+from headway.control.controller import Controller
+from headway.control.models import ModelState
 from headway.errors import HeadwayError, InvalidInput, PayloadTooLarge
 
 log = logging.getLogger("headway.http")
@@ -35,9 +38,17 @@ EXTENSIONS = ["binary_tensor_data", "model_repository", "schedule_policy", "mode
 class HeadwayApp:
     """ASGI application over a `Controller`."""
 
-    def __init__(self, controller: Controller, *, max_body_bytes: int = 64 * 2**20) -> None:
+    def __init__(
+        self,
+        controller: Controller,
+        *,
+        max_body_bytes: int = 64 * 2**20,
+        apps: AppRegistry | None = None,
+    ) -> None:
         self.controller = controller
         self.max_body_bytes = max_body_bytes
+        self.apps = apps if apps is not None else AppRegistry(controller, controller.store)
+        self._apps = AppRoutes(self.apps, self._body)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -52,12 +63,14 @@ class HeadwayApp:
             if message["type"] == "lifespan.startup":
                 try:
                     await self.controller.start()
+                    await self.apps.start()
                 except Exception as exc:
                     log.exception("start-up failed")
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                await self.apps.stop()
                 await self.controller.stop()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
@@ -69,6 +82,8 @@ class HeadwayApp:
         try:
             if parts and parts[0] == "v2":
                 status, body, headers = await self._v2(method, parts[1:], scope, receive)
+            elif parts and parts[0] == "apps":
+                status, body, headers = await self._apps(method, parts[1:], scope, receive)
             elif parts == ["metrics"] and method == "GET":
                 status, body = 200, render(self.controller)
                 headers = [(b"content-type", b"text/plain; version=0.0.4")]
@@ -303,11 +318,17 @@ def _config(model: ModelState) -> dict[str, Any]:
 
 def _index(controller: Controller) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    for name, model in controller.models.items():
-        entry = {"name": name, "version": str(model.config.version), "state": model.state}
-        if model.reason:
-            entry["reason"] = model.reason
+    repository = controller.repository
+    for name in repository.names:
+        model = controller.models.get(name)
+        entry: dict[str, Any] = {"name": name}
+        if model is not None:
+            entry.update(version=str(model.config.version), state=model.state)
+            if model.reason:
+                entry["reason"] = model.reason
+        elif name in repository.broken:
+            entry.update(state="UNAVAILABLE", reason=repository.broken[name])
+        else:  # a lazily indexed repository: read and loaded on the first request
+            entry.update(state="READY", reason="loads on demand")
         out.append(entry)
-    for name, reason in controller.repository.broken.items():
-        out.append({"name": name, "state": "UNAVAILABLE", "reason": reason})
     return out

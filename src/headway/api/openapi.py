@@ -10,6 +10,8 @@ _ERROR = {
 }
 _NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
 _VERSION = {"name": "version", "in": "path", "required": True, "schema": {"type": "string"}}
+_APP = {"name": "app", "in": "path", "required": True, "schema": {"type": "string"}}
+_USER = {"name": "user", "in": "path", "required": True, "schema": {"type": "string"}}
 
 
 def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
@@ -64,6 +66,154 @@ def _model_routes(prefix: str, params: list[dict[str, Any]]) -> dict[str, Any]:
             }
         },
     }
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _body(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": schema}}}
+
+
+def _app_routes() -> dict[str, Any]:
+    """The application API (`api/apps.py`)."""
+    app_json = _json(_ref("AppDescription"))
+    return {
+        "/apps": {
+            "get": {"summary": "List applications", "responses": {"200": _json({"type": "object"})}}
+        },
+        "/apps/{app}": {
+            "get": {
+                "summary": "Application configuration and statistics",
+                "parameters": [_APP],
+                "responses": {"200": app_json, "404": _ERROR},
+            },
+            "put": {
+                "summary": "Create or replace an application",
+                "parameters": [_APP],
+                "requestBody": _body(_ref("AppConfig")),
+                "responses": {"200": app_json, "201": app_json, "400": _ERROR, "404": _ERROR},
+            },
+            "delete": {
+                "summary": "Remove an application",
+                "parameters": [_APP],
+                "responses": {"200": _json({"type": "object"}), "404": _ERROR},
+            },
+        },
+        "/apps/{app}/predict": {
+            "post": {
+                "summary": "Predict: one input row, or a list of rows",
+                "parameters": [_APP],
+                "requestBody": _body(_ref("AppPredictRequest")),
+                "responses": {
+                    "200": _json(
+                        {"oneOf": [_ref("AppPrediction"), {"type": "object", "properties": {
+                            "outputs": {"type": "array", "items": _ref("AppPrediction")}}}]}
+                    ),
+                    "400": _ERROR,
+                    "404": _ERROR,
+                    "413": _ERROR,
+                },
+            }
+        },
+        "/apps/{app}/feedback": {
+            "post": {
+                "summary": "Feedback: the true label of a query",
+                "parameters": [_APP],
+                "requestBody": _body(_ref("AppFeedback")),
+                "responses": {"200": _json({"type": "object"}), "400": _ERROR, "404": _ERROR},
+            }
+        },
+        "/apps/{app}/models": {
+            "post": {
+                "summary": "Link one more model (it starts at the mean weight)",
+                "parameters": [_APP],
+                "requestBody": _body(
+                    {"type": "object", "required": ["model"],
+                     "properties": {"model": {"type": "string"}}}
+                ),
+                "responses": {"200": app_json, "400": _ERROR, "404": _ERROR},
+            }
+        },
+        "/apps/{app}/active": {
+            "post": {
+                "summary": "Fixed policy: set the active model (rollback) or a traffic split",
+                "parameters": [_APP],
+                "requestBody": _body(
+                    {"type": "object", "properties": {
+                        "model": {"type": "string"},
+                        "split": {"type": "object", "additionalProperties": {"type": "number"}},
+                    }}
+                ),
+                "responses": {"200": app_json, "400": _ERROR, "404": _ERROR},
+            }
+        },
+        "/apps/{app}/users/{user}": {
+            "get": {
+                "summary": "The selection weights that serve one user",
+                "parameters": [_APP, _USER],
+                "responses": {"200": _json({"type": "object"}), "404": _ERROR},
+            }
+        },
+    }  # fmt: skip
+
+
+_APP_SCHEMAS: dict[str, Any] = {
+    "AppConfig": {
+        "type": "object",
+        "required": ["models"],
+        "properties": {
+            "models": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            "policy": {"type": "string", "enum": ["fixed", "exp3", "exp4"]},
+            "slo_ms": {"type": "number"},
+            "default_output": {},
+            "confidence_threshold": {"type": "number", "minimum": 0, "maximum": 1},
+            "personalize": {"type": "boolean"},
+            "task": {"type": "string", "enum": ["classification", "regression"]},
+            "scale": {"type": "number"},
+            "eta": {"type": "number"},
+            "min_weight": {"type": "number"},
+            "tolerance": {"type": "number"},
+            "split": {"type": "object", "additionalProperties": {"type": "number"}},
+            "active": {"type": "string"},
+        },
+    },
+    "AppDescription": {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "config": {"$ref": "#/components/schemas/AppConfig"},
+            "statistics": {"type": "object"},
+        },
+    },
+    "AppPredictRequest": {
+        "type": "object",
+        "properties": {"input": {}, "inputs": {"type": "array"}, "user": {"type": "string"}},
+    },
+    "AppPrediction": {
+        "type": "object",
+        "properties": {
+            "query_id": {"type": "string"},
+            "output": {},
+            "default": {"type": "boolean"},
+            "default_explanation": {"type": "string"},
+            "confidence": {"type": "number"},
+            "models": {"type": "array", "items": {"type": "string"}},
+            "missing": {"type": "array", "items": {"type": "string"}},
+        },
+    },
+    "AppFeedback": {
+        "type": "object",
+        "required": ["label"],
+        "properties": {
+            "query_id": {"type": "string"},
+            "input": {},
+            "label": {},
+            "user": {"type": "string"},
+        },
+    },
+}
 
 
 _TENSOR = {
@@ -141,6 +291,7 @@ OPENAPI: dict[str, Any] = {
                 "responses": {"200": {"description": "text exposition"}},
             }
         },
+        **_app_routes(),
     },
     "components": {
         "schemas": {
@@ -170,6 +321,7 @@ OPENAPI: dict[str, Any] = {
                     "outputs": {"type": "array", "items": {"type": "object"}},
                 },
             },
+            **_APP_SCHEMAS,
             "InferResponse": {
                 "type": "object",
                 "properties": {

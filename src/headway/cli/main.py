@@ -7,6 +7,8 @@ from pathlib import Path
 import click
 
 from headway.cli.serve import ServeSettings, run
+from headway.control.policy import POLICIES
+from headway.errors import ConfigError
 
 
 @click.group(
@@ -17,7 +19,7 @@ def cli() -> None:
     """Headway: prediction serving with deadlines."""
 
 
-@cli.command()
+@cli.command(context_settings={"auto_envvar_prefix": "HEADWAY"})
 @click.option(
     "--repository",
     "-r",
@@ -41,6 +43,28 @@ def cli() -> None:
     show_default=True,
     help="SQLite file that keeps what was loaded across restarts.",
 )
+@click.option(
+    "--config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    envvar="HEADWAY_CONFIG",
+    help="headway.yaml declaring applications ('apps:'): models, policy, SLO, default output.",
+)
+@click.option(
+    "--memory-budget-mb",
+    default=None,
+    type=click.FloatRange(min=1),
+    help="Serve more models than fit: load on demand, evict to stay within this budget "
+    "(split evenly among workers).",
+)
+@click.option(
+    "--scheduler",
+    default="headway",
+    show_default=True,
+    type=click.Choice(sorted(POLICIES)),
+    help="Scheduling policy: headway (deadline-aware, early rejection) or a Clipper-style "
+    "baseline (FIFO, AIMD, no early rejection) for comparisons.",
+)
 @click.option("--max-body-mb", default=64.0, show_default=True, type=click.FloatRange(min=0.001))
 @click.option(
     "--endpoint",
@@ -55,7 +79,10 @@ def cli() -> None:
 )
 def serve(**options: object) -> None:
     """Serve a model repository over the Open Inference Protocol."""
-    run(ServeSettings(**options))  # type: ignore[arg-type]
+    try:
+        run(ServeSettings(**options))  # type: ignore[arg-type]
+    except ConfigError as exc:
+        raise click.ClickException(exc.message) from None
 
 
 def _add_optional_commands() -> None:

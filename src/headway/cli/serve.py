@@ -10,7 +10,9 @@ from pathlib import Path
 import uvicorn
 
 from headway.api.app import HeadwayApp
+from headway.apps import AppRegistry, load_config
 from headway.control.controller import Controller
+from headway.control.policy import POLICIES
 from headway.repository import Repository
 from headway.runtime.engines.local import LocalEngine
 from headway.store import Store
@@ -28,13 +30,28 @@ class ServeSettings:
     max_body_mb: float = 64.0
     endpoint: str | None = None
     log_level: str = "warning"
+    config: Path | None = None
+    memory_budget_mb: float | None = None
+    scheduler: str = "headway"
 
 
 def build_app(settings: ServeSettings) -> HeadwayApp:
-    repository = Repository.scan(settings.repository)
+    # With a memory budget, models load on demand: index the folder now, read each model.yaml
+    # the first time it is asked for.
+    repository = Repository.scan(settings.repository, lazy=settings.memory_budget_mb is not None)
+    # a bad config file fails here, before any worker starts, with the app and key named
+    declared = load_config(settings.config, repository) if settings.config else {}
     engine = LocalEngine(settings.workers, endpoint=settings.endpoint)
-    controller = Controller(repository, engine, store=Store(settings.state))
-    return HeadwayApp(controller, max_body_bytes=int(settings.max_body_mb * 2**20))
+    store = Store(settings.state)
+    controller = Controller(
+        repository,
+        engine,
+        store=store,
+        memory_budget_mb=settings.memory_budget_mb,
+        policy=POLICIES[settings.scheduler],
+    )
+    apps = AppRegistry(controller, store, declared)
+    return HeadwayApp(controller, max_body_bytes=int(settings.max_body_mb * 2**20), apps=apps)
 
 
 def uvicorn_config(app: HeadwayApp, settings: ServeSettings) -> uvicorn.Config:

@@ -8,7 +8,9 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 MIGRATIONS: tuple[str, ...] = (
     """
@@ -27,6 +29,32 @@ MIGRATIONS: tuple[str, ...] = (
         updated REAL NOT NULL,
         PRIMARY KEY (model, batch_size, hardware)
     );
+    """,
+    """
+    CREATE TABLE apps (
+        name TEXT PRIMARY KEY,
+        config TEXT NOT NULL,         -- JSON: the application as it is served
+        declared TEXT,                -- JSON: the config file's entry it came from, if any
+        updated REAL NOT NULL
+    );
+    CREATE TABLE selection_state (
+        app TEXT NOT NULL,
+        user TEXT NOT NULL,           -- '' for the app-wide state
+        state TEXT NOT NULL,          -- JSON: PolicyState (app-wide: with the statistics)
+        updated REAL NOT NULL,
+        PRIMARY KEY (app, user)
+    );
+    CREATE TABLE feedback (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        app TEXT NOT NULL,
+        user TEXT NOT NULL DEFAULT '',
+        query_id TEXT,
+        label TEXT NOT NULL,          -- JSON
+        output TEXT,                  -- JSON: what the query was answered with
+        losses TEXT NOT NULL,         -- JSON: model -> loss in [0, 1]
+        ts REAL NOT NULL
+    );
+    CREATE INDEX feedback_app ON feedback(app, id);
     """,
 )
 
@@ -57,6 +85,27 @@ class Store:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    # -- for the table modules beside this one (store/apps.py) -------------------------------
+    def execute(self, sql: str, rows: Sequence[Sequence[Any]] = ((),)) -> None:
+        """Run one write statement for each parameter row, in one transaction."""
+        self.transaction([(sql, rows)])
+
+    def transaction(self, steps: Sequence[tuple[str, Sequence[Sequence[Any]]]]) -> None:
+        """Run (statement, parameter rows) steps as one transaction: all or nothing."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                for sql, rows in steps:
+                    self._db.executemany(sql, rows)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
 
     # -- models -------------------------------------------------------------------------------
     def set_model_state(self, name: str, version: int, state: str, reason: str = "") -> None:

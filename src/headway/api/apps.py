@@ -1,0 +1,165 @@
+"""The application API: `/apps/{app}/predict` and `/feedback` (Clipper's), and its admin routes.
+
+    GET    /apps                    every application: policy, models, weights, default rate
+    GET    /apps/{app}              its configuration and statistics
+    PUT    /apps/{app}              create or replace it (JSON in the shape of the YAML entry)
+    DELETE /apps/{app}              remove it
+    POST   /apps/{app}/predict      {"input": row, "user": id?} or {"inputs": [rows], ...}
+    POST   /apps/{app}/feedback     {"query_id": id, "label": y} or {"input": row, "label": y, "user": id?}
+    POST   /apps/{app}/models       {"model": "name[@version]"}: link one more (at the mean weight)
+    POST   /apps/{app}/active       {"model": m} or {"split": {m: share}}: fixed policy's traffic
+    GET    /apps/{app}/users/{user} the weights that serve one user
+
+Bodies are JSON objects; errors are `{"error": "..."}` with the status of `api.errors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any
+
+import orjson
+
+from headway.apps import AppRegistry
+from headway.errors import InvalidInput
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Headers = list[tuple[bytes, bytes]]
+Response = tuple[int, bytes, Headers]
+ReadBody = Callable[[Scope, Receive], Awaitable[bytes]]
+
+_JSON: Headers = [(b"content-type", b"application/json")]
+_OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+
+
+def _reply(body: Any, status: int = 200) -> Response:
+    return status, orjson.dumps(body, option=_OPTS), _JSON
+
+
+def _problem(status: int, message: str) -> Response:
+    return status, orjson.dumps({"error": message}), _JSON
+
+
+class AppRoutes:
+    """Routes `/apps/...` to the registry; `read_body` is the server's size-checked reader."""
+
+    def __init__(self, registry: AppRegistry, read_body: ReadBody) -> None:
+        self.registry = registry
+        self.read_body = read_body
+
+    async def __call__(
+        self, method: str, parts: list[str], scope: Scope, receive: Receive
+    ) -> Response:
+        """`parts`: the path's segments after `apps`."""
+        routes: dict[tuple[int, str | None], tuple[str, ...]] = {
+            (0, None): ("GET",),
+            (1, None): ("GET", "PUT", "DELETE"),
+            (2, "predict"): ("POST",),
+            (2, "feedback"): ("POST",),
+            (2, "models"): ("POST",),
+            (2, "active"): ("POST",),
+            (3, "users"): ("GET",),
+        }
+        key = (len(parts), parts[1] if len(parts) > 1 else None)
+        allowed = routes.get(key)
+        if allowed is None:
+            return _problem(404, f"no route {method} {scope['path']}")
+        if method not in allowed:
+            return _problem(405, f"method {method} not allowed here; use {' or '.join(allowed)}")
+        if not parts:
+            return _reply({"apps": self.registry.summary()})
+        name = parts[0]
+        if len(parts) == 1 and method == "GET":
+            return _reply(self.registry.describe(name))
+        if len(parts) == 1 and method == "DELETE":
+            self.registry.delete(name)
+            return _reply({"deleted": name})
+        if key == (3, "users"):
+            return _reply(self.registry.get(name).user_view(parts[2]))
+        if method == "POST":
+            self.registry.get(name)  # an unknown app is a 404 before the body is read
+        body = await self._json(scope, receive)
+        if method == "PUT":
+            _, created = self.registry.put(name, body)
+            return _reply(self.registry.describe(name), 201 if created else 200)
+        action = parts[1]
+        if action == "predict":
+            return _reply(await self._predict(name, body))
+        if action == "feedback":
+            return _reply(await self._feedback(name, body))
+        if action == "models":
+            _fields(body, required={"model"})
+            self.registry.add_model(name, body["model"])
+            return _reply(self.registry.describe(name))
+        _fields(body, optional={"model", "split"})
+        split = body.get("split")
+        if split is not None and not isinstance(split, dict):
+            raise InvalidInput("'split' must map models to traffic weights")
+        model = body.get("model")
+        if model is not None and not isinstance(model, str):
+            raise InvalidInput("'model' must be a model name")
+        self.registry.set_traffic(name, model=model, split=split)
+        return _reply(self.registry.describe(name))
+
+    async def _predict(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        _fields(body, optional={"input", "inputs", "user"})
+        user = _user(body)
+        app = self.registry.get(name)
+        if ("input" in body) == ("inputs" in body):
+            raise InvalidInput("give either 'input' (one row) or 'inputs' (a list of rows)")
+        if "input" in body:
+            _present(body, "input")
+            return await app.predict(body["input"], user)
+        inputs = body["inputs"]
+        if not isinstance(inputs, list) or not inputs:
+            raise InvalidInput("'inputs' must be a non-empty list of input rows")
+        if any(value is None for value in inputs):
+            raise InvalidInput("'inputs' holds a null row")
+        return {"outputs": await app.predict_many(inputs, user)}
+
+    async def _feedback(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        _fields(body, required={"label"}, optional={"query_id", "input", "user"})
+        _present(body, "label")
+        query_id = body.get("query_id")
+        if query_id is not None and not isinstance(query_id, str):
+            raise InvalidInput("'query_id' must be a string")
+        if query_id is None and body.get("input") is None:
+            raise InvalidInput("feedback needs the 'query_id' of the query, or its 'input'")
+        return await self.registry.feedback(
+            name, body["label"], query_id=query_id, value=body.get("input"), user=_user(body)
+        )
+
+    async def _json(self, scope: Scope, receive: Receive) -> dict[str, Any]:
+        raw = await self.read_body(scope, receive)
+        try:
+            body = orjson.loads(raw) if raw else None
+        except orjson.JSONDecodeError as exc:
+            raise InvalidInput(f"the body is not valid JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise InvalidInput("the body must be a JSON object")
+        return body
+
+
+def _fields(
+    body: dict[str, Any], *, required: Collection[str] = (), optional: Collection[str] = ()
+) -> None:
+    missing = sorted(set(required) - set(body))
+    if missing:
+        raise InvalidInput(f"missing field(s) {missing}")
+    known = {*required, *optional}
+    unknown = sorted(set(body) - known)
+    if unknown:
+        raise InvalidInput(f"unknown field(s) {unknown}; expected {sorted(known)}")
+
+
+def _present(body: dict[str, Any], key: str) -> None:
+    if body.get(key) is None:
+        raise InvalidInput(f"'{key}' must not be null")
+
+
+def _user(body: dict[str, Any]) -> str | None:
+    user = body.get("user")
+    if user is not None and (not isinstance(user, str) or not user):
+        raise InvalidInput("'user' must be a non-empty string")
+    return user

@@ -1,0 +1,247 @@
+"""Applications as declared in `headway.yaml` (or a `PUT /apps/{app}` body): parsed and checked.
+
+```yaml
+apps:
+  digits:
+    models: [digits-logreg, digits-forest@2]   # repository models, optionally name@version
+    policy: exp4              # fixed | exp3 | exp4 (default fixed)
+    slo_ms: 100               # answer by then with whatever has arrived (default 1000)
+    default_output: -1        # answered, flagged, when nothing good enough arrived in time
+    confidence_threshold: 0.6 # below it the default output is answered (default 0: never)
+    personalize: true         # keep selection state per user (default false)
+```
+
+Further keys: `task` (classification | regression), `scale` (regression loss scale), `eta`,
+`min_weight` (exp3, exp4), `tolerance` (exp4), `split` or `active` (fixed). Every problem is a
+`ConfigError` that names the application and the key, so a typo fails the start-up, not a query.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from headway.errors import ConfigError
+from headway.repository import Repository
+from headway.selection import Policy, make_policy
+
+POLICIES = ("fixed", "exp3", "exp4")
+TASKS = ("classification", "regression")
+#: Options that only some policies take.
+POLICY_ONLY: dict[str, tuple[str, ...]] = {
+    "eta": ("exp3", "exp4"),
+    "min_weight": ("exp3", "exp4"),
+    "tolerance": ("exp4",),
+    "split": ("fixed",),
+    "active": ("fixed",),
+}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """A model as an application links it: `name`, or `name@version` to pin one version."""
+
+    name: str
+    version: int | None = None
+
+    @property
+    def key(self) -> str:
+        return self.name if self.version is None else f"{self.name}@{self.version}"
+
+    @classmethod
+    def parse(cls, text: Any, where: str) -> ModelRef:
+        if not isinstance(text, str) or not text:
+            raise ConfigError(
+                f"{where}: a model must be a name like 'clf' or 'clf@2', not {text!r}"
+            )
+        name, at, version = text.partition("@")
+        if not _NAME.match(name) or (at and not (version.isdigit() and int(version) >= 1)):
+            raise ConfigError(f"{where}: {text!r} is not a model name like 'clf' or 'clf@2'")
+        return cls(name, int(version) if at else None)
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    """One application: its models, policy, deadline, default output and policy options."""
+
+    name: str
+    models: tuple[str, ...]
+    policy: str = "fixed"
+    slo_ms: float = 1000.0
+    default_output: Any = None
+    confidence_threshold: float = 0.0
+    personalize: bool = False
+    task: str = "classification"
+    scale: float | None = None
+    eta: float | None = None
+    min_weight: float | None = None
+    tolerance: float | None = None
+    split: dict[str, float] | None = field(default=None, hash=False)
+    active: str | None = None
+
+    @property
+    def refs(self) -> list[ModelRef]:
+        return [ModelRef.parse(model, f"app {self.name!r}: models") for model in self.models]
+
+    def policy_options(self) -> dict[str, Any]:
+        """The keyword arguments of `make_policy` for this application."""
+        options: dict[str, Any] = {
+            "task": self.task,
+            "scale": self.scale,
+            "default_output": self.default_output,
+            "threshold": self.confidence_threshold,
+        }
+        for key in POLICY_ONLY:
+            value = getattr(self, key)
+            if value is not None:
+                options[key] = value
+        return options
+
+    def build_policy(self) -> Policy:
+        try:
+            return make_policy(self.policy, list(self.models), **self.policy_options())
+        except ValueError as exc:
+            raise ConfigError(f"app {self.name!r}: {exc}") from None
+
+    def traffic(self) -> tuple[Any, Any]:
+        """What fixes a fixed policy's split in the configuration (compared on updates)."""
+        return (self.split, self.active)
+
+    def with_model(self, model: str) -> AppConfig:
+        return replace(self, models=(*self.models, model))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The same shape as the YAML entry (without its name), unset options left out."""
+        out: dict[str, Any] = {}
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.name == "name" or (item.name in POLICY_ONLY and value is None):
+                continue
+            out[item.name] = list(value) if item.name == "models" else value
+        return out
+
+
+def _number(where: str, key: str, value: Any, *, low: float, high: float = math.inf) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ConfigError(f"{where}: {key} must be a number, not {value!r}")
+    if not low <= value <= high:
+        bound = f"at least {low:g}" if high == math.inf else f"within [{low:g}, {high:g}]"
+        raise ConfigError(f"{where}: {key} must be {bound}, not {value!r}")
+    return float(value)
+
+
+def parse_app(name: str, raw: Any, repository: Repository | None = None) -> AppConfig:
+    """One application entry -> AppConfig; ConfigError naming the app and the key."""
+    where = f"app {name!r}"
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ConfigError(f"{where}: an app name may use letters, digits, '_', '-', '.'")
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: must be a mapping with at least 'models', not {raw!r}")
+    known = {item.name for item in fields(AppConfig)} - {"name"}
+    unknown = sorted(str(key) for key in raw if key not in known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
+    models = raw.get("models")
+    if not isinstance(models, list | tuple) or not models:
+        raise ConfigError(f"{where}: models must be a non-empty list of model names")
+    refs = [ModelRef.parse(model, f"{where}: models") for model in models]
+    keys = [ref.key for ref in refs]
+    if len(set(keys)) != len(keys):
+        raise ConfigError(f"{where}: models lists a model twice: {keys}")
+    policy = raw.get("policy", "fixed")
+    if policy not in POLICIES:
+        raise ConfigError(f"{where}: policy must be one of {list(POLICIES)}, not {policy!r}")
+    for key, policies in POLICY_ONLY.items():
+        if raw.get(key) is not None and policy not in policies:
+            raise ConfigError(f"{where}: {key} applies to policy {' or '.join(policies)} only")
+    task = raw.get("task", "classification")
+    if task not in TASKS:
+        raise ConfigError(f"{where}: task must be one of {list(TASKS)}, not {task!r}")
+    personalize = raw.get("personalize", False)
+    if not isinstance(personalize, bool):
+        raise ConfigError(f"{where}: personalize must be true or false, not {personalize!r}")
+    optional = {
+        key: None if raw.get(key) is None else _number(where, key, raw[key], low=low, high=high)
+        for key, low, high in (
+            ("scale", 1e-300, math.inf),
+            ("eta", 1e-300, math.inf),
+            ("min_weight", 1e-300, 1.0 - 1e-12),
+            ("tolerance", 0.0, math.inf),
+        )
+    }
+    split = raw.get("split")
+    if split is not None:
+        if not isinstance(split, Mapping) or not split:
+            raise ConfigError(f"{where}: split must map models to traffic weights")
+        split = {str(m): _number(where, f"split[{m}]", w, low=0.0) for m, w in split.items()}
+    active = raw.get("active")
+    if active is not None and active not in keys:
+        raise ConfigError(f"{where}: active must be one of its models {keys}, not {active!r}")
+    config = AppConfig(
+        name=name,
+        models=tuple(keys),
+        policy=policy,
+        slo_ms=_number(where, "slo_ms", raw.get("slo_ms", 1000.0), low=1e-3),
+        default_output=raw.get("default_output"),
+        confidence_threshold=_number(
+            where, "confidence_threshold", raw.get("confidence_threshold", 0.0), low=0.0, high=1.0
+        ),
+        personalize=personalize,
+        task=task,
+        split=split,
+        active=active,
+        **optional,
+    )
+    config.build_policy()  # the policy's own checks (split names, both split and active, ...)
+    if repository is not None:
+        check_models(config, repository)
+    return config
+
+
+def check_models(config: AppConfig, repository: Repository) -> None:
+    """Every linked model (and pinned version) must be in the repository."""
+    for ref in config.refs:
+        where = f"app {config.name!r}: models: {ref.key!r}"
+        if ref.name in repository.broken:
+            raise ConfigError(f"{where}: cannot be served: {repository.broken[ref.name]}")
+        model = repository.models.get(ref.name)
+        if model is None:
+            raise ConfigError(
+                f"{where}: no such model; the repository has {sorted(repository.models)}"
+            )
+        if ref.version is not None and ref.version not in model.versions:
+            raise ConfigError(f"{where}: no version {ref.version}; it has {list(model.versions)}")
+
+
+def parse_apps(document: Any, repository: Repository | None = None) -> dict[str, AppConfig]:
+    """The `apps:` section of a configuration document (other top-level keys are refused)."""
+    if document is None:
+        return {}
+    if not isinstance(document, Mapping):
+        raise ConfigError("the configuration must be a mapping with an 'apps:' section")
+    unknown = sorted(str(key) for key in document if key != "apps")
+    if unknown:
+        raise ConfigError(f"unknown top-level key(s) {unknown}; expected 'apps'")
+    apps = document.get("apps") or {}
+    if not isinstance(apps, Mapping):
+        raise ConfigError("apps: must map application names to their settings")
+    return {str(name): parse_app(str(name), raw, repository) for name, raw in apps.items()}
+
+
+def load_config(path: Path, repository: Repository | None = None) -> dict[str, AppConfig]:
+    """Read a `headway.yaml`; errors name the file, the application and the key."""
+    try:
+        document = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc}") from None
+    try:
+        return parse_apps(document, repository)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc.message}") from None

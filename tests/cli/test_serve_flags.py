@@ -1,0 +1,57 @@
+"""`headway serve` flags and their HEADWAY_ environment variables map onto ServeSettings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from headway.cli import main
+from headway.cli.serve import ServeSettings
+
+
+def settings_from(
+    monkeypatch: pytest.MonkeyPatch, args: list[str], env: dict[str, str]
+) -> ServeSettings:
+    captured: list[ServeSettings] = []
+    monkeypatch.setattr(main, "run", captured.append)
+    result = CliRunner().invoke(main.cli, ["serve", *args], env=env)
+    assert result.exit_code == 0, result.output
+    return captured[0]
+
+
+def test_environment_variables_use_the_headway_prefix(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    env = {
+        "HEADWAY_STATE": str(tmp_path / "s.db"),
+        "HEADWAY_PORT": "9001",
+        "HEADWAY_MEMORY_BUDGET_MB": "512",
+        "HEADWAY_SCHEDULER": "clipper",
+    }
+    settings = settings_from(monkeypatch, ["--repository", str(tmp_path)], env)
+    assert settings.state == tmp_path / "s.db"
+    assert settings.port == 9001
+    assert settings.memory_budget_mb == 512
+    assert settings.scheduler == "clipper"
+
+
+def test_flags_win_over_the_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    settings = settings_from(
+        monkeypatch,
+        ["--repository", str(tmp_path), "--port", "9002", "--workers", "3"],
+        {"HEADWAY_PORT": "9001"},
+    )
+    assert settings.port == 9002 and settings.workers == 3
+    assert settings.state == Path(".headway/state.db")
+
+
+def test_bad_flags_are_refused_with_a_message(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main.cli, ["serve", "--repository", str(tmp_path), "--scheduler", "fifo"]
+    )
+    assert result.exit_code == 2
+    assert "'fifo' is not one of 'clipper', 'headway'" in result.output
+    missing = CliRunner().invoke(main.cli, ["serve", "--repository", str(tmp_path / "nope")])
+    assert missing.exit_code == 2 and "does not exist" in missing.output
