@@ -49,7 +49,7 @@ log = logging.getLogger("headway.controller")
 
 WARMUP_RUNS = 3
 WARMUP_DEADLINE_S = 30.0
-PROBE_INTERVAL_S = 0.25
+PROBE_INTERVAL_S = 0.05
 
 
 class Engine(Protocol):
