@@ -17,22 +17,19 @@ import numpy as np
 
 from headway.clock import Clock, MonotonicClock
 from headway.control.cache import PredictionCache, cache_key
+from headway.control.lifecycle import ModelLifecycle
 from headway.control.models import (
     LOADING,
     READY,
-    UNAVAILABLE,
-    UNLOADED,
     ModelState,
     Prediction,
-    size_estimate,
 )
 from headway.control.policy import HEADWAY, SchedulingPolicy
 from headway.control.profiles import LatencyEstimator
 from headway.control.request import Request, priority_level
-from headway.control.scheduler import INFER, LOAD, UNLOAD, Dispatch, Scheduler
+from headway.control.scheduler import INFER, LOAD, Dispatch, Scheduler
 from headway.control.stats import ModelStats
 from headway.control.validate import check_inputs, check_outputs
-from headway.datatypes import numpy_dtype
 from headway.errors import (
     DeadlineUnmeetable,
     HeadwayError,
@@ -42,14 +39,10 @@ from headway.errors import (
     ModelNotReady,
     WorkerFailed,
 )
-from headway.repository import ModelConfig, Repository, TensorSpec
+from headway.repository import Repository
 from headway.store import Store
 
 log = logging.getLogger("headway.controller")
-
-WARMUP_RUNS = 3
-WARMUP_DEADLINE_S = 30.0
-PROBE_INTERVAL_S = 0.05
 
 
 class Engine(Protocol):
@@ -66,7 +59,7 @@ class Engine(Protocol):
     def pids(self) -> dict[int, int]: ...
 
 
-class Controller:
+class Controller(ModelLifecycle):
     """Serves a repository's models from an engine's workers. See the module docstring."""
 
     def __init__(
@@ -169,86 +162,6 @@ class Controller:
                 )
         return state
 
-    def _register(self, name: str) -> ModelState:
-        """Start tracking a model of the repository (at start-up, or lazily on first use)."""
-        config = self.repository.get(name)
-        model = self.models[name] = ModelState(config)
-        self.stats[name] = ModelStats()
-        if self._user_unloaded(name):
-            model.reason = "unloaded through the repository API"
-        elif self.on_demand:
-            model.state = READY
-            self._schedule_model(config)
-        return model
-
-    def _user_unloaded(self, name: str) -> bool:
-        """Whether the model was unloaded through the API before this start."""
-        return self._remembered.get(name, (0, "loaded", ""))[1] == "unloaded"
-
-    def _schedule_model(self, config: ModelConfig) -> None:
-        self.scheduler.add_model(
-            config.key,
-            max_batch=config.max_batch_size,
-            batch_delay=config.batch_delay_ms / 1000.0,
-            max_queue=config.max_queue,
-            size_mb=size_estimate(config),
-        )
-        self._seed_profile(config)
-
-    def _place(self, config: ModelConfig) -> list[int]:
-        """Pick `replicas` distinct workers, the least loaded first."""
-        workers = sorted(self._placement, key=lambda w: (len(self._placement[w]), w))
-        return workers[: max(1, min(config.replicas, len(workers)))]
-
-    async def load(self, name: str) -> ModelState:
-        """Load the model's served version on its replicas; waits until they answered."""
-        model = self.model(name)
-        if model.state == READY:
-            return model
-        if self.on_demand:
-            model.state, model.reason = READY, ""
-            self._schedule_model(model.config)
-            if self.store:
-                self.store.set_model_state(name, model.config.version, "loaded")
-            return model
-        assert self._loop is not None
-        waiter: asyncio.Future[None] = self._loop.create_future()
-        model.waiters.append(waiter)
-        if model.state != LOADING:
-            model.state, model.reason = LOADING, ""
-            for worker in self._place(model.config):
-                self._placement[worker].add(name)
-                self._send_load(model, worker)
-        await waiter
-        if self.store:
-            self.store.set_model_state(name, model.config.version, "loaded")
-        return model
-
-    def _send_load(self, model: ModelState, worker: int) -> None:
-        model.loading.add(worker)
-        if worker in self._ready_workers:
-            self.scheduler.control(worker, LOAD, model.config.key, payload=model.config.name)
-            self._kick()
-
-    async def unload(self, name: str) -> None:
-        model = self.model(name)
-        key = model.config.key
-        for worker in list(model.workers):
-            self.scheduler.unplaced(key, worker)
-            if worker in self._ready_workers:
-                self.scheduler.control(worker, UNLOAD, key, payload=name)
-        for worker in self._placement:
-            self._placement[worker].discard(name)
-        self._fail_all(
-            self.scheduler.remove_model(key), ModelNotReady(f"model {name!r} was unloaded")
-        )
-        model.workers.clear()
-        model.loading.clear()
-        model.state, model.reason = UNLOADED, "unloaded through the repository API"
-        if self.store:
-            self.store.set_model_state(name, model.config.version, "unloaded")
-        self._kick()
-
     # -- inference ---------------------------------------------------------------------------
     async def infer(
         self,
@@ -330,20 +243,6 @@ class Controller:
             raise
         self._kick()
         return await future
-
-    def _refresh_estimate(self, key: str) -> None:
-        """Re-measure an idle model whose estimate turns requests away.
-
-        An estimate inflated by one slow run would otherwise reject every request, and a
-        rejected request never runs to correct it. A probe of zeros (at most one per
-        PROBE_INTERVAL_S, only while nothing is queued) brings fresh measurements instead.
-        """
-        now = self.clock.now()
-        if self.scheduler.queue_length(key) or now - self._probed.get(key, -1e9) < PROBE_INTERVAL_S:
-            return
-        name = key.rpartition("@")[0]
-        if name in self.models:
-            self._warm_up(self.models[name].config, 1)
 
     # -- the pump: scheduler decisions -> engine -----------------------------------------------
     def _kick(self) -> None:
@@ -447,138 +346,11 @@ class Controller:
                 future.set_result(Prediction(name, int(version), mine))
             start = end
 
-    def _loaded(self, worker: int, name: str, header: dict[str, Any]) -> None:
-        model = self.models.get(name)
-        if model is None:
-            return
-        if self.on_demand:
-            self._loaded_on_demand(worker, model, header)
-            return
-        if worker not in model.loading:
-            return
-        model.loading.discard(worker)
-        if header.get("ok"):
-            config = model.config
-            inferred_in = tuple(TensorSpec.parse(t, name) for t in header.get("inputs") or ())
-            inferred_out = tuple(TensorSpec.parse(t, name) for t in header.get("outputs") or ())
-            model.config = config.with_signature(inferred_in, inferred_out)
-            model.memory_mb = max(model.memory_mb, float(header.get("memory_mb") or 0.0))
-            self.scheduler.add_model(
-                config.key,
-                max_batch=config.max_batch_size,
-                batch_delay=config.batch_delay_ms / 1000.0,
-                max_queue=config.max_queue,
-            )
-            first = not model.workers
-            self.scheduler.placed(config.key, worker)
-            model.workers.add(worker)
-            model.state, model.reason = READY, ""
-            if first:
-                self._seed_profile(model.config)
-                self._warm_up(model.config, WARMUP_RUNS)
-        elif not model.workers:
-            model.reason = f"failed to load: {header.get('error')}"
-            log.error("model %s %s", name, model.reason)
-            self._placement[worker].discard(name)
-            if not model.loading:
-                model.state = UNAVAILABLE
-        if not model.loading:
-            for waiter in model.waiters:
-                if not waiter.done():
-                    waiter.set_result(None)
-            model.waiters.clear()
-
-    def _loaded_on_demand(self, worker: int, model: ModelState, header: dict[str, Any]) -> None:
-        config = model.config
-        if not header.get("ok"):
-            self.scheduler.load_failed(config.key, worker)
-            model.state = UNAVAILABLE
-            model.reason = f"failed to load: {header.get('error')}"
-            log.error("model %s %s", config.name, model.reason)
-            self._fail_all(
-                self.scheduler.remove_model(config.key),
-                ModelNotReady(f"model {config.name!r} {model.reason}"),
-            )
-            return
-        inferred_in = tuple(TensorSpec.parse(t, config.name) for t in header.get("inputs") or ())
-        inferred_out = tuple(TensorSpec.parse(t, config.name) for t in header.get("outputs") or ())
-        model.config = config.with_signature(inferred_in, inferred_out)
-        measured = float(header.get("memory_mb") or 0.0)
-        size = config.memory_mb if config.memory_mb is not None else None
-        if size is None and measured > 0:
-            size = max(measured, size_estimate(config))
-        model.memory_mb = size or size_estimate(config)
-        self.scheduler.placed(config.key, worker, size_mb=size)
-        model.workers.add(worker)
-
-    def _seed_profile(self, config: ModelConfig) -> None:
-        """Start from the durations measured in an earlier run, when the store has them."""
-        if self.store is None or self.scheduler.estimator.profiled(config.key):
-            return
-        for rows, seconds in self.store.profile(config.key).items():
-            self.scheduler.estimator.observe(config.key, rows, seconds)
-
-    def _warm_up(self, config: ModelConfig, runs: int) -> None:
-        """Run a few one-row batches of zeros so the first real request meets a warm model
-        and a profile (frameworks compile or allocate lazily on their first calls)."""
-        specs = config.inputs
-        if runs <= 0 or not specs or any(s.datatype == "BYTES" or -1 in s.shape[1:] for s in specs):
-            return
-        inputs = {s.name: np.zeros((1, *s.shape[1:]), numpy_dtype(s.datatype)) for s in specs}
-        now = self.clock.now()
-        self._probed[config.key] = now
-        request = Request(config.key, inputs, 1, now, now + WARMUP_DEADLINE_S)
-        request.measured = runs < WARMUP_RUNS  # the very first run is cold: not a measurement
-        assert self._loop is not None
-        future: asyncio.Future[Prediction] = self._loop.create_future()
-        future.add_done_callback(lambda f: f.exception() or self._warm_up(config, runs - 1))
-        request.token = future
-        try:
-            self.scheduler.submit(request)
-        except HeadwayError:
-            return
-        self._kick()
-
-    def _on_worker_ready(self, worker: int, pid: int) -> None:
-        self._ready_workers.add(worker)
-        share = None if self.memory_budget_mb is None else self.memory_budget_mb / self.engine.size
-        self.scheduler.add_worker(worker, memory_mb=share)
-        for name in self._placement.get(worker, ()):
-            model = self.models[name]
-            if model.state in (READY, LOADING):
-                model.loading.discard(worker)
-                self._send_load(model, worker)
-        if self._all_ready is not None and len(self._ready_workers) >= self.engine.size:
-            self._all_ready.set()
-        self._kick()
-
-    def _on_worker_exit(self, worker: int, code: int | None) -> None:
-        log.warning("worker %d exited (code %s); restarting it", worker, code)
-        self._ready_workers.discard(worker)
-        retried, failed = self.scheduler.worker_lost(worker)
-        for model in self.models.values():
-            model.workers.discard(worker)
-        for request in failed:
-            self._fail(
-                request,
-                WorkerFailed(
-                    f"model {request.model!r}: the worker running the request died (exit code "
-                    f"{code}) and the retry failed too; retry the request"
-                ),
-            )
-        if retried:
-            log.warning("requeued %d request(s) from worker %d", len(retried), worker)
-        self._kick()
-
     # -- helpers -----------------------------------------------------------------------------
     def _fail(self, request: Request, error: HeadwayError) -> None:
         future: asyncio.Future[Prediction] | None = request.token
         if future is not None and not future.done():
             future.set_exception(error)
-
-    def _fail_all(self, requests: list[Request], error: HeadwayError) -> None:
-        for request in requests:
-            self._fail(request, error)
 
     def statistics(self) -> dict[str, Any]:
         """A snapshot for metrics, the dashboard and tests."""
