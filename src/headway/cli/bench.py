@@ -1,0 +1,284 @@
+"""`headway bench`: load any Open Inference Protocol server and report what it sustained."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from time import perf_counter
+from typing import Any
+
+import click
+import orjson
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from headway.loadgen import arrivals, report
+from headway.loadgen.client import Tally, Target, http_request, run
+from headway.loadgen.workload import WorkloadError, encode, fetch_metadata, from_file, from_metadata
+
+
+def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not (value > 0 and math.isfinite(value)):
+        raise click.BadParameter(f"must be a finite number greater than 0, got {value}")
+    return value
+
+
+def _non_negative(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    if not (value >= 0 and math.isfinite(value)):
+        raise click.BadParameter(f"must be a finite number, 0 or more, got {value}")
+    return value
+
+
+def _rows(shape: tuple[int, ...]) -> int:
+    return shape[0] if shape else 1
+
+
+class _Live:
+    """A one-line rich progress display fed by the client's periodic snapshots."""
+
+    def __init__(self, console: Console, total: float, warmup: float) -> None:
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}[/]"),
+            BarColumn(bar_width=20),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[stats]}"),
+            console=console,
+            auto_refresh=False,
+            transient=True,
+        )
+        self.task = self.progress.add_task("connecting", total=total, stats="")
+        self.warmup = warmup
+        self.last = (perf_counter(), 0)
+
+    def __call__(self, tally: Tally) -> None:
+        now, answered = perf_counter(), tally.answered
+        rate = (answered - self.last[1]) / max(now - self.last[0], 1e-9)
+        self.last = (now, answered)
+        stats = (
+            f"{rate:,.0f} answers/s · sent {tally.sent:,} · rejected {tally.rejected:,}"
+            f" · errors {tally.errors + tally.transport_errors:,} · "
+            f"{tally.connections:,} conns"
+        )
+        phase = "warm-up" if tally.elapsed < self.warmup else "measuring"
+        self.progress.update(
+            self.task, completed=tally.elapsed, description=phase, stats=stats, refresh=True
+        )
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--url",
+    default="http://127.0.0.1:8000",
+    show_default=True,
+    help="Base URL of the Open Inference Protocol server (http only).",
+)
+@click.option("--model", required=True, help="Model name, as in /v2/models/NAME.")
+@click.option("--model-version", default=None, help="Model version (default: the server's pick).")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Closed loop: requests outstanding at once (default 1 without --rate).",
+)
+@click.option(
+    "--rate",
+    type=float,
+    default=None,
+    callback=_positive,
+    help="Open loop: requests per second, sent on schedule whatever the server does.",
+)
+@click.option(
+    "--arrival",
+    type=click.Choice(arrivals.ARRIVALS),
+    default=None,
+    help="Open-loop arrival process (default poisson).",
+)
+@click.option(
+    "--cv",
+    type=float,
+    default=None,
+    callback=_positive,
+    help="Coefficient of variation of gamma inter-arrival gaps.",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of the arrival schedule and of random input data.",
+)
+@click.option(
+    "--duration",
+    type=float,
+    default=10.0,
+    show_default=True,
+    callback=_positive,
+    help="Measured seconds (after the warm-up).",
+)
+@click.option(
+    "--warmup",
+    type=float,
+    default=1.0,
+    show_default=True,
+    callback=_non_negative,
+    help="Seconds of load before measuring (excluded from every figure).",
+)
+@click.option(
+    "--batch",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Rows per request: the first (batch) dimension of each input (default 1).",
+)
+@click.option(
+    "--input-data",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="JSON request body ({'inputs': ...}) or .npy file of rows.",
+)
+@click.option("--binary", is_flag=True, help="Send tensors with the binary tensor extension.")
+@click.option(
+    "--variants",
+    type=click.IntRange(min=1),
+    default=16,
+    show_default=True,
+    help="Distinct request bodies to rotate through (defeats prediction caches).",
+)
+@click.option(
+    "--slo-ms",
+    type=float,
+    default=None,
+    callback=_positive,
+    help="Latency SLO in ms: goodput counts 200 answers within it.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=1),
+    default=1024,
+    show_default=True,
+    help="Open loop: most connections to open; requests beyond wait (counted as capped).",
+)
+@click.option(
+    "--timeout",
+    type=float,
+    default=10.0,
+    show_default=True,
+    callback=_positive,
+    help="Seconds to wait for outstanding answers after the last send.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object of all figures.")
+@click.option(
+    "--progress/--no-progress",
+    default=None,
+    help="Live progress on stderr (default: when stderr is a terminal).",
+)
+def bench(
+    url: str,
+    model: str,
+    model_version: str | None,
+    concurrency: int | None,
+    rate: float | None,
+    arrival: str | None,
+    cv: float | None,
+    seed: int,
+    duration: float,
+    warmup: float,
+    batch: int | None,
+    input_data: Path | None,
+    binary: bool,
+    variants: int,
+    slo_ms: float | None,
+    max_connections: int,
+    timeout: float,
+    as_json: bool,
+    progress: bool | None,
+) -> None:
+    """Load an Open Inference Protocol server, closed loop (--concurrency) or open loop (--rate).
+
+    Reports throughput, goodput (200 answers within --slo-ms), rejections (429/503), errors
+    (other statuses, broken connections, timeouts) and latency p50/p90/p99/p99.9/max. In open
+    loop, latency is measured from each request's scheduled send time.
+    """
+    if concurrency is not None and rate is not None:
+        raise click.UsageError(
+            "give either --concurrency (closed loop) or --rate (open loop), not both"
+        )
+    if rate is None and (arrival is not None or cv is not None):
+        raise click.UsageError("--arrival and --cv describe open-loop arrivals; they need --rate")
+    if rate is not None:
+        arrival = arrival or "poisson"
+        if cv is not None and arrival != "gamma":
+            raise click.UsageError("--cv only applies to --arrival gamma")
+        if arrival == "gamma" and cv is None:
+            raise click.UsageError("--arrival gamma needs --cv (its coefficient of variation)")
+    elif concurrency is None:
+        concurrency = 1
+    try:
+        target = Target.parse(url)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--url") from None
+
+    try:
+        metadata = fetch_metadata(url, model, model_version)
+        if input_data is None:
+            requests = from_metadata(metadata, batch, variants, seed)
+        else:
+            requests = from_file(input_data, metadata, batch, variants)
+    except WorkloadError as exc:
+        raise click.ClickException(str(exc)) from None
+    path = target.infer_path(model, model_version)
+    wire = [http_request(target, path, encode(r, binary)) for r in requests]
+
+    schedule = None
+    if rate is not None:
+        schedule = arrivals.schedule(rate, warmup + duration, arrival or "poisson", cv, seed)
+    err = Console(stderr=True)
+    show = err.is_terminal if progress is None else progress
+    live = _Live(err, warmup + duration, warmup) if show else None
+    try:
+        if live is not None:
+            live.progress.start()
+        tally = run(
+            target,
+            wire,
+            duration=duration,
+            warmup=warmup,
+            concurrency=concurrency,
+            schedule=schedule,
+            max_connections=max_connections,
+            drain_timeout=timeout,
+            progress=live,
+        )
+    except ConnectionError as exc:
+        raise click.ClickException(f"{exc}; is the server running, and is --url right?") from None
+    finally:
+        if live is not None:
+            live.progress.stop()
+
+    figures: dict[str, Any] = {
+        "url": url,
+        "model": model,
+        "model_version": model_version,
+        "mode": "open" if rate is not None else "closed",
+        "concurrency": concurrency,
+        "rate": rate,
+        "arrival": arrival if rate is not None else None,
+        "cv": cv,
+        "seed": seed,
+        "batch": _rows(requests[0].inputs[0].data.shape),
+        "binary": binary,
+        "variants": len(wire),
+        "warmup_s": warmup,
+        "max_connections": max_connections,
+        "timeout_s": timeout,
+        **report.summarize(tally, duration, slo_ms),
+    }
+    figures["items_per_s"] = round(figures["throughput_rps"] * figures["batch"], 2)
+    if as_json:
+        click.echo(orjson.dumps(figures).decode())
+    else:
+        report.render(figures, Console(file=sys.stdout))
+
+
+if __name__ == "__main__":
+    bench()

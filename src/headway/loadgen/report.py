@@ -1,0 +1,127 @@
+"""Figures of a run (throughput, goodput, counts, latency percentiles) as a table or as JSON.
+
+Percentiles are nearest-rank (``numpy`` method ``inverted_cdf``): each is a latency that some
+request actually had. Latency percentiles cover the 200 answers; rates divide by the measured
+window (warm-up excluded).
+
+- ``throughput_rps``: 200 answers per second.
+- ``goodput_rps``: 200 answers within the SLO per second (equals throughput without an SLO).
+- ``slo_attainment``: 200 answers within the SLO over all requests in the window.
+- ``rejected``: 429 or 503 answers; ``errors``: any other non-200 answer;
+  ``transport_errors``: no answer (refused, reset, unparseable); ``timeouts``: no answer within
+  the drain timeout; ``capped``: open-loop requests that could not go out on schedule because
+  every allowed connection was busy (their latency still counts from the schedule).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from headway.loadgen.tally import Tally
+
+PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p99.9": 99.9}
+
+
+def percentiles_ms(samples: list[float], keys: dict[str, float] = PERCENTILES) -> dict[str, Any]:
+    """Nearest-rank percentiles, min, mean and max of ``samples`` (seconds) in milliseconds."""
+    names = [*keys, "min", "mean", "max"]
+    if not samples:
+        return dict.fromkeys(names)
+    values = np.asarray(samples, dtype=np.float64) * 1e3
+    points = np.percentile(values, list(keys.values()), method="inverted_cdf")
+    out = {name: round(float(v), 3) for name, v in zip(keys, points, strict=True)}
+    out["min"] = round(float(values.min()), 3)
+    out["mean"] = round(float(values.mean()), 3)
+    out["max"] = round(float(values.max()), 3)
+    return out
+
+
+def summarize(tally: Tally, duration: float, slo_ms: float | None = None) -> dict[str, Any]:
+    """Every figure of a run, as plain JSON-ready values."""
+    ok = tally.ok
+    if slo_ms is None:
+        good = ok
+    else:
+        good = int(np.count_nonzero(np.asarray(tally.latencies) * 1e3 <= slo_ms)) if ok else 0
+    answered = ok + tally.rejected + tally.errors
+    per_s = (lambda n: round(n / duration, 2)) if duration > 0 else (lambda n: None)
+    statuses = {str(k): v for k, v in sorted({200: ok, **tally.statuses}.items()) if v}
+    return {
+        "duration_s": duration,
+        "requests": tally.scheduled,
+        "answered": answered,
+        "ok": ok,
+        "rejected": tally.rejected,
+        "errors": tally.errors,
+        "transport_errors": tally.transport_errors,
+        "timeouts": tally.timeouts,
+        "capped": tally.capped,
+        "status_counts": statuses,
+        "throughput_rps": per_s(ok),
+        "response_rps": per_s(answered),
+        "goodput_rps": per_s(good),
+        "slo_ms": slo_ms,
+        "slo_attainment": round(good / tally.scheduled, 4) if tally.scheduled else None,
+        "latency_ms": percentiles_ms(tally.latencies),
+        "send_lateness_ms": percentiles_ms(tally.lateness, {"p50": 50.0, "p99": 99.0}),
+        "sent_total": tally.sent,
+        "peak_connections": tally.peak_connections,
+    }
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def render(figures: dict[str, Any], console: Console) -> None:
+    """The figures as two small tables: counts and rates, then latency."""
+    if figures.get("rate") is not None:
+        how = f"open loop, {figures['rate']:g} req/s {figures.get('arrival') or ''}"
+    else:
+        how = f"closed loop, concurrency {figures.get('concurrency')}"
+    console.print(
+        f"[bold]{figures.get('model', '')}[/] at {figures.get('url', '')}: {how}, "
+        f"batch {figures.get('batch', 1)}, {figures['duration_s']:g} s measured"
+    )
+    counts = Table(show_header=False)
+    counts.add_column(style="bold")
+    counts.add_column(justify="right")
+    slo = figures["slo_ms"]
+    rows = [
+        ("requests (window)", f"{figures['requests']:,}"),
+        ("ok (200)", f"{figures['ok']:,}"),
+        ("rejected (429/503)", f"{figures['rejected']:,}"),
+        ("errors (other status)", f"{figures['errors']:,}"),
+        ("transport errors", f"{figures['transport_errors']:,}"),
+        ("timeouts", f"{figures['timeouts']:,}"),
+        ("throughput", f"{figures['throughput_rps'] or 0:,.1f} req/s"),
+        (
+            f"goodput (<= {slo:g} ms)" if slo is not None else "goodput (no SLO)",
+            f"{figures['goodput_rps'] or 0:,.1f} req/s",
+        ),
+    ]
+    if figures.get("rate") is not None:
+        rows.append(("capped (max connections)", f"{figures['capped']:,}"))
+        lateness = figures["send_lateness_ms"]
+        rows.append(
+            ("send lateness p50 / p99", f"{_ms(lateness['p50'])} / {_ms(lateness['p99'])} ms")
+        )
+    rows.append(("peak connections", f"{figures['peak_connections']:,}"))
+    for row in rows:
+        counts.add_row(*row)
+    if len(figures["status_counts"]) > 1:
+        counts.add_row(
+            "status codes", ", ".join(f"{k}: {v:,}" for k, v in figures["status_counts"].items())
+        )
+
+    latency = Table(title="latency of 200 answers (ms)", title_justify="left")
+    keys = [*PERCENTILES, "max"]
+    for key in keys:
+        latency.add_column(key, justify="right")
+    latency.add_row(*(_ms(figures["latency_ms"][k]) for k in keys))
+    console.print(counts)
+    console.print(latency)

@@ -1,0 +1,35 @@
+"""The raw record of a run: counts and latency samples, filled in by the hot loop."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(repr=False)
+class Tally:
+    """Raw counts and samples of one run; ``headway.loadgen.report`` turns them into figures."""
+
+    latencies: list[float] = field(default_factory=list)  # seconds, 200 answers in the window
+    lateness: list[float] = field(default_factory=list)  # open loop: send time - scheduled time
+    statuses: dict[int, int] = field(default_factory=dict)  # non-200 answers in the window
+    rejected: int = 0  # 429 or 503 in the window
+    errors: int = 0  # any other non-200 in the window
+    transport_errors: int = 0  # no HTTP answer: connection refused, reset or unparseable
+    timeouts: int = 0  # still unanswered when the drain timeout ran out
+    capped: int = 0  # open loop: could not go out on schedule because of max_connections
+    scheduled: int = 0  # requests in the window (open loop: scheduled; closed: sent)
+    sent: int = 0  # all requests written, warm-up included
+    answered: int = 0  # all answers read, warm-up included
+    connections: int = 0  # open now
+    peak_connections: int = 0
+    elapsed: float = 0.0  # seconds since the start
+
+    @property
+    def ok(self) -> int:
+        return len(self.latencies)
+
+    def __repr__(self) -> str:  # short: asyncio reprs a finished task's result
+        return (
+            f"Tally(ok={self.ok}, rejected={self.rejected}, errors={self.errors}, "
+            f"transport_errors={self.transport_errors}, timeouts={self.timeouts})"
+        )
