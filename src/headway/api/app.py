@@ -18,6 +18,7 @@ import headway
 from headway.api import oip
 from headway.api.apps import AppRoutes
 from headway.api.errors import http_status
+from headway.api.lag import LoopLag
 from headway.api.metrics import render
 from headway.api.openapi import OPENAPI
 from headway.apps import AppRegistry
@@ -47,6 +48,7 @@ class HeadwayApp:
     ) -> None:
         self.controller = controller
         self.max_body_bytes = max_body_bytes
+        self.lag = LoopLag()
         self.apps = apps if apps is not None else AppRegistry(controller, controller.store)
         self._apps = AppRoutes(self.apps, self._body)
 
@@ -62,6 +64,7 @@ class HeadwayApp:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 try:
+                    self.lag.start()
                     await self.controller.start()
                     await self.apps.start()
                 except Exception as exc:
@@ -70,6 +73,7 @@ class HeadwayApp:
                     return
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                self.lag.stop()
                 await self.apps.stop()
                 await self.controller.stop()
                 await send({"type": "lifespan.shutdown.complete"})
@@ -194,6 +198,7 @@ class HeadwayApp:
             outputs=request.outputs,
             timeout=timeout,
             priority=priority,
+            waited=self.lag.current,
         )
         payload, header_length = oip.encode_infer(
             prediction.model, prediction.version, prediction.outputs, request

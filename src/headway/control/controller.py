@@ -172,15 +172,17 @@ class Controller(ModelLifecycle):
         outputs: Sequence[str] | None = None,
         timeout: float | None = None,
         priority: int | None = None,
+        waited: float = 0.0,
     ) -> Prediction:
         """Answer one request within its deadline, or raise a HeadwayError saying why not.
 
-        `timeout` (seconds) overrides the model's slo_ms as the deadline.
+        `timeout` (seconds) overrides the model's slo_ms as the deadline. `waited` is how long
+        the request already waited in the transport (its clock starts at arrival).
         """
         model = self.model(name, version)
         stats = self.stats[name]
         stats.requests += 1
-        started = self.clock.now()
+        started = self.clock.now() - waited
         try:
             if model.state != READY:
                 raise ModelNotReady(
