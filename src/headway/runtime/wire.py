@@ -17,6 +17,15 @@ from headway.datatypes import decode_bytes_tensor, encode_bytes_tensor
 Frames = list[bytes | memoryview | np.ndarray]
 
 
+#: Below this many bytes, zmq copies frames faster than it tracks zero-copy buffers.
+ZERO_COPY_BYTES = 65536
+
+
+def zero_copy(frames: Frames) -> bool:
+    """Whether sending `frames` without copying is worth it (large tensors only)."""
+    return sum(memoryview(f).nbytes for f in frames) >= ZERO_COPY_BYTES
+
+
 def pack(header: dict[str, Any], tensors: dict[str, np.ndarray] | None = None) -> Frames:
     """Frames for a header and its tensors (the header gains a `tensors` list)."""
     frames: Frames = [b""]

@@ -23,7 +23,7 @@ import numpy as np
 import zmq
 
 from headway.adapters import Adapter, adapter_class
-from headway.runtime.wire import pack, unpack
+from headway.runtime.wire import pack, unpack, zero_copy
 
 
 def _rss_mb() -> float:
@@ -123,7 +123,8 @@ def serve(endpoint: str, identity: str) -> None:
         if header.get("op") == "stop":
             return
         reply, outputs = state.handle(header, tensors)
-        socket.send_multipart(pack(reply, outputs), copy=False)
+        frames = pack(reply, outputs)
+        socket.send_multipart(frames, copy=not zero_copy(frames))
 
 
 def main(argv: list[str] | None = None) -> None:

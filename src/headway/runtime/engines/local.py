@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import zmq
 
-from headway.runtime.wire import Frames, pack, unpack
+from headway.runtime.wire import Frames, pack, unpack, zero_copy
 
 OnReady = Callable[[int, int], None]
 OnMessage = Callable[[int, dict[str, Any], dict[str, np.ndarray]], None]
@@ -133,7 +133,7 @@ class LocalEngine:
         assert self._socket is not None
         identity = f"{proc.worker}.{proc.incarnation}".encode()
         try:
-            self._socket.send_multipart([identity, *frames], copy=False)
+            self._socket.send_multipart([identity, *frames], copy=not zero_copy(frames))
         except zmq.ZMQError:
             return False
         if not self._drain_scheduled and self._loop is not None:
