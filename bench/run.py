@@ -1,0 +1,461 @@
+"""Headway side by side with the serving systems people would otherwise pick (issue 3).
+
+Every system serves the same model in its own virtual environment (``bench/.venvs/<system>``,
+made from ``bench/peers/<system>/requirements.txt``), answers the same Open Inference Protocol
+request bodies, is checked for correct answers before it is timed, and is loaded by the same
+load generator (``headway.loadgen``), in turn, in one run. ``bench/RESULTS.md`` gets one table
+per workload, every figure also as a ratio to Headway's, the versions and the machine.
+
+    python bench/run.py                     # everything (~20 min; venvs once, before that)
+    python bench/run.py --quick             # every scenario, short, one config per product
+    python bench/run.py --only ray,mlserver --scenarios overhead,overload
+
+Scenarios: ``overhead`` (LogisticRegression, one row, closed loop at 32 and 1 connections),
+``batching`` (PyTorch MLP, one row, 32 connections, against its in-process limit),
+``open-loop`` (Poisson at 50/80/95 % of each system's own capacity, 50 ms SLO) and ``overload``
+(2x capacity for 20 s: goodput, p99 of the answered, time to recover). Headway (the reference
+of every ratio) and, for ``overhead``/``batching``, the no-op HTTP ceiling always run.
+Never run in CI: nothing under tests/ imports bench/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import platform
+import signal
+import subprocess
+import time
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import harness
+import models
+import numpy as np
+import pyspy
+import results
+from harness import Endpoint, bodies, closed, open_loop, overload, quiet
+from peers.common import WORK, Server, SetupError, check, ensure_venv
+from systems import BY_NAME, QUICK, SYSTEMS, System
+
+from headway.launcher import free_port
+
+SCENARIOS = ("overhead", "batching", "open-loop", "overload")
+SLO_MS = 50.0
+LOAD_LEVELS = (0.5, 0.8, 0.95)
+BEST_CONCURRENCY = 32
+
+
+@dataclass(frozen=True)
+class Durations:
+    warmup: float
+    closed: float  # each closed-loop run
+    open: float  # each open-loop run
+    levels: tuple[float, ...]
+    before: float  # overload: half capacity before the burst
+    burst: float
+    after: float
+    drain: float  # overload: how long answers are awaited after the last send
+    profile: float
+    attempts: int  # closed/open runs are retried while other processes load the machine
+    calm_budget: float  # seconds in all to wait for a quiet machine before measurements
+    retry_budget: float  # seconds in all that repeated (disturbed) runs may take
+
+    @classmethod
+    def pick(cls, quick: bool) -> Durations:
+        if quick:
+            return cls(0.3, 1.0, 1.0, (0.8,), 0.5, 2.0, 1.0, 1.0, 2.0, 1, 0.0, 0.0)
+        return cls(1.0, 5.0, 6.0, LOAD_LEVELS, 3.0, 20.0, 10.0, 5.0, 10.0, 3, 120.0, 180.0)
+
+
+class Suite:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.quick: bool = args.quick
+        self.d = Durations.pick(self.quick)
+        self.scenarios: list[str] = args.scenarios
+        self.work = WORK / ("quick" if self.quick else "full")
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.paths = models.ensure()
+        x, _ = models.dataset()
+        self.load_rows = x[100:116]  # 16 distinct bodies, rotated
+        self.check_rows = np.load(self.paths.rows)
+        self.expected = models.reference(self.paths)
+        self.data: dict[str, Any] = {
+            "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "quick": self.quick, "scenarios": self.scenarios, "slo_ms": SLO_MS,
+            "durations": self.d.__dict__, "systems": {}, "results": {s: {} for s in SCENARIOS},
+        }  # fmt: skip
+        self.live: list[Server] = []
+        harness.CALM.budget = self.d.calm_budget
+        harness.RETRIES.budget = self.d.retry_budget
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        self.raw = WORK / f"results-{'quick' if self.quick else 'full'}-{stamp}.json"
+
+    def save(self) -> None:
+        """Write the raw figures so far (after each system, and at the end)."""
+        self.raw.write_text(json.dumps(self.data, indent=1, default=str))
+
+    # -- helpers --------------------------------------------------------------------------------
+    def log(self, message: str) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        print(f"[{stamp}] {message}", flush=True)
+
+    def record(self, system: System, key: str, value: Any) -> None:
+        self.data["systems"].setdefault(system.name, {})[key] = value
+
+    def error(self, system: System, where: str, exc: BaseException) -> None:
+        text = str(exc) if isinstance(exc, SetupError) else f"{type(exc).__name__}: {exc}"
+        self.log(f"  {system.name}: {where} failed: {text}")
+        if not isinstance(exc, SetupError):
+            traceback.print_exc()
+        self.data["systems"].setdefault(system.name, {}).setdefault("errors", []).append(
+            {"where": where, "error": text}
+        )
+
+    @contextlib.contextmanager
+    def serving(self, system: System, kind: str) -> Iterator[tuple[Server, Endpoint]]:
+        port = free_port()
+        server = system.server(kind, self.paths, port, self.work)
+        started = time.perf_counter()
+        self.live.append(server)
+        try:
+            server.start(timeout=180.0)
+            self.record(system, f"start_s_{kind}", round(time.perf_counter() - started, 1))
+            model = "noop" if kind == "noop" else kind
+            yield server, Endpoint(f"http://127.0.0.1:{port}", model)
+        finally:
+            killed = server.stop()
+            self.live.remove(server)
+            if killed:
+                self.log(f"  {system.name}: had to SIGKILL {killed}")
+
+    def payloads(self, system: System, kind: str, slo: bool = False) -> list[bytes]:
+        if kind == "mlp":
+            return bodies(self.load_rows, "FP32", None, SLO_MS if slo else None)
+        return bodies(self.load_rows, "FP64", system.lr_output, SLO_MS if slo else None)
+
+    def verify(self, system: System, kind: str, endpoint: Endpoint) -> None:
+        if kind == "lr":
+            payload = bodies(self.check_rows, "FP64", system.lr_output)
+            result = check(endpoint.url + endpoint.path, payload, self.expected["lr"], atol=1e-9)
+        else:
+            payload = bodies(self.check_rows, "FP32", None)
+            result = check(endpoint.url + endpoint.path, payload, self.expected["mlp"], atol=1e-5)
+        self.record(system, f"check_{kind}", result.__dict__)
+        self.log(f"  {system.name}/{kind}: answers {'OK' if result.ok else 'WRONG'}: "
+                 f"{result.detail}")  # fmt: skip
+        if not result.ok:
+            raise SetupError(f"wrong answers from {kind}: {result.detail}")
+
+    def closed(
+        self, endpoint: Endpoint, payload: list[bytes], concurrency: int, server: Server
+    ) -> dict[str, Any]:
+        return quiet(lambda: closed(endpoint, payload, concurrency, self.d.closed, self.d.warmup,
+                                    server), self.d.attempts)  # fmt: skip
+
+    # -- scenarios -------------------------------------------------------------------------------
+    def run_lr(self, system: System) -> None:
+        wanted = [s for s in ("overhead", "open-loop", "overload") if s in self.scenarios]
+        if system.name == "noop":
+            wanted = ["overhead"] if "overhead" in wanted else []
+        if not wanted:
+            return
+        kind = "noop" if system.name == "noop" else "lr"
+        with self.serving(system, kind) as (server, endpoint):
+            if kind == "lr":
+                self.verify(system, kind, endpoint)
+            payload = self.payloads(system, "lr")
+            capacity = None
+            if "overhead" in wanted:
+                out = {}
+                for c in (BEST_CONCURRENCY, 1):
+                    out[f"c{c}"] = self.closed(endpoint, payload, c, server)
+                    self.log(f"  {system.name} overhead c={c}: {_brief(out[f'c{c}'])}")
+                self.data["results"]["overhead"][system.name] = out
+                capacity = max(out["c32"]["throughput_rps"] or 0, out["c1"]["throughput_rps"] or 0)
+            if kind == "noop":
+                return
+            if capacity is None or capacity <= 0:
+                probe = self.closed(endpoint, payload, BEST_CONCURRENCY, server)
+                capacity = probe["throughput_rps"] or 0.0
+            self.record(system, "capacity_rps", capacity)
+            slo_payload = self.payloads(system, "lr", slo=True)
+            if "open-loop" in wanted and capacity > 0:
+                out = {"capacity_rps": capacity}
+                for level in self.d.levels:
+                    figures = quiet(lambda rate=level * capacity: open_loop(
+                        endpoint, slo_payload, rate, self.d.open, self.d.warmup, SLO_MS, server
+                    ), self.d.attempts)  # fmt: skip
+                    out[f"{level:g}"] = figures
+                    self.log(f"  {system.name} open-loop {level:.0%}: {_brief(figures)}")
+                self.data["results"]["open-loop"][system.name] = out
+            if "overload" in wanted and capacity > 0:
+                if harness.CALM.budget > harness.CALM.waited:
+                    harness.CALM.wait()
+                figures = overload(endpoint, slo_payload, capacity, SLO_MS, before=self.d.before,
+                                   burst=self.d.burst, after=self.d.after, server=server,
+                                   drain=self.d.drain)  # fmt: skip
+                self.data["results"]["overload"][system.name] = figures
+                self.log(f"  {system.name} overload: {_brief(figures)} recovery "
+                         f"{figures.get('recovery_s')} s")  # fmt: skip
+
+    def run_mlp(self, system: System) -> None:
+        if "batching" not in self.scenarios:
+            return
+        kind = "noop" if system.name == "noop" else "mlp"
+        with self.serving(system, kind) as (server, endpoint):
+            if kind == "mlp":
+                self.verify(system, kind, endpoint)
+            figures = self.closed(endpoint, self.payloads(system, "mlp"), BEST_CONCURRENCY, server)
+            self.data["results"]["batching"][system.name] = figures
+            self.log(f"  {system.name} batching: {_brief(figures)}")
+
+    def run_system(self, system: System) -> None:
+        self.log(f"{system.name}: {system.label}")
+        if system.venv is not None:
+            try:
+                self.log(f"  venv {system.venv} (created once; pip log in .work/logs)")
+                ensure_venv(system.venv, WORK / "logs" / f"venv-{system.venv}.log")
+            except SetupError as exc:
+                self.error(system, "install", exc)
+                return
+            self.record(system, "versions", versions(system))
+        else:
+            self.record(system, "versions", versions(system))
+        for step, kind in ((self.run_lr, "lr"), (self.run_mlp, "mlp")):
+            try:
+                step(system)
+            except Exception as exc:
+                self.error(system, kind, exc)
+
+    def drift(self) -> None:
+        """Headway's overhead once more at the end: how much the machine moved under us."""
+        system = BY_NAME["headway"]
+        try:
+            with self.serving(system, "lr") as (server, endpoint):
+                payload = self.payloads(system, "lr")
+                out = {f"c{c}": self.closed(endpoint, payload, c, server)
+                       for c in (BEST_CONCURRENCY, 1)}  # fmt: skip
+            self.data["drift"] = out
+            self.log(f"headway again: c=32 {_brief(out['c32'])}; c=1 {_brief(out['c1'])}")
+        except Exception as exc:
+            self.error(system, "drift", exc)
+
+    def profile(self, overload: bool) -> None:
+        """py-spy on Headway's frontend under the overhead load (32 connections, then 1) and,
+        when ``overload``, under Poisson arrivals at twice its capacity."""
+        system = BY_NAME["headway"]
+        loads: list[tuple[str, float, dict[str, Any]]] = [
+            (f"c{BEST_CONCURRENCY}", self.d.profile, {"concurrency": BEST_CONCURRENCY}),
+            ("c1", self.d.profile / 2, {"concurrency": 1}),
+        ]
+        capacity = _get(self.data, "systems", "headway", "capacity_rps")
+        if overload and capacity:
+            loads.append(("overload", self.d.profile, {"offered": 2.0 * capacity}))
+        try:
+            binary = ensure_venv("tools", WORK / "logs" / "venv-tools.log").with_name("py-spy")
+            out: dict[str, Any] = {}
+            with self.serving(system, "lr") as (server, endpoint):
+                for key, seconds, how in loads:
+                    payload = self.payloads(system, "lr", slo="offered" in how)
+                    summary = pyspy.record(binary, server, endpoint, payload,
+                                           self.work / f"profile-headway-{key}.txt", seconds,
+                                           **how)  # fmt: skip
+                    out[key] = summary
+                    self.log(f"profile {key}: frontend busy {summary['busy']} core at "
+                             f"{summary['load_rps']} req/s; {summary['parts'][:3]}")  # fmt: skip
+            self.data["profile"] = out
+        except Exception as exc:
+            self.data["profile"] = {"error": str(exc)}
+            self.error(system, "profile", exc)
+
+    def run(self, systems: list[System]) -> dict[str, Any]:
+        started = time.perf_counter()
+        self.data["machine"] = machine()
+        if "batching" in self.scenarios:
+            self.log("MLP in-process limit (no serving, 1 thread)")
+            self.data["inprocess"] = models.in_process_limit(
+                self.paths, seconds=0.2 if self.quick else 0.5
+            )
+            self.log(f"  {self.data['inprocess']['rows_per_s']} rows/s at batch "
+                     f"{self.data['inprocess']['best_batch']}")  # fmt: skip
+        for system in systems:
+            self.run_system(system)
+            self.save()
+        if not self.quick and "overhead" in self.scenarios:
+            self.drift()
+            results.settle(self.data)
+            self.data["settled"] = True
+        self.data["targets"] = results.targets(self.data)
+        missed = [t for t in self.data["targets"] if t["met"] is False]
+        wanted = self.args.profile if self.args.profile is not None else not self.quick
+        if missed and wanted:
+            self.log(f"{len(missed)} target(s) missed: profiling the Headway frontend")
+            self.profile(overload=any(t["name"].startswith("overload") for t in missed))
+            self.save()
+        self.data["machine"]["load_after"] = os.getloadavg()
+        self.data["calm_waited_s"] = round(harness.CALM.waited, 1)
+        self.data["retried_s"] = round(harness.RETRIES.spent, 1)
+        self.data["wall_s"] = round(time.perf_counter() - started, 1)
+        return self.data
+
+    def stop_all(self) -> None:
+        for server in list(self.live):
+            with contextlib.suppress(Exception):
+                server.stop()
+
+
+def _get(d: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(d, dict) or key not in d:
+            return None
+        d = d[key]
+    return d
+
+
+def _brief(f: dict[str, Any]) -> str:
+    lat = f.get("latency_ms") or {}
+    good = f" goodput {f['goodput_rps']}/s" if f.get("slo_ms") else ""
+    bad = f.get("requests", 0) - f.get("ok", 0)
+    return (
+        f"{f.get('throughput_rps')} req/s{good} p50 {lat.get('p50')} p99 {lat.get('p99')} ms"
+        f" (not ok {bad}; server {f.get('server_cores')} cores, other {f.get('other_cores')})"
+    )
+
+
+PACKAGES = {
+    "headway": ["headway", "uvicorn", "uvloop", "httptools", "orjson", "pyzmq"],
+    "starlette": ["starlette", "uvicorn", "uvloop", "httptools", "orjson"],
+    "noop": ["starlette", "uvicorn", "uvloop", "httptools", "orjson"],
+    "ray": ["ray", "starlette", "uvicorn", "fastapi"],
+    "litserve": ["litserve", "fastapi", "uvicorn", "pyzmq"],
+    "mlserver": ["mlserver", "mlserver-sklearn", "fastapi", "uvicorn", "uvloop"],
+    "bentoml": ["bentoml", "starlette", "uvicorn"],
+}
+COMMON = ["numpy", "scikit-learn", "torch"]
+
+
+def versions(system: System) -> dict[str, str]:
+    names = PACKAGES.get(system.family, []) + COMMON
+    code = (
+        "import importlib.metadata as m, json, sys\n"
+        "out = {}\n"
+        "for n in sys.argv[1:]:\n"
+        "    try: out[n] = m.version(n)\n"
+        "    except m.PackageNotFoundError: pass\n"
+        "print(json.dumps(out))\n"
+    )
+    done = subprocess.run([system.python, "-c", code, *names], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    try:
+        return dict(json.loads(done.stdout))
+    except ValueError:
+        return {"error": done.stderr.strip()[-300:]}
+
+
+def machine() -> dict[str, Any]:
+    model = "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    mem = "?"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem = f"{int(line.split()[1]) / 2**20:.1f} GiB"
+    nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+    root = Path(__file__).resolve().parent.parent
+    git = ["git", "-C", str(root)]  # read-only: which Headway was measured
+    commit = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()  # fmt: skip
+    dirty = subprocess.run([*git, "status", "--porcelain", "--", "src"], capture_output=True,
+                           text=True).stdout.splitlines()  # fmt: skip
+    return {
+        "headway": f"commit {commit or '?'}" + (f" + {len(dirty)} uncommitted file(s) in src/"
+                                                 if dirty else ""),
+        "nproc": nproc, "cpu": model, "memory": mem, "kernel": platform.release(),
+        "python": platform.python_version(), "load_before": os.getloadavg(),
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+    }  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="short runs, one configuration per product (under 3 minutes)",
+    )
+    parser.add_argument(
+        "--only",
+        default=None,
+        help=f"comma-separated systems (Headway always runs): {', '.join(BY_NAME)}",
+    )
+    parser.add_argument(
+        "--scenarios", default=",".join(SCENARIOS), help=f"comma-separated: {', '.join(SCENARIOS)}"
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        help="markdown file (default: bench/RESULTS.md, or "
+        "bench/.work/RESULTS-quick.md with --quick)",
+    )
+    parser.add_argument(
+        "--profile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="py-spy Headway's frontend when it misses a target (default: yes, not with --quick)",
+    )
+    args = parser.parse_args()  # fmt: skip
+    args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    unknown = [s for s in args.scenarios if s not in SCENARIOS]
+    if unknown:
+        parser.error(f"unknown scenario(s) {unknown}; choose from {SCENARIOS}")
+    names = [s.name for s in SYSTEMS]
+    if args.only:
+        chosen = [n.strip() for n in args.only.split(",") if n.strip()]
+        bad = [n for n in chosen if n not in BY_NAME]
+        if bad:
+            parser.error(f"unknown system(s) {bad}; choose from {names}")
+        names = [n for n in names if n in chosen or n == "headway"]
+        if {"overhead", "batching"} & set(args.scenarios) and "noop" not in names:
+            names.insert(1, "noop")
+    elif args.quick:
+        names = [n for n in names if n in QUICK]
+    output = args.output or (WORK / "RESULTS-quick.md" if args.quick else
+                             Path(__file__).resolve().parent / "RESULTS.md")  # fmt: skip
+
+    suite = Suite(args)
+
+    def interrupted(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
+    try:
+        data = suite.run([BY_NAME[n] for n in names])
+    finally:
+        suite.stop_all()
+        suite.save()  # what was measured, even when the run stopped early
+    raw = suite.raw
+    previous = output.read_text() if output.exists() else None
+    output.write_text(results.markdown(data, raw, previous))
+    suite.log(f"done in {data['wall_s']} s: {output} (raw figures: {raw})")
+    for target in data["targets"]:
+        mark = {True: "met", False: "MISSED", None: "n/a"}[target["met"]]
+        suite.log(f"  [{mark}] {target['name']}: {target['detail']}")
+
+
+if __name__ == "__main__":
+    main()

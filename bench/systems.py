@@ -1,0 +1,245 @@
+"""Every system under test: how to install it, how to start it on a model, what it is called.
+
+A system serves one model per start (``lr`` or ``mlp``; the no-op app serves neither) on
+127.0.0.1 and answers the Open Inference Protocol JSON body at ``POST /v2/models/{model}/infer``.
+Resources are the same for each: one HTTP process; model work in that process or, where the
+system's design puts it elsewhere (Headway, MLServer, LitServe, Ray), in one worker process;
+PyTorch and BLAS limited to one thread. Batching systems batch at most 32 rows and wait at most
+10 ms for a batch to fill (Ray's default wait; the others set to match).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from models import ModelPaths
+from peers.common import PEERS, Server, venv_python
+
+MAX_BATCH = 32
+WAIT_MS = 10.0
+#: The same thread limits for every server (BLAS/OpenMP pools would otherwise size to the cores).
+#: Ray Serve's max_ongoing_requests. Its default (5) makes the proxy hold the other 27 of 32
+#: connections' requests and probe the replica's queue length (0.1 s timeout) for each; on this
+#: machine that gave ~30 req/s at 32 connections, against ~300 with 64 (measured). 64 for both.
+RAY_ONGOING = 64
+THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+@dataclass(frozen=True)
+class Launch:
+    argv: list[str]
+    ready_path: str  # GET it until 200
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
+    cleanup: tuple[Path, ...] = ()  # folders to remove once the server has stopped
+
+
+@dataclass(frozen=True)
+class System:
+    name: str  # command-line and table name
+    family: str  # the product; a family's best configuration is what Headway is held against
+    label: str  # what the configuration is
+    venv: str | None  # bench/peers/<venv>/requirements.txt; None: this interpreter (Headway)
+    launch: Callable[[str, ModelPaths, int, Path], Launch]
+    lr_output: str = "probabilities"  # the output name that makes it compute predict_proba
+    kinds: tuple[str, ...] = ("lr", "mlp")
+    note: str = ""
+
+    @property
+    def python(self) -> str:
+        return sys.executable if self.venv is None else str(venv_python(self.venv))
+
+    def server(self, kind: str, paths: ModelPaths, port: int, work: Path) -> Server:
+        spec = self.launch(kind, paths, port, work)
+        model = "noop" if kind == "noop" else kind
+        return Server(
+            name=f"{self.name}/{model}", argv=spec.argv,
+            ready_url=f"http://127.0.0.1:{port}{spec.ready_path.format(model=model)}",
+            log=work / "logs" / f"{self.name}-{model}.log",
+            env={**THREADS, **spec.env}, cwd=spec.cwd, cleanup=spec.cleanup,
+        )  # fmt: skip
+
+
+def _model_path(kind: str, paths: ModelPaths) -> str:
+    return str(paths.lr if kind == "lr" else paths.mlp)
+
+
+# -- Headway ----------------------------------------------------------------------------------------
+HEADWAY_YAML = {
+    "lr": "framework: sklearn\nmax_batch_size: 64\n",
+    "mlp": (
+        "framework: torch\nmax_batch_size: 64\n"
+        "inputs: [{name: input-0, datatype: FP32, shape: [-1, 20]}]\n"
+    ),
+}
+
+
+def headway_repository(kind: str, paths: ModelPaths, work: Path) -> Path:
+    """A repository holding the one model: ``<work>/headway-<kind>/<kind>/1/model.*``."""
+    root = work / f"headway-{kind}"
+    shutil.rmtree(root, ignore_errors=True)
+    version = root / kind / "1"
+    version.mkdir(parents=True)
+    source = paths.lr if kind == "lr" else paths.mlp
+    shutil.copy(source, version / ("model.joblib" if kind == "lr" else "model.pt"))
+    (root / kind / "model.yaml").write_text(HEADWAY_YAML[kind])
+    return root
+
+
+def _headway(kind: str, paths: ModelPaths, port: int, work: Path) -> Launch:
+    repo = headway_repository(kind, paths, work)
+    state = work / f"headway-{kind}.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{state}{suffix}").unlink(missing_ok=True)
+    return Launch(
+        [sys.executable, "-m", "headway.cli.main", "serve", "--repository", str(repo),
+         "--port", str(port), "--workers", "1", "--state", str(state)],
+        "/v2/models/{model}/ready",
+    )  # fmt: skip
+
+
+# -- peers ------------------------------------------------------------------------------------------
+def _starlette(kind: str, paths: ModelPaths, port: int, work: Path) -> Launch:
+    argv = [str(venv_python("starlette")), str(PEERS / "starlette" / "app.py"), "--model", kind,
+            "--port", str(port)]  # fmt: skip
+    if kind != "noop":
+        argv += ["--path", _model_path(kind, paths)]
+    return Launch(argv, "/v2/health/ready")
+
+
+def _ray(batch: int) -> Callable[[str, ModelPaths, int, Path], Launch]:
+    def launch(kind: str, paths: ModelPaths, port: int, work: Path) -> Launch:
+        temp = Path("/tmp") / f"hwbench-ray-{port}"  # short: Ray's socket paths must fit 107 bytes
+        return Launch(
+            [str(venv_python("ray")), str(PEERS / "ray" / "app.py"), "--model", kind, "--path",
+             _model_path(kind, paths), "--port", str(port), "--batch", str(batch), "--ongoing", str(RAY_ONGOING), "--wait-ms",
+             str(WAIT_MS), "--temp-dir", str(temp)],
+            "/v2/health/ready",
+            # Ray runs its workers at nice 15 by default; here they would then lose the CPU to
+            # the (nice 0) load generator sharing the machine. Same priority as everyone else.
+            env={"RAY_USAGE_STATS_ENABLED": "0", "RAY_worker_niceness": "0"},
+            cleanup=(temp,),
+        )  # fmt: skip
+
+    return launch
+
+
+def _litserve(batch: int) -> Callable[[str, ModelPaths, int, Path], Launch]:
+    def launch(kind: str, paths: ModelPaths, port: int, work: Path) -> Launch:
+        return Launch(
+            [str(venv_python("litserve")), str(PEERS / "litserve" / "app.py"), "--model", kind,
+             "--path", _model_path(kind, paths), "--port", str(port), "--batch", str(batch),
+             "--wait-ms", str(WAIT_MS)],
+            "/health",
+            cwd=work,
+        )  # fmt: skip
+
+    return launch
+
+
+def _mlserver(batch: int) -> Callable[[str, ModelPaths, int, Path], Launch]:
+    def launch(kind: str, paths: ModelPaths, port: int, work: Path) -> Launch:
+        return Launch(
+            [str(venv_python("mlserver")), str(PEERS / "mlserver" / "app.py"), "--model", kind,
+             "--path", _model_path(kind, paths), "--port", str(port), "--batch", str(batch),
+             "--wait-ms", str(WAIT_MS), "--workdir", str(work / f"mlserver-{kind}-{port}")],
+            "/v2/models/{model}/ready",
+        )  # fmt: skip
+
+    return launch
+
+
+def _bentoml(kind: str, paths: ModelPaths, port: int, work: Path) -> Launch:
+    bentoml = str(Path(venv_python("bentoml")).with_name("bentoml"))
+    return Launch(
+        [bentoml, "serve", "service:OIP", "--host", "127.0.0.1", "--port", str(port)],
+        "/readyz",
+        env={"BENCH_MODEL": kind, "BENCH_MODEL_PATH": _model_path(kind, paths),
+             "BENTOML_DO_NOT_TRACK": "true", "BENTOML_HOME": str(work / "bentoml-home")},
+        cwd=PEERS / "bentoml",
+    )  # fmt: skip
+
+
+SYSTEMS: list[System] = [
+    System(
+        "headway",
+        "headway",
+        "Headway, 1 HTTP process + 1 worker process (--workers 1)",
+        None,
+        _headway,
+    ),
+    System(
+        "starlette",
+        "starlette",
+        "bare Starlette + uvicorn, predict inline on the event loop",
+        "starlette",
+        _starlette,
+    ),
+    System(
+        "noop",
+        "noop",
+        "bare Starlette + uvicorn, no-op handler (the HTTP ceiling)",
+        "starlette",
+        _starlette,
+        kinds=("noop",),
+    ),
+    System(
+        "ray",
+        "ray",
+        f"Ray Serve, 1 replica, no batching, max_ongoing_requests {RAY_ONGOING}",
+        "ray",
+        _ray(0),
+    ),
+    System(
+        "ray-batch",
+        "ray",
+        f"Ray Serve, 1 replica, @serve.batch({MAX_BATCH}, {WAIT_MS:g} ms), max_ongoing_requests {RAY_ONGOING}",
+        "ray",
+        _ray(MAX_BATCH),
+    ),
+    System(
+        "litserve",
+        "litserve",
+        "LitServe, 1 API server + 1 worker, no batching",
+        "litserve",
+        _litserve(0),
+    ),
+    System(
+        "litserve-batch",
+        "litserve",
+        f"LitServe, 1 API server + 1 worker, max_batch_size {MAX_BATCH}, {WAIT_MS:g} ms",
+        "litserve",
+        _litserve(MAX_BATCH),
+    ),
+    System(
+        "mlserver",
+        "mlserver",
+        "MLServer, sklearn runtime, 1 worker, no batching",
+        "mlserver",
+        _mlserver(0),
+        lr_output="predict_proba",
+    ),
+    System(
+        "mlserver-batch",
+        "mlserver",
+        f"MLServer, sklearn runtime, 1 worker, adaptive batching ({MAX_BATCH}, {WAIT_MS:g} ms)",
+        "mlserver",
+        _mlserver(MAX_BATCH),
+        lr_output="predict_proba",
+    ),
+    System(
+        "bentoml",
+        "bentoml",
+        "BentoML, 1 worker, sync API (thread pool), no batching",
+        "bentoml",
+        _bentoml,
+        note="not batched: a batchable BentoML API takes a bare array body, not the OIP one",
+    ),
+]
+BY_NAME = {s.name: s for s in SYSTEMS}
+#: What `--quick` runs: one configuration per product (the one the issue names first).
+QUICK = ("headway", "starlette", "noop", "ray", "litserve", "mlserver-batch", "bentoml")
