@@ -8,6 +8,7 @@ largest one measured. This is the one place that predicts how long an action tak
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -44,7 +45,10 @@ class LatencyEstimator:
         self.quantile = quantile
         self.min_samples = min_samples
         self._models: dict[str, _Windows] = {}
-        self._cache: dict[tuple[str, int], float] = {}
+        self._cache: dict[str, dict[int, float]] = {}  # model -> batch size -> estimate
+        self._peaks: dict[str, float] = {}  # model -> its highest estimate (see `across`)
+        self._ordered: list[float] = []  # the peaks, sorted
+        self._dirty: set[str] = set()  # models whose peak may have changed since
 
     def observe(self, model: str, batch_size: int, seconds: float) -> None:
         """Record one measured duration of an INFER of `batch_size` rows."""
@@ -54,12 +58,32 @@ class LatencyEstimator:
             samples = windows.by_size[batch_size] = deque(maxlen=self.window)
         samples.append(seconds)
         # Any new sample can change estimates at other sizes (bounds, extrapolation).
-        if self._cache:
-            self._cache = {k: v for k, v in self._cache.items() if k[0] != model}
+        self._cache.pop(model, None)
+        self._dirty.add(model)
 
     def forget(self, model: str) -> None:
         self._models.pop(model, None)
-        self._cache = {k: v for k, v in self._cache.items() if k[0] != model}
+        self._cache.pop(model, None)
+        self._dirty.add(model)
+
+    def across(self, q: float = 100.0) -> float | None:
+        """The q-th percentile (nearest rank) over models of each one's highest estimate at
+        any measured size; None when nothing was measured. Kept sorted incrementally, so
+        asking often is cheap."""
+        ordered = self._ordered
+        for model in self._dirty:
+            old = self._peaks.pop(model, None)
+            if old is not None:
+                del ordered[bisect.bisect_left(ordered, old)]
+            windows = self._models.get(model)
+            if windows and windows.by_size:
+                new = max(percentile(list(s), self.quantile) for s in windows.by_size.values())
+                self._peaks[model] = new
+                bisect.insort(ordered, new)
+        self._dirty.clear()
+        if not ordered:
+            return None
+        return ordered[max(1, math.ceil(q * len(ordered) / 100.0 - 1e-9)) - 1]
 
     def profiled(self, model: str) -> bool:
         """Whether some batch size has enough measurements to trust estimates."""
@@ -74,10 +98,9 @@ class LatencyEstimator:
 
     def estimate(self, model: str, batch_size: int) -> float | None:
         """Predicted seconds for an INFER of `batch_size` rows, or None with no data at all."""
-        key = (model, batch_size)
-        cached = self._cache.get(key)
-        if cached is not None:
-            return cached
+        cache = self._cache.get(model)
+        if cache is not None and batch_size in cache:
+            return cache[batch_size]
         windows = self._models.get(model)
         if windows is None or not windows.by_size:
             return None
@@ -91,7 +114,7 @@ class LatencyEstimator:
             else:
                 largest = max(sizes)
                 value = percentile(list(sizes[largest]), self.quantile) * batch_size / largest
-        self._cache[key] = value
+        self._cache.setdefault(model, {})[batch_size] = value
         return value
 
     def snapshot(self) -> dict[str, dict[int, float]]:

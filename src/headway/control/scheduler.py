@@ -16,6 +16,7 @@ Each INFER carries the latest time it may start; a worker refuses one that arriv
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections import deque
 from dataclasses import dataclass, field
@@ -35,6 +36,10 @@ INFER, LOAD, UNLOAD = "infer", "load", "unload"
 DEFAULT_LOAD_SECONDS = 0.25
 #: At most this many actions are in flight on one worker, whatever `schedule_ahead` allows.
 MAX_IN_FLIGHT = 4
+#: A model never loaded is expected to load as fast as this percentile of the other models'
+#: LOAD estimates: robust to a few slow outliers (a worker's first load also imports the
+#: framework, ~1 s), which as the maximum would make every cold start look hopeless.
+UNSEEN_LOAD_QUANTILE = 90.0
 
 
 @dataclass(eq=False)
@@ -127,6 +132,10 @@ class Scheduler:
         self._models: dict[str, _Model] = {}
         self._workers: dict[int, _Worker] = {}
         self._waiting: set[str] = set()
+        #: Lazy min-heaps (stale entries are skipped when met): queued models by drop time, and
+        #: models no worker holds or loads by their head request (the candidates for a LOAD).
+        self._drops: list[tuple[float, str]] = []
+        self._cold: list[tuple[tuple[int, float, int], str]] = []
         self._inflight: dict[int, Dispatch] = {}
         self._ids = itertools.count(1)
         self._overheads: deque[float] = deque(maxlen=overhead_window)
@@ -195,6 +204,7 @@ class Scheduler:
             model.loading.discard(worker)
             if model.queue:
                 self._refresh_drop(model)  # unloaded again: a load counts once more
+                self._mark_cold(model)
 
     def load_failed(self, key: str, worker: int) -> None:
         """A LOAD did not succeed: release what it reserved."""
@@ -226,6 +236,7 @@ class Scheduler:
         for model in held:
             if model.queue:
                 self._refresh_drop(model)
+                self._mark_cold(model)
         return retried, failed
 
     # -- admission ----------------------------------------------------------------------------
@@ -302,13 +313,13 @@ class Scheduler:
         return -(-batches // max(1, len(model.replicas))) * full
 
     def load_time(self, key: str) -> float | None:
-        """Predicted seconds to LOAD `key`: its own measurements, else the slowest load seen,
-        else None (nothing measured yet: admission is optimistic, as for INFER)."""
+        """Predicted seconds to LOAD `key`: its own measurements, else the UNSEEN_LOAD_QUANTILE
+        of the other models' estimates, else None (nothing measured yet: admission is
+        optimistic, as for INFER)."""
         own = self.loads.estimate(key, 1)
         if own is not None:
             return own
-        seen = [v for sizes in self.loads.snapshot().values() for v in sizes.values()]
-        return max(seen) if seen else None
+        return self.loads.across(UNSEEN_LOAD_QUANTILE)
 
     def _load_wait(self, model: _Model, now: float) -> float:
         """Seconds until `model` could run somewhere: 0 if placed, else the rest of a load."""
@@ -331,13 +342,33 @@ class Scheduler:
     def _push(self, model: _Model, request: Request) -> None:
         model.queue.push(request)
         self._waiting.add(model.key)
-        model.drop_at = min(model.drop_at, self._drop_time(model, request))
+        if self.policy.early_reject:
+            self._set_drop(model, min(model.drop_at, self._drop_time(model, request)))
+        if model.queue.peek() is request:
+            self._mark_cold(model)
 
     def _refresh_drop(self, model: _Model) -> None:
         """Recompute `model.drop_at` after what it depends on changed (its placement, the load
         estimate): a cached time that became too late would keep a hopeless request at the head
         of an unloaded model's queue, and with it the load its other requests still need."""
-        model.drop_at = min((self._drop_time(model, r) for r in model.queue), default=float("inf"))
+        if not self.policy.early_reject:
+            return  # nothing is ever dropped: no drop time to keep
+        self._set_drop(
+            model, min((self._drop_time(model, r) for r in model.queue), default=float("inf"))
+        )
+
+    def _set_drop(self, model: _Model, when: float) -> None:
+        if when != model.drop_at:
+            model.drop_at = when
+            if when != float("inf") and self.policy.early_reject:
+                heapq.heappush(self._drops, (when, model.key))
+
+    def _mark_cold(self, model: _Model) -> None:
+        """Index a queued model that no worker holds or loads under its head request."""
+        if self.demand_loading and not model.replicas and not model.loading:
+            head = model.queue.head_key()
+            if head is not None:
+                heapq.heappush(self._cold, (head, model.key))
 
     def _drop_time(self, model: _Model, request: Request) -> float:
         latest = self._latest_start(model, request)
@@ -355,10 +386,12 @@ class Scheduler:
         """Decide what available workers run next and which requests to reject."""
         now = self.clock.now()
         decisions = Decisions()
+        drops = self._drops
         if self.policy.early_reject:
-            for key in list(self._waiting):
-                model = self._models[key]
-                if now >= model.drop_at:
+            while drops and drops[0][0] <= now:
+                when, key = heapq.heappop(drops)
+                model = self._models.get(key)
+                if model is not None and key in self._waiting and model.drop_at == when:
                     self._drop_hopeless(model, now, decisions)
         for worker in self._workers.values():
             while self._available(worker, now):
@@ -367,11 +400,15 @@ class Scheduler:
                     break
                 decisions.dispatches.append(self._start(worker, dispatch, now))
         if self.policy.early_reject:
-            for key in self._waiting:
-                drop_at = self._models[key].drop_at
-                if drop_at != float("inf"):
-                    decisions.wakeup = _earliest(decisions.wakeup, drop_at)
+            while drops and not self._current_drop(*drops[0]):
+                heapq.heappop(drops)
+            if drops:
+                decisions.wakeup = _earliest(decisions.wakeup, drops[0][0])
         return decisions
+
+    def _current_drop(self, when: float, key: str) -> bool:
+        model = self._models.get(key)
+        return model is not None and key in self._waiting and model.drop_at == when
 
     def _available(self, worker: _Worker, now: float) -> bool:
         if not worker.alive:
@@ -427,14 +464,24 @@ class Scheduler:
         (after evictions) and, under `feasible_loads_only`, can still make its deadline."""
         best: tuple[_Model, tuple[int, float, int], list[str]] | None = None
         pinned = {d.model for d in worker.inflight}
-        for key in self._waiting:
-            model = self._models[key]
-            if model.replicas or model.loading:
-                continue
+        cold, passed, seen = self._cold, [], set()
+        while cold and best is None:  # in head order: the first that qualifies is the best
+            entry = heapq.heappop(cold)
+            head_key, key = entry
+            model = self._models.get(key)
+            if (
+                model is None
+                or key in seen
+                or key not in self._waiting
+                or model.replicas
+                or model.loading
+                or model.queue.head_key() != head_key
+            ):
+                continue  # stale: the model was placed, emptied or has another head now
+            seen.add(key)
+            passed.append(entry)
             head = model.queue.peek()
-            head_key = model.queue.head_key()
-            if head is None or head_key is None or (best is not None and head_key >= best[1]):
-                continue
+            assert head is not None
             if self.policy.feasible_loads_only:
                 ready = start + (self.load_time(key) or 0.0)
                 if ready + (self.service_time(key, head.rows) or 0.0) > head.deadline:
@@ -447,6 +494,8 @@ class Scheduler:
             )
             if victims is not None:
                 best = (model, head_key, victims)
+        for entry in passed:
+            heapq.heappush(cold, entry)
         return best
 
     def _load(self, worker: _Worker, model: _Model, victims: list[str]) -> Dispatch:
@@ -491,11 +540,11 @@ class Scheduler:
                 earliest = nxt.deadline
             requests.append(model.queue.pop())
             rows += nxt.rows
-        if model.queue:
-            model.drop_at = min(self._drop_time(model, r) for r in model.queue)
-        else:
+        if not model.queue:
             self._waiting.discard(model.key)
             model.drop_at = float("inf")
+        elif self.policy.early_reject:
+            self._set_drop(model, min(self._drop_time(model, r) for r in model.queue))
         dispatch = Dispatch(next(self._ids), -1, INFER, model.key, requests, rows)
         dispatch.expected = self.service_time(model.key, rows)
         if self.policy.early_reject and dispatch.expected is not None:
@@ -534,7 +583,8 @@ class Scheduler:
             decisions.rejected.append((request, error))
             self.counters.dropped += 1
         if model.queue:
-            model.drop_at = min(self._drop_time(model, r) for r in model.queue)
+            self._set_drop(model, min(self._drop_time(model, r) for r in model.queue))
+            self._mark_cold(model)
         else:
             self._waiting.discard(model.key)
             model.drop_at = float("inf")
@@ -547,8 +597,11 @@ class Scheduler:
             return None
         now = self.clock.now()
         if dispatch.kind == LOAD and duration is not None:
+            unseen = self.loads.across(UNSEEN_LOAD_QUANTILE)  # models never loaded
             self.loads.observe(dispatch.model, 1, duration)
-            if self.demand_loading:  # unloaded models' drop times count the new estimate
+            if self.demand_loading and self.loads.across(UNSEEN_LOAD_QUANTILE) != unseen:
+                # unloaded models' drop times count the new estimate (their own estimates,
+                # where they have one, did not change: only this model's did, and it is loaded)
                 for key in self._waiting:
                     model = self._models[key]
                     if not model.replicas and not model.loading:

@@ -68,11 +68,17 @@ class SimulationResult:
     duration: float
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def summary(self) -> dict[str, Any]:
-        answered = self.outcome == Outcome.ANSWERED
-        latency = (self.finished - self.arrivals)[answered]
-        on_time = answered & (self.finished <= self.deadlines + 1e-12)
-        total = len(self.outcome)
+    def summary(self, start: float | None = None) -> dict[str, Any]:
+        """Figures of the requests that arrived at `start` or later (all by default: a warm-up
+        before `start` is left out); rates divide by the time from `start` to the last arrival."""
+        window = slice(None) if start is None else self.arrivals >= start
+        arrivals, finished = self.arrivals[window], self.finished[window]
+        outcome, deadlines = self.outcome[window], self.deadlines[window]
+        duration = self.duration if start is None else float(self.arrivals[-1] - start)
+        answered = outcome == Outcome.ANSWERED
+        latency = (finished - arrivals)[answered]
+        on_time = answered & (finished <= deadlines + 1e-12)
+        total = len(outcome)
         pct = (
             dict(
                 zip(
@@ -90,11 +96,11 @@ class SimulationResult:
             "answered": int(answered.sum()),
             "on_time": int(on_time.sum()),
             "late": int((answered & ~on_time).sum()),
-            "rejected": int((self.outcome == Outcome.REJECTED).sum()),
-            "unanswered": int((self.outcome == Outcome.PENDING).sum()),
+            "rejected": int((outcome == Outcome.REJECTED).sum()),
+            "unanswered": int((outcome == Outcome.PENDING).sum()),
             "slo_attainment": float(on_time.sum() / total) if total else 0.0,
-            "goodput_rps": float(on_time.sum() / self.duration) if self.duration else 0.0,
-            "throughput_rps": float(answered.sum() / self.duration) if self.duration else 0.0,
+            "goodput_rps": float(on_time.sum() / duration) if duration > 0 else 0.0,
+            "throughput_rps": float(answered.sum() / duration) if duration > 0 else 0.0,
             "latency_ms": {
                 **{k: round(float(v), 3) for k, v in pct.items()},
                 "max": round(float(latency.max() * 1e3), 3) if latency.size else None,
@@ -148,9 +154,10 @@ class Simulation:
         self.scheduler.add_model(
             key, max_batch=profile.max_batch, max_queue=self.max_queue, size_mb=profile.size_mb
         )
-        if self.seed_profiles:
-            for rows, seconds in profile.durations.items():
-                self.scheduler.estimator.observe(key, rows, seconds)
+        if self.seed_profiles:  # enough samples per size for the estimates to be trusted
+            for _ in range(self.scheduler.estimator.min_samples):
+                for rows, seconds in profile.durations.items():
+                    self.scheduler.estimator.observe(key, rows, seconds)
             self.scheduler.loads.observe(key, 1, profile.load_seconds)
 
     def run(
@@ -212,6 +219,8 @@ class Simulation:
                 self._complete(payload, when, outcome, finished)
             decide(when)
         duration = float(arrivals[-1] - arrivals[0]) if total > 1 else 1.0
+        span = max(self.clock.now(), duration) * len(self.workers)
+        busy = {kind: sum(w.busy[kind] for w in self.workers) for kind in (INFER, LOAD)}
         return SimulationResult(
             self.policy.name,
             arrivals,
@@ -221,6 +230,7 @@ class Simulation:
             reasons,
             dict(vars(self.scheduler.counters)),
             duration,
+            extra={"utilisation": {kind: t / span for kind, t in busy.items()}},
         )
 
     def _complete(

@@ -37,6 +37,8 @@ class SimulatedWorker:
         self.rng = random.Random(seed * 7919 + worker)
         self.busy_until = 0.0
         self.resident: set[str] = set()
+        #: Seconds spent on each kind of action (for utilisation figures).
+        self.busy: dict[str, float] = {INFER: 0.0, LOAD: 0.0}
 
     def execute(self, dispatch: Dispatch, arrives: float) -> Execution:
         """Run `dispatch`, which reaches the worker at `arrives`, after what it already holds."""
@@ -57,4 +59,6 @@ class SimulatedWorker:
             base = 0.0
         duration = base * (1.0 + self.noise * abs(self.rng.gauss(0.0, 1.0))) if self.noise else base
         self.busy_until = start + duration
+        if dispatch.kind in self.busy:
+            self.busy[dispatch.kind] += duration
         return Execution(dispatch, self.busy_until, duration)
