@@ -15,6 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from headway.loadgen import arrivals, report
 from headway.loadgen.client import Tally, Target, http_request, run
+from headway.loadgen.trace import run_trace_command
 from headway.loadgen.workload import WorkloadError, encode, fetch_metadata, from_file, from_metadata
 
 
@@ -73,7 +74,16 @@ class _Live:
     show_default=True,
     help="Base URL of the Open Inference Protocol server (http only).",
 )
-@click.option("--model", required=True, help="Model name, as in /v2/models/NAME.")
+@click.option("--model", default=None, help="Model name, as in /v2/models/NAME.")
+@click.option(
+    "--trace",
+    "trace_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Replay a multi-model trace from `headway trace` instead: each request to its model "
+    "with its SLO, open loop (--url, --input-data, --binary, --max-connections, --timeout, "
+    "--json and --progress apply).",
+)
 @click.option("--model-version", default=None, help="Model version (default: the server's pick).")
 @click.option(
     "--concurrency",
@@ -174,7 +184,8 @@ class _Live:
 )
 def bench(
     url: str,
-    model: str,
+    model: str | None,
+    trace_file: Path | None,
     model_version: str | None,
     concurrency: int | None,
     rate: float | None,
@@ -199,6 +210,18 @@ def bench(
     (other statuses, broken connections, timeouts) and latency p50/p90/p99/p99.9/max. In open
     loop, latency is measured from each request's scheduled send time.
     """
+    if trace_file is not None:
+        if model is not None or concurrency is not None or rate is not None:
+            raise click.UsageError(
+                "--trace replays its own models and schedule: drop --model, "
+                "--concurrency and --rate"
+            )
+        run_trace_command(
+            url, trace_file, input_data, binary, max_connections, timeout, as_json, progress
+        )
+        return
+    if model is None:
+        raise click.UsageError("Missing option '--model' (or give --trace FILE).")
     if concurrency is not None and rate is not None:
         raise click.UsageError(
             "give either --concurrency (closed loop) or --rate (open loop), not both"
