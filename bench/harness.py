@@ -237,7 +237,11 @@ def overload(
     ]
     schedule = np.concatenate(parts)
     requests = endpoint.wire(payloads)
-    total = before + burst + after
+    # headway.loadgen's run() stops at warmup + duration + drain_timeout, counted from the end
+    # of the measured window (here: the burst), even if the schedule goes on; so the post-burst
+    # phase must fit in the drain timeout, or it would be cut off.
+    drain_timeout = after + drain
+    total = before + burst + drain_timeout
     with tempfile.NamedTemporaryFile("wb", suffix=".json", delete=False) as handle:
         handle.write(payloads[0])
         body_file = handle.name
@@ -251,7 +255,7 @@ def overload(
     try:
         with CpuMeter(server) as meter:
             tally = run(target, requests, duration=burst, warmup=before, schedule=schedule,
-                        max_connections=1024, drain_timeout=drain)  # fmt: skip
+                        max_connections=1024, drain_timeout=drain_timeout)  # fmt: skip
             end = time.perf_counter()
         start = end - tally.elapsed  # the loadgen's t=0, on CLOCK_MONOTONIC like the prober's
         out, _ = probe.communicate(timeout=total + 60.0)
@@ -266,7 +270,7 @@ def overload(
     figures = report.summarize(tally, burst, slo_ms)
     burst_end = start + before + burst
     figures.update(meter.figures)
-    figures.update(recovery(samples, burst_end, slo_ms, after))
+    figures.update(recovery(samples, burst_end, slo_ms, drain_timeout))
     figures.update({"capacity_rps": round(capacity, 1), "offered_rps": round(high, 1)})
     return figures
 

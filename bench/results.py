@@ -431,7 +431,9 @@ def markdown(data: dict[str, Any], raw: Path, previous: str | None = None) -> st
             "the 200 answers, rejections. Requests beyond 1024 open connections wait in the client "
             "(*capped*) and their latency still counts from their scheduled time. *Recovery*: "
             "from the end of the burst until every answer to a separate prober (one request "
-            "every 50 ms on its own connection) is a 200 within the SLO.", "",
+            f"every 50 ms on its own connection) is a 200 within the SLO; the load generator "
+            f"stops {d['after'] + d['drain']:g} s after the burst ({d['after']:g} s of half load, "
+            f"then {d['drain']:g} s for the last answers), so '>' means not recovered by then.", "",
             *_overload(data),
         ]  # fmt: skip
     lines += ["", *_profile(data)]
