@@ -69,7 +69,8 @@ def test_a_killed_worker_is_replaced_and_no_request_hangs(
         assert len(results) == 600  # every request was answered: none hung, none lost
         assert set(statuses) <= {200, 503}, statuses
         assert statuses.count(200) >= 590
-        assert max(elapsed for _, elapsed in results) < 2.0
+        # none hangs: each is answered or rejected long before the 10 s client timeout
+        assert max(elapsed for _, elapsed in results) < 5.0
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline and len(children(server.process.pid) - {victim}) < 2:
             time.sleep(0.05)
