@@ -70,7 +70,9 @@ class WorkerState:
         for key in header.get("evict") or ():
             self.models.pop(key, None)
         if header.get("evict"):
-            gc.collect()
+            # Young generation only: a full collection took ~0.1 s on every evicting LOAD in
+            # the 1,000-model experiment, longer than a 100 ms SLO (bench/RESULTS-clockwork.md).
+            gc.collect(0)
         before = _rss_mb()
         adapter = adapter_class(config["framework"])(config)
         adapter.load()
