@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
+from tests.integration import models
 
 from headway.cli.main import cli
 from headway.launcher import ServerProcess
 from headway.traces import TraceSpec, generate, write
-from tests.integration import models
 
 
 def test_bench_replays_a_trace_and_counts_every_request(tmp_path: Path) -> None:
