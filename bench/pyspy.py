@@ -154,22 +154,27 @@ def main() -> None:
     paths = models.ensure()
     pyspy = ensure_venv("tools", WORK / "logs" / "venv-tools.log").with_name("py-spy")
     port = free_port()
-    server = BY_NAME["headway"].server("lr", paths, port, WORK)
+    server = BY_NAME["headway"].server("lr", paths, port, WORK / "pyspy")
     rows = models.dataset()[0][100:116]
     payloads = bodies(rows, "FP64", "probabilities")
     server.start()
     try:
-        summary = record(pyspy, server, Endpoint(f"http://127.0.0.1:{port}", "lr"), payloads,
-                         WORK / "profile-headway.txt", args.seconds)  # fmt: skip
+        endpoint = Endpoint(f"http://127.0.0.1:{port}", "lr")
+        summaries = [
+            record(pyspy, server, endpoint, payloads, WORK / "pyspy" / f"profile-headway-c{c}.txt",
+                   args.seconds, concurrency=c)
+            for c in (32, 1)
+        ]  # fmt: skip
     finally:
         server.stop()
-    print(
-        f"{summary['load_rps']} req/s; frontend busy {summary['busy']} core; samples {summary['samples']}"
-    )
-    for title in ("self", "inclusive"):
-        print(f"-- {title}")
-        for name, pct in summary[title]:
-            print(f"{pct:6.1f}%  {name}")
+    for summary in summaries:
+        print(f"== {summary['concurrency']} connection(s): {summary['load_rps']} req/s; frontend "
+              f"{summary['load_frontend_cores']} cores = {summary['cpu_us_per_request']} us per "
+              f"answer; worker {summary['load_worker_cores']} cores")  # fmt: skip
+        for title in ("parts", "self", "inclusive"):
+            print(f"-- {title}")
+            for name, pct in summary[title][:15]:
+                print(f"{pct:6.1f}%  {name}")
 
 
 if __name__ == "__main__":

@@ -454,7 +454,7 @@ NOTES = [
     "`POST /v2/models/{model}/infer`, built by `headway.loadgen.workload` and sent by "
     "`headway.loadgen.client.run` (keep-alive HTTP/1.1). One exception: MLServer's scikit-learn "
     "runtime computes `predict_proba` only when the request names that output, so its bodies ask "
-    "for `predict_proba` where the others' ask for `probabilities` (3 bytes shorter).",
+    "for `predict_proba` where the others' ask for `probabilities` (the same length).",
     "- Same resources: one HTTP process each. Headway (`--workers 1`), MLServer "
     "(`parallel_workers: 1`), LitServe (one inference worker) and Ray Serve (one replica; plus "
     "its proxy, GCS, raylet and agents) run the model in a second process; Starlette and "
@@ -472,8 +472,10 @@ NOTES = [
     "in all) until other processes use at most 0.25 cores, and repeats a closed- or open-loop "
     "run (up to 3 times, 180 s in all) when others used more than that meanwhile, keeping the "
     "least disturbed run. What others still used is in the *cores: server / others* columns.",
-    "- The load generator is one Python process on the same 2 cores; at a few thousand "
-    "requests/s it needs most of a core, which every system pays alike.",
+    "- The load generator is one Python process on the same 2 cores (it used 0.2-0.4 of a "
+    "core at 8-21k requests/s); every system pays for it alike. Open-loop sends are on "
+    "schedule (see *send lateness* for the overload runs, where the client's 1024 connections "
+    "fill up and requests wait in the client).",
     "- Reproduce: `python bench/run.py` (everything), `python bench/run.py --quick` (short), "
     "`python bench/overhead.py` (issue 2's subset). Virtual environments are built once into "
     "`bench/.venvs/` from `bench/peers/*/requirements.txt`.",
