@@ -17,10 +17,11 @@ model the trace happened to load first (the p99 of its last 10 loads) until it h
 more times. The trace's figures exclude the pre-warm (its loads are subtracted from the
 counters). Figures leave out the first ``--warmup`` seconds (every model starts unloaded) and
 are also given for the whole trace; the server's counters (loads, evictions, late answers)
-are scraped from /metrics. ``--worker-gc young`` is a what-if, not Headway as it is: the
-servers' processes run ``gc.collect()`` as ``gc.collect(0)``, to show what the full collection
-a worker runs on every LOAD that evicts (~0.1 s with PyTorch and scikit-learn imported) costs.
-Writes ``--out`` (JSON) and prints Markdown tables.
+are scraped from /metrics. ``--worker-gc young`` is a what-if: the servers' processes run
+``gc.collect()`` as ``gc.collect(0)``. Before edcc1af a worker ran a full collection on every
+LOAD that evicts (~0.1 s with PyTorch and scikit-learn imported) and this showed what that
+cost; since, a worker collects only the young generation there, and the option changes only
+UNLOAD. Writes ``--out`` (JSON) and prints Markdown tables.
 """
 
 from __future__ import annotations
@@ -73,9 +74,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--policies", default=",".join(common.POLICIES))
     parser.add_argument("--worker-gc", choices=("full", "young"), default="full",
-                        help="young: a what-if, not Headway as it is: the servers' processes "
-                        "run gc.collect() as gc.collect(0) (a sitecustomize on PYTHONPATH), to "
-                        "show what a worker's full collection on every evicting LOAD costs")  # fmt: skip
+                        help="young: a what-if: the servers' processes run gc.collect() as "
+                        "gc.collect(0) (a sitecustomize on PYTHONPATH); see the docstring")  # fmt: skip
     parser.add_argument("--no-prewarm", dest="prewarm", action="store_false",
                         help="skip loading, before the trace, models it never asks for so that "
                         "every worker has imported PyTorch and scikit-learn")  # fmt: skip

@@ -20,8 +20,10 @@ pytestmark = pytest.mark.integration
 MODELS = 300
 SLO_MS = 250
 #: The client measures from before it sends to after it has read the answer; the server's
-#: deadline starts when it has read the request. This margin covers the loopback trip.
-CLIENT_MARGIN_MS = 10
+#: deadline starts when it has read the request. This margin covers the loopback trip and the
+#: client's own scheduling on a busy 2-core machine; the server's own count of late answers,
+#: which does not depend on the client, must be exactly zero.
+CLIENT_MARGIN_MS = 50
 
 
 @pytest.fixture(scope="module")
@@ -87,4 +89,7 @@ def test_models_load_and_evict_as_demand_moves(many: Path, tmp_path: Path) -> No
     assert evictions >= loads - 12, "memory held more than the budget allows"
     assert metric(metrics, 'headway_worker_models{worker="0"}') <= 6
     assert metric(metrics, 'headway_worker_models{worker="1"}') <= 6
-    assert metric(metrics, 'headway_late_answers_total{model="tiny000"}') == 0
+    late_answers = re.findall(
+        r"^headway_late_answers_total\{[^}]*\} ([0-9.e+]+)$", metrics, re.MULTILINE
+    )
+    assert late_answers and sum(float(value) for value in late_answers) == 0

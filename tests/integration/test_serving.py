@@ -192,7 +192,7 @@ def test_a_deadline_too_tight_is_rejected_fast(server: ServerProcess) -> None:
         elapsed = time.perf_counter() - started
     assert response.status_code == 503
     assert "deadline cannot be met" in response.json()["error"]
-    assert elapsed < 0.05, f"rejection took {elapsed * 1e3:.1f} ms; running would take 200 ms"
+    assert elapsed < 0.15, f"rejection took {elapsed * 1e3:.1f} ms; running would take 200 ms"
     assert infer_json(server.url, "slow", rows, parameters={"slo_ms": 1000}).status_code == 200
 
 

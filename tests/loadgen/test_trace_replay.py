@@ -2,9 +2,11 @@
 
 Each stamp model `s0000<k>` logs, per row it runs, the row's first value (k + 1, sent in its
 body) and the wall-clock time, so the server side shows which model each request reached and
-when. Tolerances: a request reaches its model at most `REACH_MAX_MS` after its
-scheduled time (median under `REACH_MEDIAN_MS`): the client sends within the event loop's 1 ms
-timer resolution, the rest is the server's parse, queue and RPC to a worker, on 2 shared cores.
+when. Tolerances: a request reaches its model soon after its scheduled time: median under
+`REACH_MEDIAN_MS`, 90th percentile under `REACH_P90_MS`, none later than `REACH_MAX_MS` (a
+replayer that waited for answers before sending, or a server that serialised the models, would
+be seconds late). The client sends within the event loop's 1 ms timer resolution, the rest is
+the server's parse, queue and RPC to a worker, on 2 cores that a CI machine may stall for 100+ ms.
 Counts are exact and checked against the server's own counters.
 """
 
@@ -30,7 +32,8 @@ pytestmark = pytest.mark.integration
 
 STAMPS = 4
 REACH_MEDIAN_MS = 15.0
-REACH_MAX_MS = 150.0
+REACH_P90_MS = 60.0
+REACH_MAX_MS = 1000.0
 
 MODELS = """
 import time
@@ -160,6 +163,7 @@ def test_requests_reach_their_models_on_schedule(server: tuple[ServerProcess, Pa
         assert got.min() > -0.002, "a request ran before it was due"
         reach += (got * 1e3).tolist()
     assert float(np.median(reach)) < REACH_MEDIAN_MS, float(np.median(reach))
+    assert float(np.percentile(reach, 90)) < REACH_P90_MS, sorted(reach)[-30:]
     assert max(reach) < REACH_MAX_MS, sorted(reach)[-5:]
 
 
