@@ -1,8 +1,10 @@
-"""The HTTP transport: a lean ASGI app for the Open Inference Protocol and the admin routes.
+"""The routes: the Open Inference Protocol, the admin routes and the application API.
 
-A hand-written router over the raw ASGI interface (no framework on the hot path): it reads
-the body, decodes it (`oip`), calls the controller, encodes the answer. Errors become the
-protocol's `{"error": "..."}` with the status from `api.errors`.
+`HeadwayApp.handle` takes one whole request (method, path, headers, body) and returns
+(status, body, headers): a hand-written router, no framework on the hot path. It decodes the
+body (`oip`), calls the controller, encodes the answer; errors become the protocol's
+`{"error": "..."}` with the status from `api.errors`. `api.http` serves it over HTTP/1.1; it
+is also an ASGI app, for uvicorn or any other ASGI server.
 """
 
 from __future__ import annotations
@@ -18,13 +20,12 @@ import headway
 from headway.api import oip
 from headway.api.apps import AppRoutes
 from headway.api.errors import http_status
-from headway.api.lag import LoopLag
 from headway.api.metrics import render
 from headway.api.openapi import OPENAPI
 from headway.apps import AppRegistry
 from headway.control.controller import Controller
 from headway.control.models import ModelState
-from headway.errors import HeadwayError, InvalidInput, PayloadTooLarge
+from headway.errors import HeadwayError, InvalidInput, PayloadTooLarge, Unavailable
 
 log = logging.getLogger("headway.http")
 
@@ -32,7 +33,11 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
-_JSON = [(b"content-type", b"application/json")]
+Headers = list[tuple[bytes, bytes]]
+Response = tuple[int, bytes, Headers]
+
+_JSON: Headers = [(b"content-type", b"application/json")]
+_TEXT: Headers = [(b"content-type", b"text/plain; version=0.0.4")]
 EXTENSIONS = ["binary_tensor_data", "model_repository", "schedule_policy", "model_configuration"]
 
 
@@ -48,14 +53,35 @@ class HeadwayApp:
     ) -> None:
         self.controller = controller
         self.max_body_bytes = max_body_bytes
-        self.lag = LoopLag()
+        self.started = False
         self.apps = apps if apps is not None else AppRegistry(controller, controller.store)
-        self._apps = AppRoutes(self.apps, self._body)
+        self._apps = AppRoutes(self.apps)
 
+    async def start(self) -> None:
+        """Start the workers, load the models, restore the applications."""
+        await self.controller.start()
+        await self.apps.start()
+        self.started = True
+
+    async def stop(self) -> None:
+        self.started = False
+        await self.apps.stop()
+        await self.controller.stop()
+
+    # -- ASGI (for uvicorn and other ASGI servers; `api.http` is the default server) --------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
-            await self._http(scope, receive, send)
+            try:
+                headers = dict(scope["headers"])
+                body = await self._read_asgi_body(headers, receive)
+            except HeadwayError as exc:
+                status, payload, extra = http_status(exc), _error(exc.message), _JSON
+            else:
+                path = scope["path"]
+                status, payload, extra = await self.handle(scope["method"], path, headers, body)
+            await send({"type": "http.response.start", "status": status, "headers": extra})
+            await send({"type": "http.response.body", "body": payload})
         elif kind == "lifespan":
             await self._lifespan(receive, send)
 
@@ -64,56 +90,80 @@ class HeadwayApp:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 try:
-                    self.lag.start()
-                    await self.controller.start()
-                    await self.apps.start()
+                    await self.start()
                 except Exception as exc:
                     log.exception("start-up failed")
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
                     return
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                self.lag.stop()
-                await self.apps.stop()
-                await self.controller.stop()
+                await self.stop()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
-    # -- routing -----------------------------------------------------------------------------
-    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        method = scope["method"]
-        parts = [p for p in scope["path"].split("/") if p]
-        try:
-            if parts and parts[0] == "v2":
-                status, body, headers = await self._v2(method, parts[1:], scope, receive)
-            elif parts and parts[0] == "apps":
-                status, body, headers = await self._apps(method, parts[1:], scope, receive)
-            elif parts == ["metrics"] and method == "GET":
-                status, body = 200, render(self.controller)
-                headers = [(b"content-type", b"text/plain; version=0.0.4")]
-            elif parts == ["openapi.json"] and method == "GET":
-                status, body, headers = 200, orjson.dumps(OPENAPI), _JSON
-            else:
-                raise _NotFound(f"no route {method} {scope['path']}")
-        except HeadwayError as exc:
-            status, body, headers = http_status(exc), _error(exc.message), _JSON
-        except _NotFound as exc:
-            status, body, headers = 404, _error(str(exc)), _JSON
-        except _BadMethod as exc:
-            status, body, headers = 405, _error(str(exc)), _JSON
-        except Exception as exc:  # the server never crashes on a request
-            log.exception("internal error on %s %s", method, scope["path"])
-            status, body, headers = (
-                500,
-                _error(f"internal error: {type(exc).__name__}: {exc}"),
-                _JSON,
+    async def _read_asgi_body(self, headers: dict[bytes, bytes], receive: Receive) -> bytes:
+        self.check_length(headers.get(b"content-length"))
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            chunk = message.get("body", b"")
+            if chunk:
+                size += len(chunk)
+                self.check_size(size)
+                chunks.append(chunk)
+            if not message.get("more_body"):
+                break
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def check_length(self, declared: bytes | None) -> None:
+        """A declared Content-Length over the limit is refused before the body is read."""
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise PayloadTooLarge(
+                f"request body of {int(declared)} bytes exceeds the limit of "
+                f"{self.max_body_bytes} bytes (--max-body-mb)"
             )
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+
+    def check_size(self, size: int) -> None:
+        if size > self.max_body_bytes:
+            raise PayloadTooLarge(
+                f"request body exceeds the limit of {self.max_body_bytes} bytes (--max-body-mb)"
+            )
+
+    # -- routing -----------------------------------------------------------------------------
+    async def handle(
+        self, method: str, path: str, headers: dict[bytes, bytes], body: bytes
+    ) -> Response:
+        """Answer one request: (status, body, headers). Never raises.
+
+        `headers` has lower-case names; `body` is the whole request body as received.
+        """
+        parts = [p for p in path.split("/") if p]
+        try:
+            if not self.started and parts[:2] != ["v2", "health"]:
+                raise Unavailable("the server is starting: models are loading; retry shortly")
+            if parts and parts[0] == "v2":
+                return await self._v2(method, parts[1:], headers, body)
+            if parts and parts[0] == "apps":
+                return await self._apps(method, parts[1:], path, _decoded(headers, body))
+            if parts == ["metrics"] and method == "GET":
+                return 200, render(self.controller), _TEXT
+            if parts == ["openapi.json"] and method == "GET":
+                return 200, orjson.dumps(OPENAPI), _JSON
+            raise _NotFound(f"no route {method} {path}")
+        except HeadwayError as exc:
+            return http_status(exc), _error(exc.message), _JSON
+        except _NotFound as exc:
+            return 404, _error(str(exc)), _JSON
+        except _BadMethod as exc:
+            return 405, _error(str(exc)), _JSON
+        except Exception as exc:  # the server never crashes on a request
+            log.exception("internal error on %s %s", method, path)
+            return 500, _error(f"internal error: {type(exc).__name__}: {exc}"), _JSON
 
     async def _v2(
-        self, method: str, parts: list[str], scope: Scope, receive: Receive
-    ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+        self, method: str, parts: list[str], headers: dict[bytes, bytes], body: bytes
+    ) -> Response:
         c = self.controller
         if not parts:
             _expect(method, "GET")
@@ -150,13 +200,11 @@ class HeadwayApp:
                 return 200, orjson.dumps(_config(c.model(name, version))), _JSON
             if rest == ["infer"]:
                 _expect(method, "POST")
-                return await self._infer(name, version, scope, receive)
+                return await self._infer(name, version, headers, body)
         if head == "repository" and method == "POST":
             if parts[1:] == ["index"]:
-                await self._body(scope, receive)
                 return 200, orjson.dumps(_index(c)), _JSON
             if len(parts) == 4 and parts[1] == "models" and parts[3] in ("load", "unload"):
-                await self._body(scope, receive)
                 if parts[3] == "load":
                     model = await c.load(parts[2])
                     if model.state != "READY":
@@ -168,11 +216,10 @@ class HeadwayApp:
         raise _NotFound(f"no route {method} /v2/{'/'.join(parts)}")
 
     async def _infer(
-        self, name: str, version: str | None, scope: Scope, receive: Receive
-    ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+        self, name: str, version: str | None, headers: dict[bytes, bytes], body: bytes
+    ) -> Response:
         model = self.controller.model(name, version)
-        headers = dict(scope["headers"])
-        body = await self._body(scope, receive, headers)
+        body = _decoded(headers, body)
         raw_length = headers.get(b"inference-header-content-length")
         if raw_length is None:
             request = oip.decode_infer(body)
@@ -214,36 +261,16 @@ class HeadwayApp:
             ],
         )
 
-    async def _body(
-        self, scope: Scope, receive: Receive, headers: dict[bytes, bytes] | None = None
-    ) -> bytes:
-        headers = headers if headers is not None else dict(scope["headers"])
-        declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
-            raise PayloadTooLarge(
-                f"request body of {int(declared)} bytes exceeds the limit of "
-                f"{self.max_body_bytes} bytes (--max-body-mb)"
-            )
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            chunk = message.get("body", b"")
-            if chunk:
-                size += len(chunk)
-                if size > self.max_body_bytes:
-                    raise PayloadTooLarge(f"request body exceeds {self.max_body_bytes} bytes")
-                chunks.append(chunk)
-            if not message.get("more_body"):
-                break
-        body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        encoding = headers.get(b"content-encoding")
-        if encoding in (b"gzip", b"deflate"):
-            try:
-                body = zlib.decompress(body, 16 + zlib.MAX_WBITS if encoding == b"gzip" else 15)
-            except zlib.error as exc:
-                raise InvalidInput(f"body is not valid {encoding.decode()}: {exc}") from None
-        return body
+
+def _decoded(headers: dict[bytes, bytes], body: bytes) -> bytes:
+    """The body, decompressed when the client sent it gzip- or deflate-encoded."""
+    encoding = headers.get(b"content-encoding")
+    if encoding in (b"gzip", b"deflate"):
+        try:
+            return zlib.decompress(body, 16 + zlib.MAX_WBITS if encoding == b"gzip" else 15)
+        except zlib.error as exc:
+            raise InvalidInput(f"body is not valid {encoding.decode()}: {exc}") from None
+    return body
 
 
 class _NotFound(Exception):

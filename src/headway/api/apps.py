@@ -15,7 +15,7 @@ Bodies are JSON objects; errors are `{"error": "..."}` with the status of `api.e
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Collection
 from typing import Any
 
 import orjson
@@ -23,11 +23,8 @@ import orjson
 from headway.apps import AppRegistry
 from headway.errors import InvalidInput
 
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
 Headers = list[tuple[bytes, bytes]]
 Response = tuple[int, bytes, Headers]
-ReadBody = Callable[[Scope, Receive], Awaitable[bytes]]
 
 _JSON: Headers = [(b"content-type", b"application/json")]
 _OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
@@ -42,16 +39,13 @@ def _problem(status: int, message: str) -> Response:
 
 
 class AppRoutes:
-    """Routes `/apps/...` to the registry; `read_body` is the server's size-checked reader."""
+    """Routes `/apps/...` to the registry."""
 
-    def __init__(self, registry: AppRegistry, read_body: ReadBody) -> None:
+    def __init__(self, registry: AppRegistry) -> None:
         self.registry = registry
-        self.read_body = read_body
 
-    async def __call__(
-        self, method: str, parts: list[str], scope: Scope, receive: Receive
-    ) -> Response:
-        """`parts`: the path's segments after `apps`."""
+    async def __call__(self, method: str, parts: list[str], path: str, raw: bytes) -> Response:
+        """`parts`: the path's segments after `apps`; `raw`: the request body."""
         routes: dict[tuple[int, str | None], tuple[str, ...]] = {
             (0, None): ("GET",),
             (1, None): ("GET", "PUT", "DELETE"),
@@ -64,7 +58,7 @@ class AppRoutes:
         key = (len(parts), parts[1] if len(parts) > 1 else None)
         allowed = routes.get(key)
         if allowed is None:
-            return _problem(404, f"no route {method} {scope['path']}")
+            return _problem(404, f"no route {method} {path}")
         if method not in allowed:
             return _problem(405, f"method {method} not allowed here; use {' or '.join(allowed)}")
         if not parts:
@@ -79,7 +73,7 @@ class AppRoutes:
             return _reply(self.registry.get(name).user_view(parts[2]))
         if method == "POST":
             self.registry.get(name)  # an unknown app is a 404 before the body is read
-        body = await self._json(scope, receive)
+        body = _json(raw)
         if method == "PUT":
             _, created = self.registry.put(name, body)
             return _reply(self.registry.describe(name), 201 if created else 200)
@@ -130,15 +124,15 @@ class AppRoutes:
             name, body["label"], query_id=query_id, value=body.get("input"), user=_user(body)
         )
 
-    async def _json(self, scope: Scope, receive: Receive) -> dict[str, Any]:
-        raw = await self.read_body(scope, receive)
-        try:
-            body = orjson.loads(raw) if raw else None
-        except orjson.JSONDecodeError as exc:
-            raise InvalidInput(f"the body is not valid JSON: {exc}") from None
-        if not isinstance(body, dict):
-            raise InvalidInput("the body must be a JSON object")
-        return body
+
+def _json(raw: bytes) -> dict[str, Any]:
+    try:
+        body = orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput(f"the body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise InvalidInput("the body must be a JSON object")
+    return body
 
 
 def _fields(

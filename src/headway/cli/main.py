@@ -72,6 +72,13 @@ def cli() -> None:
     help="Worker RPC endpoint (default: an ipc:// socket; tcp://HOST:PORT for remote).",
 )
 @click.option(
+    "--http",
+    default="native",
+    show_default=True,
+    type=click.Choice(["native", "uvicorn"]),
+    help="HTTP server: Headway's own (httptools; leaner per request) or uvicorn (ASGI).",
+)
+@click.option(
     "--log-level",
     default="warning",
     show_default=True,

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
 
 from headway.api.app import HeadwayApp
+from headway.api.http import HttpServer
 from headway.apps import AppRegistry, load_config
 from headway.control.controller import Controller
 from headway.control.policy import POLICIES
@@ -33,6 +36,7 @@ class ServeSettings:
     config: Path | None = None
     memory_budget_mb: float | None = None
     scheduler: str = "headway"
+    http: str = "native"
 
 
 def build_app(settings: ServeSettings) -> HeadwayApp:
@@ -73,5 +77,24 @@ def run(settings: ServeSettings) -> None:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s"
     )
-    server = uvicorn.Server(uvicorn_config(build_app(settings), settings))
-    server.run()
+    app = build_app(settings)
+    if settings.http == "uvicorn":
+        uvicorn.Server(uvicorn_config(app, settings)).run()
+        return
+    server = HttpServer(app, host=settings.host, port=settings.port)
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is not built for Windows
+        asyncio.run(server.serve(announce=_announce))
+    else:
+        uvloop.run(server.serve(announce=_announce))
+
+
+def _announce(url: str, app: HeadwayApp) -> None:
+    controller = app.controller
+    print(
+        f"headway: serving {len(controller.repository.names)} models from "
+        f"{controller.repository.root} on {url} with {controller.engine.size} workers",
+        file=sys.stderr,
+        flush=True,
+    )

@@ -1,0 +1,338 @@
+"""Headway's HTTP/1.1 server: an asyncio protocol over httptools, straight into `HeadwayApp`.
+
+Why not uvicorn: on the hot path of a one-row prediction, the ASGI glue (a scope dict, receive
+and send coroutines, message dicts per response part) cost more of the frontend's CPU than the
+model did. Here a parsed request becomes one call, `HeadwayApp.handle(method, path, headers,
+body)`, and its answer one `transport.write`.
+
+What it does: keep-alive (HTTP/1.1 by default, HTTP/1.0 on request), pipelined requests
+(answered in order), chunked request bodies, `Expect: 100-continue`, a body-size limit checked
+against Content-Length before the body arrives (413, then the connection closes), 400 on
+malformed HTTP, back-pressure (a client that does not read its answers stops being read),
+idle keep-alive connections closed after `keep_alive` seconds, and a graceful stop: stop
+accepting, let requests in flight finish (up to `grace` seconds), then close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections import deque
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import unquote
+
+import httptools
+import orjson
+
+from headway.api.app import HeadwayApp, Response
+from headway.api.errors import http_status
+from headway.errors import HeadwayError
+
+log = logging.getLogger("headway.http")
+
+_REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
+_STATUS_LINES: dict[int, bytes] = {}
+
+
+def status_line(status: int) -> bytes:
+    line = _STATUS_LINES.get(status)
+    if line is None:
+        reason = _REASONS.get(status, b"Unknown")
+        line = _STATUS_LINES[status] = b"HTTP/1.1 %d %s\r\n" % (status, reason)
+    return line
+
+
+def render(response: Response, keep_alive: bool, http10: bool = False) -> bytes:
+    """One HTTP/1.1 response, head and body, as bytes for a single write."""
+    status, body, headers = response
+    parts = [status_line(status)]
+    for name, value in headers:
+        parts += (name, b": ", value, b"\r\n")
+    parts.append(b"content-length: %d\r\n" % len(body))
+    if not keep_alive:
+        parts.append(b"connection: close\r\n")
+    elif http10:
+        parts.append(b"connection: keep-alive\r\n")
+    parts += (b"\r\n", body)
+    return b"".join(parts)
+
+
+def _problem(status: int, message: str) -> Response:
+    return status, orjson.dumps({"error": message}), [(b"content-type", b"application/json")]
+
+
+class _Slot:
+    """One request's place in its connection's answer order (pipelining)."""
+
+    __slots__ = ("close", "data")
+
+    def __init__(self) -> None:
+        self.data: bytes | None = None
+        self.close = False
+
+
+class HttpConnection(asyncio.Protocol):
+    """One client connection: parse requests, hand whole ones to the app, answer in order."""
+
+    def __init__(self, server: HttpServer) -> None:
+        self.server = server
+        self.app = server.app
+        self.loop = server.loop
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.pending: deque[_Slot] = deque()
+        self.closing = False
+        self.last_active = time.monotonic()
+        self._url = b""
+        self._headers: dict[bytes, bytes] = {}
+        self._body: list[bytes] = []
+        self._size = 0
+        self._no_more = False  # a request closed the connection: ignore what follows
+        self._paused_reading = False
+        self._paused_writing = False
+
+    # -- asyncio.Protocol ------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.connections.discard(self)
+        self.closing = True
+        self.transport = None
+
+    def data_received(self, data: bytes) -> None:
+        if self._no_more:
+            return
+        self.last_active = time.monotonic()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._refuse(400, "protocol upgrades are not supported")
+        except httptools.HttpParserError as exc:
+            self._refuse(400, f"malformed HTTP request: {exc}")
+
+    def pause_writing(self) -> None:
+        """The client is not reading its answers: stop reading its requests."""
+        self._paused_writing = True
+        self._pause_reading()
+
+    def resume_writing(self) -> None:
+        self._paused_writing = False
+        self._resume_reading()
+
+    # -- httptools callbacks ---------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        self._url = b""
+        self._headers = {}
+        self._body = []
+        self._size = 0
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        name = name.lower()
+        previous = self._headers.get(name)
+        self._headers[name] = value if previous is None else previous + b", " + value
+
+    def on_headers_complete(self) -> None:
+        if self._no_more:
+            return
+        try:
+            self.app.check_length(self._headers.get(b"content-length"))
+        except HeadwayError as exc:  # answered before the body is read, then closed
+            self._refuse(http_status(exc), exc.message)
+            return
+        expect = self._headers.get(b"expect")
+        if expect is not None and expect.lower() == b"100-continue" and self.transport:
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def on_body(self, chunk: bytes) -> None:
+        if self._no_more:
+            return
+        self._size += len(chunk)
+        try:
+            self.app.check_size(self._size)
+        except HeadwayError as exc:  # a chunked body that outgrew the limit
+            self._body = []
+            self._refuse(http_status(exc), exc.message)
+            return
+        self._body.append(chunk)
+
+    def on_message_complete(self) -> None:
+        if self._no_more:
+            return
+        parser = self.parser
+        keep_alive = parser.should_keep_alive() and not self.server.stopping
+        http10 = parser.get_http_version() == "1.0"
+        slot = _Slot()
+        self.pending.append(slot)
+        method = parser.get_method().decode()
+        url = self._url
+        query = url.find(b"?")
+        path = (url if query < 0 else url[:query]).decode("latin-1")
+        if "%" in path:
+            path = unquote(path, errors="replace")
+        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        headers = self._headers
+        if not keep_alive:
+            self._stop_reading()
+        task = self.loop.create_task(self.app.handle(method, path, headers, body))
+        self.server.in_flight.add(task)
+        task.add_done_callback(lambda done: self._done(done, slot, keep_alive, http10))
+
+    # -- answering -------------------------------------------------------------------------
+    def _done(
+        self, task: asyncio.Task[Response], slot: _Slot, keep_alive: bool, http10: bool
+    ) -> None:
+        self.server.in_flight.discard(task)
+        if task.cancelled():
+            response = _problem(503, "the server is stopping")
+            keep_alive = False
+        else:
+            error = task.exception()
+            if error is not None:  # `handle` never raises; this is a bug, not the client's
+                log.error("request handler failed", exc_info=error)
+                response = _problem(500, f"internal error: {type(error).__name__}: {error}")
+            else:
+                response = task.result()
+        self._finish(slot, response, keep_alive, http10)
+
+    def _finish(self, slot: _Slot, response: Response, keep_alive: bool, http10: bool) -> None:
+        slot.data = render(response, keep_alive, http10)
+        slot.close = not keep_alive
+        pending = self.pending
+        transport = self.transport
+        while pending and pending[0].data is not None:
+            done = pending.popleft()
+            if transport is None or self.closing:
+                continue
+            transport.write(done.data)  # type: ignore[arg-type]
+            if done.close:
+                self.closing = True
+                transport.close()
+        self.last_active = time.monotonic()
+
+    def _refuse(self, status: int, message: str) -> None:
+        """Malformed input: answer once, after what is already pending, then close."""
+        slot = _Slot()
+        self.pending.append(slot)
+        self._stop_reading()
+        self._finish(slot, _problem(status, message), False, False)
+
+    # -- flow control ----------------------------------------------------------------------
+    def _stop_reading(self) -> None:
+        self._no_more = True
+        self._pause_reading()
+
+    def _pause_reading(self) -> None:
+        if not self._paused_reading and self.transport is not None:
+            self._paused_reading = True
+            with contextlib.suppress(RuntimeError):
+                self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._paused_reading and self.transport is not None and not self.closing:
+            self._paused_reading = False
+            with contextlib.suppress(RuntimeError):
+                self.transport.resume_reading()
+
+    @property
+    def idle(self) -> bool:
+        return not self.pending
+
+    def close(self) -> None:
+        if self.transport is not None and not self.closing:
+            self.closing = True
+            self.transport.close()
+
+
+class HttpServer:
+    """Listens, tracks connections and requests in flight, stops gracefully."""
+
+    def __init__(
+        self,
+        app: HeadwayApp,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        keep_alive: float = 30.0,
+        grace: float = 10.0,
+        backlog: int = 2048,
+    ) -> None:
+        self.app = app
+        self.host = host
+        self.port = port
+        self.keep_alive = keep_alive
+        self.grace = grace
+        self.backlog = backlog
+        self.connections: set[HttpConnection] = set()
+        self.in_flight: set[asyncio.Task[Any]] = set()
+        self.stopping = False
+        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        self._server: asyncio.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Start the app (workers, models), then listen."""
+        self.loop = asyncio.get_running_loop()
+        await self.app.start()
+        self._server = await self.loop.create_server(
+            lambda: HttpConnection(self), self.host, self.port, backlog=self.backlog,
+            reuse_address=True,
+        )  # fmt: skip
+        self._sweeper = self.loop.create_task(self._sweep())
+        sockets = self._server.sockets
+        if sockets and self.port == 0:
+            self.port = sockets[0].getsockname()[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    async def stop(self) -> None:
+        """Stop accepting, finish what is in flight (up to `grace` s), close, stop the app."""
+        self.stopping = True
+        if self._server is not None:
+            self._server.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for connection in list(self.connections):
+            if connection.idle:
+                connection.close()
+        if self.in_flight:
+            _, late = await asyncio.wait(list(self.in_flight), timeout=self.grace)
+            for task in late:
+                task.cancel()
+        for connection in list(self.connections):
+            connection.close()
+        await self.app.stop()
+
+    async def serve(self, announce: Callable[[str, HeadwayApp], None] | None = None) -> None:
+        """Serve until SIGINT or SIGTERM; `announce(url, app)` once listening."""
+        await self.start()
+        if announce is not None:
+            announce(self.url, self.app)
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                self.loop.add_signal_handler(sig, stop.set)
+        try:
+            await stop.wait()
+        finally:
+            await self.stop()
+
+    async def _sweep(self) -> None:
+        """Close keep-alive connections idle for longer than `keep_alive` seconds."""
+        while True:
+            await asyncio.sleep(min(5.0, self.keep_alive / 2))
+            cutoff = time.monotonic() - self.keep_alive
+            for connection in list(self.connections):
+                if connection.idle and connection.last_active < cutoff:
+                    connection.close()
