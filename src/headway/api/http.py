@@ -202,7 +202,7 @@ class HttpConnection(asyncio.Protocol):
                 response = _problem(500, f"internal error: {type(error).__name__}: {error}")
             else:
                 response = task.result()
-        self._finish(slot, response, keep_alive, http10)
+        self._finish(slot, response, keep_alive and not self.server.stopping, http10)
 
     def _finish(self, slot: _Slot, response: Response, keep_alive: bool, http10: bool) -> None:
         slot.data = render(response, keep_alive, http10)

@@ -1,0 +1,251 @@
+"""Headway's HTTP/1.1 server over real loopback sockets, with a small app in place of HeadwayApp.
+
+The app echoes what the server handed it (method, path, body) and can be told to wait, so that
+ordering, keep-alive, limits and shutdown are observable byte for byte on the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+
+from headway.api.http import HttpServer
+from headway.errors import PayloadTooLarge
+
+LIMIT = 1000
+
+
+class EchoApp:
+    """The interface `HttpServer` uses: start/stop, the two size checks and `handle`."""
+
+    def __init__(self) -> None:
+        self.started = self.stopped = False
+        self.seen: list[tuple[str, str, bytes]] = []
+
+    async def start(self) -> None:
+        self.started = True
+
+    async def stop(self) -> None:
+        self.stopped = True
+
+    def check_length(self, declared: bytes | None) -> None:
+        if declared is not None and int(declared) > LIMIT:
+            raise PayloadTooLarge(f"request body of {int(declared)} bytes exceeds {LIMIT}")
+
+    def check_size(self, size: int) -> None:
+        if size > LIMIT:
+            raise PayloadTooLarge(f"request body exceeds {LIMIT} bytes")
+
+    async def handle(
+        self, method: str, path: str, headers: dict[bytes, bytes], body: bytes
+    ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+        self.seen.append((method, path, body))
+        if path.startswith("/sleep/"):
+            await asyncio.sleep(float(path.rsplit("/", 1)[1]))
+        if path == "/boom":
+            raise RuntimeError("a bug in a handler")
+        answer = {"method": method, "path": path, "body": body.decode(), "x": headers.get(b"x-a")}
+        return 200, orjson.dumps(answer, default=bytes.decode), [(b"content-type", b"text/json")]
+
+
+def serve(test: Callable[[HttpServer, EchoApp], Awaitable[None]], **options: Any) -> EchoApp:
+    app = EchoApp()
+
+    async def main() -> None:
+        server = HttpServer(app, port=0, **options)  # type: ignore[arg-type]
+        await server.start()
+        try:
+            await test(server, app)
+        finally:
+            if not server.stopping:
+                await server.stop()
+
+    asyncio.run(main())
+    return app
+
+
+async def connect(server: HttpServer) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection("127.0.0.1", server.port)
+
+
+async def response(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
+    """One response off the wire: status, headers (lower-case names), body."""
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    lines = head.decode().split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = dict(line.split(": ", 1) for line in lines[1:] if line)
+    headers = {k.lower(): v for k, v in headers.items()}
+    body = await reader.readexactly(int(headers.get("content-length", 0)))
+    return status, headers, body
+
+
+def request(path: str, body: bytes = b"", *extra: str, method: str = "POST") -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", "Host: test", f"Content-Length: {len(body)}", *extra]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def test_keep_alive_serves_requests_one_after_another_on_one_connection() -> None:
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        reader, writer = await connect(server)
+        for k in range(3):
+            writer.write(request(f"/r/{k}", b"hello %d" % k, "X-A: b"))
+            status, headers, body = await response(reader)
+            assert status == 200 and "connection" not in headers
+            assert headers["content-type"] == "text/json"
+            assert orjson.loads(body) == {"method": "POST", "path": f"/r/{k}",
+                                          "body": f"hello {k}", "x": "b"}  # fmt: skip
+        writer.close()
+
+    app = serve(test)
+    assert app.started and app.stopped
+
+
+def test_pipelined_requests_run_concurrently_and_are_answered_in_order() -> None:
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        reader, writer = await connect(server)
+        started = asyncio.get_running_loop().time()
+        writer.write(request("/sleep/0.3") + request("/sleep/0.29") + request("/third", b"3"))
+        paths = [orjson.loads((await response(reader))[2])["path"] for _ in range(3)]
+        assert paths == ["/sleep/0.3", "/sleep/0.29", "/third"]
+        # handled concurrently: one after the other would take 0.59 s
+        assert asyncio.get_running_loop().time() - started < 0.55
+        writer.close()
+
+    serve(test)
+
+
+def test_expect_100_continue_gets_the_interim_answer_before_the_body_is_sent() -> None:
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        reader, writer = await connect(server)
+        head = request("/up", b"", "Expect: 100-continue").replace(b"Length: 0", b"Length: 4")
+        writer.write(head)
+        interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        assert interim.startswith(b"HTTP/1.1 100 Continue")
+        writer.write(b"data")
+        status, _, body = await response(reader)
+        assert status == 200 and orjson.loads(body)["body"] == "data"
+        writer.close()
+
+    serve(test)
+
+
+def test_a_declared_body_over_the_limit_is_refused_before_it_is_sent_and_closes() -> None:
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        reader, writer = await connect(server)
+        writer.write(b"POST /big HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\n\r\n")
+        status, headers, body = await response(reader)
+        assert status == 413 and headers["connection"] == "close"
+        assert "5000 bytes exceeds" in orjson.loads(body)["error"]
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # closed by the server
+        assert app.seen == []  # the app never saw it
+
+    serve(test)
+
+
+def test_chunked_bodies_are_joined_and_limited_as_they_arrive() -> None:
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        reader, writer = await connect(server)
+        chunked = b"POST /c HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+        writer.write(chunked + b"3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n")
+        status, _, body = await response(reader)
+        assert status == 200 and orjson.loads(body)["body"] == "abcde"
+        writer.write(chunked + (b"258\r\n" + b"x" * 600 + b"\r\n") * 2)
+        status, headers, body = await response(reader)
+        assert status == 413 and headers["connection"] == "close"
+        writer.close()
+
+    serve(test)
+
+
+def test_malformed_http_gets_400_and_the_connection_closes() -> None:
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        reader, writer = await connect(server)
+        writer.write(b"NOT-HTTP\r\n\r\n")
+        status, headers, body = await response(reader)
+        assert status == 400 and headers["connection"] == "close"
+        assert orjson.loads(body)["error"].startswith("malformed HTTP request")
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+
+    serve(test)
+
+
+def test_http_1_0_closes_unless_asked_to_keep_alive_and_connection_close_is_honoured() -> None:
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        reader, writer = await connect(server)
+        writer.write(b"GET /one HTTP/1.0\r\n\r\n")
+        status, headers, _ = await response(reader)
+        assert status == 200 and headers["connection"] == "close"
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+
+        reader, writer = await connect(server)
+        writer.write(b"GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        status, headers, _ = await response(reader)
+        assert headers["connection"] == "keep-alive"
+        writer.write(request("/b", b"", "Connection: close") + request("/ignored"))
+        status, headers, body = await response(reader)
+        assert orjson.loads(body)["path"] == "/b" and headers["connection"] == "close"
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+        assert "/ignored" not in [p for _, p, _ in app.seen]
+
+    serve(test)
+
+
+def test_percent_encoded_paths_reach_the_app_decoded_without_the_query() -> None:
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        reader, writer = await connect(server)
+        writer.write(request("/v2/models/my%20model/infer?x=1"))
+        status, _, body = await response(reader)
+        assert status == 200 and orjson.loads(body)["path"] == "/v2/models/my model/infer"
+        writer.close()
+
+    serve(test)
+
+
+def test_a_handler_that_raises_is_a_500_and_the_connection_keeps_serving() -> None:
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        reader, writer = await connect(server)
+        writer.write(request("/boom"))
+        status, _, body = await response(reader)
+        assert status == 500 and "RuntimeError: a bug in a handler" in orjson.loads(body)["error"]
+        writer.write(request("/after"))
+        assert (await response(reader))[0] == 200
+        writer.close()
+
+    serve(test)
+
+
+def test_idle_keep_alive_connections_are_closed_after_the_timeout() -> None:
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        reader, writer = await connect(server)
+        writer.write(request("/x"))
+        assert (await response(reader))[0] == 200
+        assert len(server.connections) == 1
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # closed while idle
+        assert not server.connections
+
+    serve(test, keep_alive=0.2)
+
+
+def test_stop_lets_requests_in_flight_finish_then_stops_the_app() -> None:
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        busy_reader, busy = await connect(server)
+        idle_reader, _ = await connect(server)
+        busy.write(request("/sleep/0.3"))
+        await asyncio.sleep(0.05)
+        stopping = asyncio.create_task(server.stop())
+        status, headers, _ = await response(busy_reader)
+        assert status == 200 and headers["connection"] == "close"
+        assert await asyncio.wait_for(idle_reader.read(), 5) == b""  # idle: closed at once
+        await stopping
+        assert app.stopped
+        try:
+            await connect(server)
+        except OSError:
+            pass
+        else:
+            raise AssertionError("a stopped server still accepts connections")
+
+    serve(test)
