@@ -1,8 +1,8 @@
 """Run a load: where to send, the pre-encoded requests, and one run's start and end.
 
 ``run`` opens the connections, starts the clock and hands over to ``headway.loadgen.pool``,
-whose callbacks send and count; then it waits for the last answers (at most ``drain_timeout``
-after the last send) and closes everything.
+whose callbacks send and count; then it waits for the last answers (until ``drain_timeout``
+after the window's scheduled end) and closes everything.
 """
 
 from __future__ import annotations
@@ -78,9 +78,11 @@ def run(
     """Load ``target`` with ``requests`` (rotated) and count what comes back.
 
     Exactly one of ``concurrency`` (closed loop) and ``schedule`` (open loop: send offsets in
-    seconds covering ``warmup + duration``, see ``headway.loadgen.arrivals``) is given. After the
-    last send, answers are awaited for at most ``drain_timeout`` seconds. Raises ConnectionError
-    when no connection to the target can be opened at all.
+    seconds covering ``warmup + duration``, see ``headway.loadgen.arrivals``) is given. The run
+    stops ``drain_timeout`` seconds after the window's scheduled end (``warmup + duration``):
+    answers still missing then, and sends a lagging client had not made by then, count as
+    timeouts (the send lateness in the tally shows whether the client kept up). Raises
+    ConnectionError when no connection to the target can be opened at all.
     """
     if (concurrency is None) == (schedule is None):
         raise ValueError("give exactly one of concurrency (closed loop) and schedule (open loop)")
