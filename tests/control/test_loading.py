@@ -15,6 +15,7 @@ import pytest
 
 from headway.clock import ManualClock
 from headway.control.policy import HEADWAY
+from headway.control.predictions import RECENT_LOADS
 from headway.control.profiles import LatencyEstimator
 from headway.control.request import Request
 from headway.control.scheduler import (
@@ -590,3 +591,47 @@ def test_statistics_report_the_counters(clock: ManualClock) -> None:
         "dropped": 0,
         "rejected_at_admission": 1,
     }
+
+
+def test_one_slow_load_does_not_turn_a_models_cold_starts_away(clock: ManualClock) -> None:
+    # On a shared machine a neighbour can slow one load 10x. As the p99 of the last 10 loads
+    # that one would refuse the model's cold starts for 10 loads. Until a model has loaded
+    # three times its estimate is at most a never-loaded model's; from three, its slowest
+    # load is left out.
+    s = demand(clock, {1: None}, {"m": 1.0})
+    seed(s, "m", {1: ms(10)})
+    for i in range(10):
+        s.loads.observe(f"k{i}", 1, ms(20))
+    s.loads.observe("m", 1, ms(200))  # its first load, slowed by a neighbour
+    assert s.load_time("never") == pytest.approx(ms(20))
+    assert s.load_time("m") == pytest.approx(ms(20))  # one load: no worse than unseen
+    s.submit(request(clock, "r1", ms(100), model="m"))  # 20 + 10 <= 100: admitted
+    s.loads.observe("m", 1, ms(20))
+    assert s.load_time("m") == pytest.approx(ms(20))  # two: still at most unseen
+    s.loads.observe("m", 1, ms(22))
+    assert s.load_time("m") == pytest.approx(ms(22))  # three: its own, the slowest left out
+    for seconds in (ms(180), ms(190)):  # slow twice more: now that is what it costs
+        s.loads.observe("m", 1, seconds)
+    assert s.load_time("m") == pytest.approx(ms(190))
+    with pytest.raises(ColdStartTooSlow, match="takes ~190 ms"):
+        s.submit(request(clock, "r2", ms(100), model="m"))
+
+
+def test_the_never_loaded_estimate_recovers_after_a_stall_slowed_many_loads(
+    clock: ManualClock,
+) -> None:
+    # A stall slows the loads of 20 models at once (a neighbour's burst, the page cache
+    # reclaimed): as a percentile over every model's estimate, that would stay until each of
+    # them loaded again. Over the last RECENT_LOADS loads it passes after as many fast ones.
+    s = demand(clock, {1: None}, {"m": 1.0})
+    seed(s, "m", {1: ms(10)})
+    for i in range(20):
+        s.loads.observe(f"stalled{i}", 1, ms(250))
+    assert s.load_time("never") == pytest.approx(ms(250))
+    with pytest.raises(ColdStartTooSlow, match="takes ~250 ms"):
+        s.submit(request(clock, "r1", ms(100), model="m"))
+    for i in range(RECENT_LOADS - 10):  # 10 of the last 100 slow: p90 is a fast one
+        s.loads.observe(f"fast{i}", 1, ms(20))
+    assert s.load_time("never") == pytest.approx(ms(20))
+    s.submit(request(clock, "r2", ms(100), model="m"))  # 20 + 10 <= 100
+    assert s.queue_length("m") == 1

@@ -117,3 +117,57 @@ def test_snapshot_lists_estimates_per_measured_size() -> None:
 def test_window_must_hold_something() -> None:
     with pytest.raises(ValueError, match="window"):
         LatencyEstimator(window=0)
+
+
+def test_trim_leaves_out_the_slowest_sample_once_three_are_kept() -> None:
+    estimator = LatencyEstimator(window=10, quantile=99.0, min_samples=1, trim=1)
+    estimator.observe("m", 1, 0.010)
+    assert estimator.estimate("m", 1) == 0.010  # one sample: it is all there is
+    estimator.observe("m", 1, 0.200)  # a load slowed by a neighbour
+    assert estimator.estimate("m", 1) == 0.200  # two: no telling which is the outlier
+    estimator.observe("m", 1, 0.012)
+    assert estimator.estimate("m", 1) == 0.012  # three: the slowest is left out
+    estimator.observe("m", 1, 0.300)  # a second outlier within the window counts again
+    assert estimator.estimate("m", 1) == 0.200
+    assert estimator.snapshot() == {"m": {1: 0.200}}
+    assert estimator.across(100.0) == 0.200
+
+
+def test_trim_drops_the_outlier_when_it_leaves_the_window() -> None:
+    estimator = LatencyEstimator(window=3, quantile=99.0, min_samples=1, trim=1)
+    for seconds in (0.200, 0.010, 0.011):
+        estimator.observe("m", 1, seconds)
+    assert estimator.estimate("m", 1) == 0.011
+    estimator.observe("m", 1, 0.009)  # 0.200 leaves the window of 3
+    assert estimator.estimate("m", 1) == 0.010
+
+
+def test_without_trim_the_estimate_is_the_plain_percentile() -> None:
+    estimator = LatencyEstimator(window=10, quantile=99.0)
+    for seconds in (0.010, 0.012, 0.200):
+        estimator.observe("m", 1, seconds)
+    assert estimator.estimate("m", 1) == 0.200
+
+
+@pytest.mark.parametrize("trim", [-1, 5])
+def test_trim_must_leave_most_of_the_window(trim: int) -> None:
+    with pytest.raises(ValueError, match="trim"):
+        LatencyEstimator(window=10, trim=trim)
+
+
+def test_recent_is_a_percentile_of_the_last_pool_measurements_of_any_model() -> None:
+    estimator = LatencyEstimator(window=10, min_samples=1, pool=4)
+    assert estimator.recent(90) is None
+    for model, seconds in (("a", 0.5), ("b", 0.010), ("c", 0.020), ("a", 0.030)):
+        estimator.observe(model, 1, seconds)
+    assert estimator.recent(100) == 0.5
+    assert estimator.recent(50) == 0.020
+    estimator.observe("d", 1, 0.040)  # the slow one (the oldest) leaves the pool
+    assert estimator.recent(100) == 0.040
+    assert estimator.estimate("a", 1) == 0.5  # a model's own window keeps it
+
+
+def test_without_a_pool_recent_is_none() -> None:
+    estimator = LatencyEstimator()
+    estimator.observe("a", 1, 0.010)
+    assert estimator.recent(90) is None

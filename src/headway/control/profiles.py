@@ -3,7 +3,10 @@
 Clockwork's rule: keep the last few measurements per batch size and predict with a high
 percentile of them, so an estimate errs on the side of meeting deadlines. Sizes never measured
 are bounded by the nearest measured size above them, or extrapolated linearly (per row) from the
-largest one measured. This is the one place that predicts how long an action takes.
+largest one measured. LOAD estimates may leave out the slowest sample (`trim`): on a machine
+shared with other work, one load slowed by a neighbour would otherwise, as the p99 of 10, turn
+that model's cold starts away until it had loaded 10 more times. A pool of the last few
+measurements of any model (`recent`) predicts for a model never measured.
 """
 
 from __future__ import annotations
@@ -34,16 +37,33 @@ class LatencyEstimator:
     """Predicts action durations from recent measurements.
 
     `window` measurements are kept per (model, batch size); the estimate is their
-    `quantile`-th percentile. `min_samples` measurements at some size are needed before a model
-    counts as profiled (until then the batcher falls back to AIMD).
+    `quantile`-th percentile, after leaving out the `trim` slowest once more than `2 * trim`
+    are kept (an outlier on a shared machine: a neighbour's burst, not the action's cost).
+    With `pool`, the last `pool` measurements of any model are also kept together (`recent`).
+    `min_samples` measurements at some size are needed before a model counts as profiled
+    (until then the batcher falls back to AIMD).
     """
 
-    def __init__(self, *, window: int = 10, quantile: float = 99.0, min_samples: int = 3) -> None:
+    def __init__(
+        self,
+        *,
+        window: int = 10,
+        quantile: float = 99.0,
+        min_samples: int = 3,
+        trim: int = 0,
+        pool: int = 0,
+    ) -> None:
         if window < 1:
             raise ValueError("window must be at least 1")
+        if trim < 0 or 2 * trim >= window:
+            raise ValueError("trim must be at least 0 and less than half the window")
         self.window = window
         self.quantile = quantile
         self.min_samples = min_samples
+        self.trim = trim
+        self._pool: deque[float] = deque(maxlen=max(1, pool))
+        self._pooled: list[float] = []  # the pool, sorted
+        self._pooling = pool > 0
         self._models: dict[str, _Windows] = {}
         self._cache: dict[str, dict[int, float]] = {}  # model -> batch size -> estimate
         self._peaks: dict[str, float] = {}  # model -> its highest estimate (see `across`)
@@ -57,6 +77,11 @@ class LatencyEstimator:
         if samples is None:
             samples = windows.by_size[batch_size] = deque(maxlen=self.window)
         samples.append(seconds)
+        if self._pooling:
+            if len(self._pool) == self._pool.maxlen:
+                del self._pooled[bisect.bisect_left(self._pooled, self._pool[0])]
+            self._pool.append(seconds)
+            bisect.insort(self._pooled, seconds)
         # Any new sample can change estimates at other sizes (bounds, extrapolation).
         self._cache.pop(model, None)
         self._dirty.add(model)
@@ -77,10 +102,18 @@ class LatencyEstimator:
                 del ordered[bisect.bisect_left(ordered, old)]
             windows = self._models.get(model)
             if windows and windows.by_size:
-                new = max(percentile(list(s), self.quantile) for s in windows.by_size.values())
+                new = max(self._of(s) for s in windows.by_size.values())
                 self._peaks[model] = new
                 bisect.insort(ordered, new)
         self._dirty.clear()
+        if not ordered:
+            return None
+        return ordered[max(1, math.ceil(q * len(ordered) / 100.0 - 1e-9)) - 1]
+
+    def recent(self, q: float) -> float | None:
+        """The q-th percentile (nearest rank) of the last `pool` measurements of any model;
+        None when there are none (or no pool)."""
+        ordered = self._pooled
         if not ordered:
             return None
         return ordered[max(1, math.ceil(q * len(ordered) / 100.0 - 1e-9)) - 1]
@@ -91,6 +124,12 @@ class LatencyEstimator:
         return windows is not None and any(
             len(s) >= self.min_samples for s in windows.by_size.values()
         )
+
+    def samples(self, model: str, batch_size: int) -> int:
+        """How many measurements of `batch_size` rows the window holds."""
+        windows = self._models.get(model)
+        samples = windows.by_size.get(batch_size) if windows else None
+        return len(samples) if samples else 0
 
     def largest_measured(self, model: str) -> int:
         windows = self._models.get(model)
@@ -106,20 +145,27 @@ class LatencyEstimator:
             return None
         sizes = windows.by_size
         if batch_size in sizes:
-            value = percentile(list(sizes[batch_size]), self.quantile)
+            value = self._of(sizes[batch_size])
         else:
             above = [s for s in sizes if s > batch_size]
             if above:
-                value = percentile(list(sizes[min(above)]), self.quantile)
+                value = self._of(sizes[min(above)])
             else:
                 largest = max(sizes)
-                value = percentile(list(sizes[largest]), self.quantile) * batch_size / largest
+                value = self._of(sizes[largest]) * batch_size / largest
         self._cache.setdefault(model, {})[batch_size] = value
         return value
 
     def snapshot(self) -> dict[str, dict[int, float]]:
         """Current estimates per model and measured batch size (for statistics and the store)."""
         return {
-            model: {b: percentile(list(s), self.quantile) for b, s in sorted(w.by_size.items())}
+            model: {b: self._of(s) for b, s in sorted(w.by_size.items())}
             for model, w in self._models.items()
         }
+
+    def _of(self, samples: deque[float]) -> float:
+        """The estimate from one window: its percentile, the `trim` slowest left out."""
+        ordered = sorted(samples)
+        if self.trim and len(ordered) > 2 * self.trim:
+            ordered = ordered[: -self.trim]
+        return percentile(ordered, self.quantile)

@@ -18,6 +18,7 @@ import numpy as np
 
 from headway.clock import ManualClock
 from headway.control.policy import HEADWAY, SchedulingPolicy
+from headway.control.predictions import TRUSTED_LOADS
 from headway.control.request import Request
 from headway.control.scheduler import INFER, LOAD, Dispatch, Scheduler
 from headway.errors import HeadwayError
@@ -158,7 +159,8 @@ class Simulation:
             for _ in range(self.scheduler.estimator.min_samples):
                 for rows, seconds in profile.durations.items():
                     self.scheduler.estimator.observe(key, rows, seconds)
-            self.scheduler.loads.observe(key, 1, profile.load_seconds)
+            for _ in range(TRUSTED_LOADS):  # as many as the scheduler trusts over others'
+                self.scheduler.loads.observe(key, 1, profile.load_seconds)
 
     def run(
         self, times: np.ndarray, models: Sequence[str], slo: float, *, drain: float = 10.0

@@ -1,0 +1,61 @@
+"""What the scheduler hands to workers and to its caller: actions and one poll's decisions.
+
+Plain data, shared by the scheduler, the controller and the simulated worker, so none of them
+depends on how the scheduler decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from headway.control.request import Request
+from headway.errors import HeadwayError
+
+INFER, LOAD, UNLOAD = "infer", "load", "unload"
+
+
+@dataclass(eq=False)
+class Dispatch:
+    """One action handed to one worker."""
+
+    id: int
+    worker: int
+    kind: str
+    model: str
+    requests: list[Request] = field(default_factory=list)
+    rows: int = 0
+    sent_at: float = 0.0
+    expected: float | None = None
+    payload: Any = None
+    #: Expected start on the worker's timeline, and the latest start that still meets the
+    #: deadlines of the requests it carries (None: no limit).
+    earliest: float = 0.0
+    latest: float | None = None
+    evict: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Decisions:
+    """What one poll decided: actions to send, requests to reject, when to poll again."""
+
+    dispatches: list[Dispatch] = field(default_factory=list)
+    rejected: list[tuple[Request, HeadwayError]] = field(default_factory=list)
+    wakeup: float | None = None
+
+
+@dataclass
+class Counters:
+    """Events the scheduler caused, for metrics and experiments."""
+
+    loads: int = 0
+    evictions: int = 0
+    cold_starts: int = 0
+    refusals: int = 0
+    dropped: int = 0
+    rejected_at_admission: int = 0
+
+
+def earliest(current: float | None, when: float) -> float:
+    """The earlier of a wakeup time and another (None: no wakeup yet; 0.0 is a real time)."""
+    return when if current is None else min(current, when)

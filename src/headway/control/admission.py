@@ -1,0 +1,65 @@
+"""Admission: reject at once a request that the predictions say cannot meet its deadline.
+
+Rejecting at arrival answers the client while it can still go elsewhere, and keeps hopeless
+work out of the queues (Clockwork's early rejection). Three checks, cheapest first: the request
+alone, then (for a model no worker holds) the load before it, then the rows queued ahead of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from headway.control.predictions import Predictions
+from headway.control.request import Request
+from headway.control.slots import ModelSlot
+from headway.errors import ColdStartTooSlow, DeadlineUnmeetable
+
+
+def admit(
+    model: ModelSlot,
+    request: Request,
+    *,
+    now: float,
+    predictions: Predictions,
+    cold: bool,
+    load_wait: Callable[[], float],
+) -> None:
+    """Raise DeadlineUnmeetable or ColdStartTooSlow if `request` cannot make its deadline.
+
+    `cold`: the model must be loaded first; `load_wait()` is then the predicted wait for that.
+    """
+    service = predictions.service_time(request.model, request.rows)
+    left = request.deadline - now
+    if left <= 0 or (service is not None and service > left):
+        need = f"needs ~{service * 1e3:.2f} ms" if service is not None else "is already late"
+        raise DeadlineUnmeetable(
+            f"model {request.model!r}: deadline cannot be met: the request {need}, "
+            f"{max(left, 0) * 1e3:.2f} ms left; raise the timeout or slo_ms"
+        )
+    if cold:
+        # Only now: a request that could not make it even were the model loaded is not a
+        # cold start too slow, and must not be told so.
+        load = load_wait()
+        if load + (service or 0.0) > left:
+            raise ColdStartTooSlow(
+                f"model {request.model!r}: deadline cannot be met: the model is not loaded "
+                f"and loading it takes ~{load * 1e3:.0f} ms; {max(left, 0) * 1e3:.1f} ms left"
+            )
+    if service is not None and model.queue.rows and model.replicas:
+        # Only the rows that run before this request delay it, and they run batched with
+        # it. All queued rows bound them; count exactly only when that bound does not fit.
+        finish = _finish_time(model, predictions, model.queue.rows + request.rows)
+        if finish is not None and finish > left:
+            mine = (request.priority, request.deadline)
+            ahead = sum(r.rows for r in model.queue if (r.priority, r.deadline) <= mine)
+            finish = _finish_time(model, predictions, ahead + request.rows) if ahead else service
+            if finish is not None and finish > left:
+                raise DeadlineUnmeetable(
+                    f"model {request.model!r}: deadline cannot be met: {ahead} rows queued "
+                    f"ahead; with them it needs ~{finish * 1e3:.1f} ms, "
+                    f"{left * 1e3:.1f} ms left"
+                )
+
+
+def _finish_time(model: ModelSlot, predictions: Predictions, rows: int) -> float | None:
+    return predictions.finish_time(model.key, rows, model.max_batch, len(model.replicas))

@@ -1,0 +1,106 @@
+"""Which model to LOAD next: the most urgent queued model that no worker holds or loads.
+
+Clockwork loads on unmet demand only (a model with nothing queued is never loaded). With
+thousands of models a scan per decision is too slow, so the candidates are kept in a lazy
+min-heap by their head request: stale entries (the model was placed, emptied, or has another
+head now) are skipped when met, and the heap is re-indexed whenever a head may have changed.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from headway.control.actions import LOAD
+from headway.control.policy import SchedulingPolicy
+from headway.control.predictions import Predictions
+from headway.control.slots import ModelSlot, WorkerSlot
+
+HeadKey = tuple[int, float, int]
+
+
+def load_wait(
+    model: ModelSlot, workers: Mapping[int, WorkerSlot], predictions: Predictions, now: float
+) -> float:
+    """Seconds until `model` could run somewhere: 0 if placed, else the rest of a load."""
+    if model.replicas:
+        return 0.0
+    ends = [
+        d.earliest + (d.expected or 0.0)
+        for w in model.loading
+        for d in workers[w].inflight
+        if d.kind == LOAD and d.model == model.key
+    ]
+    if ends:
+        return max(0.0, min(ends) - now)
+    return predictions.load_time(model.key) or 0.0
+
+
+class ColdStart(NamedTuple):
+    """A LOAD to make: the model, its head request's key, and the models to evict first."""
+
+    model: ModelSlot
+    head: HeadKey
+    victims: list[str]
+
+
+class ColdModels:
+    """Queued models that need a LOAD, ordered by their most urgent request."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[HeadKey, str]] = []
+
+    def mark(self, model: ModelSlot) -> None:
+        """Index `model` under its head request if it is queued and no worker holds or loads it."""
+        if model.unplaced:
+            head = model.queue.head_key()
+            if head is not None:
+                heapq.heappush(self._heap, (head, model.key))
+
+    def choose(
+        self,
+        worker: WorkerSlot,
+        start: float,
+        *,
+        models: Mapping[str, ModelSlot],
+        waiting: set[str],
+        predictions: Predictions,
+        policy: SchedulingPolicy,
+    ) -> ColdStart | None:
+        """The most urgent candidate that fits `worker` (after evictions) and, under
+        `feasible_loads_only`, can still make its deadline when loaded from `start`."""
+        best: ColdStart | None = None
+        pinned = {d.model for d in worker.inflight}
+        cold, passed, seen = self._heap, [], set()
+        while cold and best is None:  # in head order: the first that qualifies is the best
+            entry = heapq.heappop(cold)
+            head_key, key = entry
+            model = models.get(key)
+            if (
+                model is None
+                or key in seen
+                or key not in waiting
+                or not model.unplaced
+                or model.queue.head_key() != head_key
+            ):
+                continue  # stale: the model was placed, emptied or has another head now
+            seen.add(key)
+            passed.append(entry)
+            head = model.queue.peek()
+            assert head is not None
+            if policy.feasible_loads_only:
+                ready = start + (predictions.load_time(key) or 0.0)
+                if ready + (predictions.service_time(key, head.rows) or 0.0) > head.deadline:
+                    continue
+            victims = worker.memory.victims(
+                model.size_mb,
+                pinned=pinned,
+                idle=lambda k: k not in waiting,
+                idle_first=policy.idle_first_eviction,
+            )
+            if victims is not None:
+                best = ColdStart(model, head_key, victims)
+        for entry in passed:
+            heapq.heappush(cold, entry)
+        return best

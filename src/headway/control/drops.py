@@ -1,0 +1,115 @@
+"""Early dropping: when a queued request must be rejected because it can no longer make it.
+
+A request's drop time is the latest moment it can start and still be predicted to finish by
+its deadline (less a LOAD first, when no worker holds or loads its model). Each model caches
+the earliest drop time among its requests; a lazy min-heap of those times tells the scheduler
+when to look next, so a poll touches only models with something due.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Mapping
+
+from headway.control.predictions import Predictions
+from headway.control.request import Request
+from headway.control.slots import ModelSlot
+from headway.errors import ColdStartTooSlow, DeadlineUnmeetable, HeadwayError
+
+
+def latest_start(predictions: Predictions, model: ModelSlot, request: Request) -> float:
+    """The last moment `request` can start and still be predicted to meet its deadline."""
+    return request.deadline - (predictions.service_time(model.key, request.rows) or 0.0)
+
+
+def drop_time(
+    predictions: Predictions, model: ModelSlot, request: Request, *, demand_loading: bool
+) -> float:
+    """When `request` must be dropped if it has not started (counting a LOAD it still needs)."""
+    latest = latest_start(predictions, model, request)
+    if demand_loading and model.unplaced:
+        latest -= predictions.load_time(model.key) or 0.0
+    return latest
+
+
+def drop_error(model: ModelSlot, service: float, *, demand_loading: bool) -> HeadwayError:
+    """Why a queued request of `model` was dropped, in words a client can act on."""
+    if model.replicas:
+        return DeadlineUnmeetable(
+            f"model {model.key!r}: rejected before running: its deadline passed while "
+            f"queued (needs ~{service * 1e3:.2f} ms to run)"
+        )
+    if not demand_loading:
+        return DeadlineUnmeetable(
+            f"model {model.key!r}: rejected before running: no replica became ready in time"
+        )
+    return ColdStartTooSlow(
+        f"model {model.key!r}: rejected before running: the model could not be loaded in time"
+    )
+
+
+class DropTimes:
+    """Each queued model's drop time (`ModelSlot.drop_at`), and a lazy min-heap of them, earliest
+    first; stale entries (the drop time changed, or nothing is queued) are skipped when met."""
+
+    def __init__(
+        self,
+        models: Mapping[str, ModelSlot],
+        waiting: set[str],
+        predictions: Predictions,
+        *,
+        demand_loading: bool,
+    ) -> None:
+        self._models = models
+        self._waiting = waiting
+        self._predictions = predictions
+        self._demand_loading = demand_loading
+        self._heap: list[tuple[float, str]] = []
+
+    def time(self, model: ModelSlot, request: Request) -> float:
+        return drop_time(self._predictions, model, request, demand_loading=self._demand_loading)
+
+    def pushed(self, model: ModelSlot, request: Request) -> None:
+        """`request` joined `model`'s queue: it may bring the model's drop time forward."""
+        self._set(model, min(model.drop_at, self.time(model, request)))
+
+    def refresh(self, model: ModelSlot) -> None:
+        """Recompute `model`'s drop time from its whole queue (after its head left, or what the
+        drop times depend on changed: its placement, the LOAD estimate)."""
+        self._set(model, min((self.time(model, r) for r in model.queue), default=float("inf")))
+
+    def take_doomed(self, model: ModelSlot, now: float) -> list[tuple[Request, HeadwayError]]:
+        """Remove from `model`'s queue the requests to drop by `now`, each with its error."""
+        doomed = {id(r) for r in model.queue if self.time(model, r) <= now}
+        rejected: list[tuple[Request, HeadwayError]] = []
+        for request in model.queue.remove_if(doomed):
+            service = self._predictions.service_time(model.key, request.rows) or 0.0
+            rejected.append(
+                (request, drop_error(model, service, demand_loading=self._demand_loading))
+            )
+        return rejected
+
+    def due(self, now: float) -> Iterator[ModelSlot]:
+        """Models with a request to drop by `now` (each entry is consumed)."""
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            when, key = heapq.heappop(heap)
+            if self._current(when, key):
+                yield self._models[key]
+
+    def next(self) -> float | None:
+        """The earliest drop time still current, or None."""
+        heap = self._heap
+        while heap and not self._current(*heap[0]):
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    def _set(self, model: ModelSlot, when: float) -> None:
+        if when != model.drop_at:
+            model.drop_at = when
+            if when != float("inf"):
+                heapq.heappush(self._heap, (when, model.key))
+
+    def _current(self, when: float, key: str) -> bool:
+        model = self._models.get(key)
+        return model is not None and key in self._waiting and model.drop_at == when

@@ -1,0 +1,86 @@
+"""The next INFER on a worker: which loaded model, whether to wait for more rows, which batch.
+
+The model is the one whose head request is the most urgent among those the worker holds. The
+batch starts with the queue's head (its most urgent request) and takes requests in queue
+order up to the target size: from the profiles (`largest_batch`) under Headway's policy, AIMD's
+limit under the baseline's. A request further back with an earlier deadline (a lower priority
+level, or FIFO order) joins only if the bigger batch still meets that deadline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from headway.control.batching import largest_batch
+from headway.control.drops import latest_start
+from headway.control.policy import SchedulingPolicy
+from headway.control.predictions import Predictions
+from headway.control.request import Request
+from headway.control.slots import ModelSlot, WorkerSlot
+
+
+def most_urgent(
+    worker: WorkerSlot, models: Mapping[str, ModelSlot], waiting: set[str]
+) -> ModelSlot | None:
+    """The model on `worker` with queued requests whose head request is the most urgent."""
+    best: ModelSlot | None = None
+    best_key: tuple[int, float, int] | None = None
+    candidates = (
+        waiting & worker.models
+        if len(worker.models) > len(waiting)
+        else {k for k in worker.models if k in waiting}
+    )
+    for key in candidates:
+        model = models[key]
+        head_key = model.queue.head_key()
+        if head_key is not None and (best_key is None or head_key < best_key):
+            best, best_key = model, head_key
+    return best
+
+
+def hold_until(model: ModelSlot, now: float, predictions: Predictions) -> float | None:
+    """When to look again if `model`'s small batch should wait for more rows (its
+    `batch_delay`), else None: never past the moment a queued request would have to be dropped
+    (the queue is short here: fewer than max_batch rows)."""
+    head = model.queue.peek()
+    if head is None or not model.batch_delay or model.queue.rows >= model.max_batch:
+        return None
+    ready_at = head.arrival + model.batch_delay
+    if now < ready_at and ready_at < min(latest_start(predictions, model, r) for r in model.queue):
+        return ready_at
+    return None
+
+
+def take_batch(
+    model: ModelSlot, start: float, *, predictions: Predictions, policy: SchedulingPolicy
+) -> tuple[list[Request], int]:
+    """Pop the batch to run at `start` from `model`'s (non-empty) queue: (requests, rows)."""
+    head = model.queue.peek()
+    assert head is not None
+    if policy.profile_batching:
+        target = largest_batch(
+            predictions.estimator,
+            model.key,
+            budget=head.deadline - start,
+            cap=model.max_batch,
+            aimd=model.aimd,
+            overhead=predictions.overhead,
+        )
+    else:
+        target = min(model.max_batch, model.aimd.size)
+    requests = [model.queue.pop()]
+    rows = requests[0].rows
+    deadline = head.deadline
+    while model.queue:
+        nxt = model.queue.peek()
+        assert nxt is not None
+        if rows + nxt.rows > target:
+            break
+        if policy.early_reject and nxt.deadline < deadline:
+            service = predictions.service_time(model.key, rows + nxt.rows)
+            if service is not None and service > nxt.deadline - start:
+                break
+            deadline = nxt.deadline
+        requests.append(model.queue.pop())
+        rows += nxt.rows
+    return requests, rows

@@ -1,0 +1,96 @@
+"""How long actions will take, as the scheduler predicts them: INFER, LOAD and the round trip.
+
+Every scheduling decision compares a prediction with a deadline; this is the one place those
+predictions are made, from the measured INFER durations (`estimator`), the measured LOAD
+durations (`loads`) and the recent RPC overhead (dispatch to answer, less the worker's time).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from headway.control.profiles import LatencyEstimator, percentile
+
+#: The LOAD duration a worker's timeline assumes before any load was measured.
+DEFAULT_LOAD_SECONDS = 0.25
+#: A model never loaded is expected to load as fast as this percentile of the last RECENT_LOADS
+#: loads of any model: robust to a few slow outliers (a load that also imported a framework,
+#: ~1 s, or one a neighbour slowed), which as the maximum would make every cold start look
+#: hopeless; and recent, so that after a stall that slowed many loads (a neighbour's burst, the
+#: page cache reclaimed) it recovers within a hundred loads instead of waiting for each slowed
+#: model to load again.
+UNSEEN_LOAD_QUANTILE = 90.0
+RECENT_LOADS = 100
+#: A model's LOAD estimate leaves out its slowest recent load (once it has three): on a shared
+#: machine one load slowed by a neighbour is not what the next load will take. An estimate too
+#: low costs a refusal (a late INFER is refused by its worker), never a late answer.
+LOAD_OUTLIERS_IGNORED = 1
+#: Until a model has loaded this many times (enough for its slowest load to be left out), its
+#: LOAD estimate is never more pessimistic than a never-loaded model's: one or two loads cannot
+#: tell a neighbour's stall from the model's cost.
+TRUSTED_LOADS = 2 * LOAD_OUTLIERS_IGNORED + 1
+
+
+class Predictions:
+    """Predicted seconds for INFER (`service_time`), LOAD (`load_time`) and queued rows."""
+
+    def __init__(
+        self,
+        estimator: LatencyEstimator,
+        loads: LatencyEstimator,
+        *,
+        overhead_window: int = 64,
+    ) -> None:
+        self.estimator = estimator
+        self.loads = loads
+        self._overheads: deque[float] = deque(maxlen=overhead_window)
+        self.overhead = 0.0
+
+    def service_time(self, key: str, rows: int) -> float | None:
+        """Predicted seconds from dispatch to answer for `rows` rows (RPC overhead included)."""
+        estimate = self.estimator.estimate(key, rows)
+        return None if estimate is None else estimate + self.overhead
+
+    def finish_time(self, key: str, rows: int, max_batch: int, replicas: int) -> float | None:
+        """Predicted seconds until `rows` queued rows have run: one batch if they fit in one,
+        else rounds of full batches over the model's replicas."""
+        if rows <= max_batch:
+            return self.service_time(key, rows)
+        full = self.service_time(key, max_batch)
+        if full is None:
+            return None
+        batches = -(-rows // max_batch)
+        return -(-batches // max(1, replicas)) * full
+
+    def load_time(self, key: str) -> float | None:
+        """Predicted seconds to LOAD `key`: its own measurements (no more than a never-loaded
+        model's estimate until it has TRUSTED_LOADS of them), else the UNSEEN_LOAD_QUANTILE of
+        the last RECENT_LOADS loads of any model, else None (nothing measured yet: admission is optimistic,
+        as for INFER)."""
+        own = self.loads.estimate(key, 1)
+        if own is not None and self.trusts_own_load(key):
+            return own
+        unseen = self.unseen_load_time()
+        if own is None or unseen is None:
+            return own if own is not None else unseen
+        return min(own, unseen)
+
+    def unseen_load_time(self) -> float | None:
+        """The LOAD estimate of a model never loaded (see UNSEEN_LOAD_QUANTILE)."""
+        return self.loads.recent(UNSEEN_LOAD_QUANTILE)
+
+    def trusts_own_load(self, key: str) -> bool:
+        """Whether `key`'s LOAD estimate is its own alone (else it depends on the unseen one)."""
+        return self.loads.samples(key, 1) >= TRUSTED_LOADS
+
+    def observe_load(self, key: str, seconds: float) -> bool:
+        """Record a measured LOAD; True when the estimate for never-loaded models changed."""
+        unseen = self.unseen_load_time()
+        self.loads.observe(key, 1, seconds)
+        return self.unseen_load_time() != unseen
+
+    def observe_round_trip(self, overhead: float) -> None:
+        """Record one action's RPC overhead; the 90th percentile of recent ones is kept."""
+        self._overheads.append(max(0.0, overhead))
+        if len(self._overheads) % 8 == 1 or len(self._overheads) < 8:
+            self.overhead = percentile(list(self._overheads), 90.0)
