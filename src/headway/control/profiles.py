@@ -30,7 +30,13 @@ def percentile(values: list[float], q: float) -> float:
 
 @dataclass
 class _Windows:
+    """One model's measurements per batch size, and each size's estimate, kept current."""
+
     by_size: dict[int, deque[float]] = field(default_factory=dict)
+    estimates: dict[int, float] = field(default_factory=dict)  # per measured size
+    sizes: list[int] = field(default_factory=list)  # the measured sizes, sorted
+    derived: dict[int, float] = field(default_factory=dict)  # unmeasured sizes asked for
+    profiled: bool = False  # some size has `min_samples` measurements (windows only grow)
 
 
 class LatencyEstimator:
@@ -65,7 +71,6 @@ class LatencyEstimator:
         self._pooled: list[float] = []  # the pool, sorted
         self._pooling = pool > 0
         self._models: dict[str, _Windows] = {}
-        self._cache: dict[str, dict[int, float]] = {}  # model -> batch size -> estimate
         self._peaks: dict[str, float] = {}  # model -> its highest estimate (see `across`)
         self._ordered: list[float] = []  # the peaks, sorted
         self._dirty: set[str] = set()  # models whose peak may have changed since
@@ -76,19 +81,23 @@ class LatencyEstimator:
         samples = windows.by_size.get(batch_size)
         if samples is None:
             samples = windows.by_size[batch_size] = deque(maxlen=self.window)
+            bisect.insort(windows.sizes, batch_size)
         samples.append(seconds)
+        # Estimates are asked for far more often than measurements arrive (every admission,
+        # every batch size a dispatch considers): compute the changed one here, once.
+        windows.estimates[batch_size] = self._of(samples)
+        windows.derived.clear()  # bounds and extrapolations may have moved
+        if len(samples) >= self.min_samples:
+            windows.profiled = True
         if self._pooling:
             if len(self._pool) == self._pool.maxlen:
                 del self._pooled[bisect.bisect_left(self._pooled, self._pool[0])]
             self._pool.append(seconds)
             bisect.insort(self._pooled, seconds)
-        # Any new sample can change estimates at other sizes (bounds, extrapolation).
-        self._cache.pop(model, None)
         self._dirty.add(model)
 
     def forget(self, model: str) -> None:
         self._models.pop(model, None)
-        self._cache.pop(model, None)
         self._dirty.add(model)
 
     def across(self, q: float = 100.0) -> float | None:
@@ -101,8 +110,8 @@ class LatencyEstimator:
             if old is not None:
                 del ordered[bisect.bisect_left(ordered, old)]
             windows = self._models.get(model)
-            if windows and windows.by_size:
-                new = max(self._of(s) for s in windows.by_size.values())
+            if windows and windows.estimates:
+                new = max(windows.estimates.values())
                 self._peaks[model] = new
                 bisect.insort(ordered, new)
         self._dirty.clear()
@@ -121,9 +130,7 @@ class LatencyEstimator:
     def profiled(self, model: str) -> bool:
         """Whether some batch size has enough measurements to trust estimates."""
         windows = self._models.get(model)
-        return windows is not None and any(
-            len(s) >= self.min_samples for s in windows.by_size.values()
-        )
+        return windows is not None and windows.profiled
 
     def samples(self, model: str, batch_size: int) -> int:
         """How many measurements of `batch_size` rows the window holds."""
@@ -137,31 +144,30 @@ class LatencyEstimator:
 
     def estimate(self, model: str, batch_size: int) -> float | None:
         """Predicted seconds for an INFER of `batch_size` rows, or None with no data at all."""
-        cache = self._cache.get(model)
-        if cache is not None and batch_size in cache:
-            return cache[batch_size]
         windows = self._models.get(model)
-        if windows is None or not windows.by_size:
+        if windows is None:
             return None
-        sizes = windows.by_size
-        if batch_size in sizes:
-            value = self._of(sizes[batch_size])
-        else:
-            above = [s for s in sizes if s > batch_size]
-            if above:
-                value = self._of(sizes[min(above)])
-            else:
-                largest = max(sizes)
-                value = self._of(sizes[largest]) * batch_size / largest
-        self._cache.setdefault(model, {})[batch_size] = value
+        value = windows.estimates.get(batch_size)
+        if value is not None:
+            return value
+        value = windows.derived.get(batch_size)
+        if value is not None:
+            return value
+        sizes = windows.sizes
+        if not sizes:
+            return None
+        above = bisect.bisect_right(sizes, batch_size)
+        if above < len(sizes):  # bounded by the nearest measured size above
+            value = windows.estimates[sizes[above]]
+        else:  # extrapolated per row from the largest measured
+            largest = sizes[-1]
+            value = windows.estimates[largest] * batch_size / largest
+        windows.derived[batch_size] = value
         return value
 
     def snapshot(self) -> dict[str, dict[int, float]]:
         """Current estimates per model and measured batch size (for statistics and the store)."""
-        return {
-            model: {b: self._of(s) for b, s in sorted(w.by_size.items())}
-            for model, w in self._models.items()
-        }
+        return {model: dict(sorted(w.estimates.items())) for model, w in self._models.items()}
 
     def _of(self, samples: deque[float]) -> float:
         """The estimate from one window: its percentile, the `trim` slowest left out."""
