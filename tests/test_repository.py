@@ -212,3 +212,15 @@ def test_any_version_can_be_asked_for(tmp_path: Path) -> None:
 def test_scan_needs_a_folder(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="is not a folder"):
         Repository.scan(tmp_path / "missing")
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_frameworks_lists_what_the_models_use_without_reading_a_lazy_index(
+    tmp_path: Path, lazy: bool
+) -> None:
+    model(tmp_path, "a", "framework: sklearn\n")
+    model(tmp_path, "b", "# a comment\nframework: 'torch'\nmax_batch_size: 8\n")
+    model(tmp_path, "c", "framework: sklearn\n")
+    repository = Repository.scan(tmp_path, lazy=lazy)
+    assert repository.frameworks() == ["sklearn", "torch"]
+    assert len(repository.models) == (0 if lazy else 3)  # still unread when lazy

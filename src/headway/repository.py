@@ -18,6 +18,8 @@ import yaml
 from headway.datatypes import OIP_TO_NUMPY
 from headway.errors import ConfigError, ModelNotFound
 
+_FRAMEWORK_LINE = re.compile(r"^framework:\s*(\S+)", re.MULTILINE)
+
 FRAMEWORKS = ("python", "sklearn", "torch", "onnx", "xgboost", "lightgbm")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 _KNOWN_KEYS = {
@@ -234,6 +236,24 @@ class Repository:
         except ConfigError as exc:
             self.broken[name] = exc.message
             return None
+
+    def frameworks(self) -> list[str]:
+        """Every framework the repository's models use, so workers can import them at start.
+
+        A lazy index reads no model.yaml; here only each one's `framework:` line is looked
+        for (a model.yaml that does not name one is a broken model, served by nobody).
+        """
+        found = {config.framework for config in self.models.values()}
+        for name in self.names:
+            if name not in self.models and name not in self.broken:
+                try:
+                    text = (self.root / name / "model.yaml").read_text(errors="replace")
+                except OSError:
+                    continue
+                match = _FRAMEWORK_LINE.search(text)
+                if match:
+                    found.add(match.group(1).strip("'\""))
+        return sorted(found)
 
     def __contains__(self, name: str) -> bool:
         return name in self.models or name in self._index

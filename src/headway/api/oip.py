@@ -85,6 +85,8 @@ def _json_numbers(name: str, datatype: str, data: Any) -> np.ndarray:
             info = np.iinfo(dtype)
             if parsed.min() < info.min or parsed.max() > info.max:
                 raise ValueError(f"values outside [{info.min}, {info.max}]")
+        if parsed.dtype == dtype:
+            return parsed  # nothing to convert (the common FP64 case): no errstate context
         with np.errstate(over="raise", invalid="raise"):
             return parsed.astype(dtype, copy=False)
     except (ValueError, TypeError, OverflowError, FloatingPointError) as exc:

@@ -18,6 +18,7 @@ from headway.control.controller import Controller
 from headway.control.policy import POLICIES
 from headway.repository import Repository
 from headway.runtime.engines.local import LocalEngine
+from headway.runtime.worker import FRAMEWORKS_ENV
 from headway.store import Store
 
 
@@ -45,7 +46,10 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
     repository = Repository.scan(settings.repository, lazy=settings.memory_budget_mb is not None)
     # a bad config file fails here, before any worker starts, with the app and key named
     declared = load_config(settings.config, repository) if settings.config else {}
-    engine = LocalEngine(settings.workers, endpoint=settings.endpoint)
+    # Workers import the frameworks up front: a first import (1-4 s) inside a LOAD would hold
+    # up that worker's requests and inflate the model's LOAD estimate.
+    frameworks = {FRAMEWORKS_ENV: ",".join(repository.frameworks())}
+    engine = LocalEngine(settings.workers, endpoint=settings.endpoint, env=frameworks)
     store = Store(settings.state)
     controller = Controller(
         repository,

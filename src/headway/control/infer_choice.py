@@ -62,7 +62,7 @@ def take_batch(
             predictions.estimator,
             model.key,
             budget=head.deadline - start,
-            cap=model.max_batch,
+            cap=min(model.max_batch, model.queue.rows),  # no batch is larger than the queue
             aimd=model.aimd,
             overhead=predictions.overhead,
         )

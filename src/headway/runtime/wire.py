@@ -2,10 +2,18 @@
 
 No pickling: numeric tensors travel as their bytes (little-endian, C order) with dtype and
 shape in the header; BYTES tensors use the Open Inference Protocol's length-prefixed layout.
+
+On a byte stream (a Unix or TCP socket between the frontend and a worker) a message is a table
+of its frames' lengths followed by the frames: `framed` writes it (gathered by one `sendmsg`,
+no copy of the tensors) and a `FrameReader` splits the stream back into messages.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
+import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,14 +24,11 @@ from headway.datatypes import decode_bytes_tensor, encode_bytes_tensor
 
 Frames = list[bytes | memoryview | np.ndarray]
 
-
-#: Below this many bytes, zmq copies frames faster than it tracks zero-copy buffers.
-ZERO_COPY_BYTES = 65536
-
-
-def zero_copy(frames: Frames) -> bool:
-    """Whether sending `frames` without copying is worth it (large tensors only)."""
-    return sum(memoryview(f).nbytes for f in frames) >= ZERO_COPY_BYTES
+_COUNT = struct.Struct("<I")
+#: How much a reader asks the kernel for at once. Not more: CPython allocates the whole size
+#: for each recv, and above glibc's mmap threshold (128 KiB) that is an mmap and munmap per
+#: call (measured: 16 us per small message with 256 KiB, 2.4 us with 64 KiB).
+READ_SIZE = 1 << 16
 
 
 def pack(header: dict[str, Any], tensors: dict[str, np.ndarray] | None = None) -> Frames:
@@ -56,3 +61,119 @@ def unpack(frames: Sequence[bytes]) -> tuple[dict[str, Any], dict[str, np.ndarra
         else:
             tensors[name] = np.frombuffer(buffer, dtype=np.dtype(dtype)).reshape(shape)
     return header, tensors
+
+
+def listen(endpoint: str) -> socket.socket:
+    """A non-blocking listening socket for `ipc://PATH` or `tcp://HOST:PORT`."""
+    scheme, _, address = endpoint.partition("://")
+    if scheme == "ipc":
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(address)
+        sock.bind(address)
+    elif scheme == "tcp":
+        host, _, port = address.rpartition(":")
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("" if host == "*" else host, int(port)))
+    else:
+        raise ValueError(f"worker endpoint {endpoint!r}: use ipc://PATH or tcp://HOST:PORT")
+    sock.listen(64)
+    sock.setblocking(False)
+    return sock
+
+
+def connect(endpoint: str) -> socket.socket:
+    """A blocking socket connected to the frontend's `listen(endpoint)` (worker side)."""
+    scheme, _, address = endpoint.partition("://")
+    if scheme == "ipc":
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(address)
+        return sock
+    if scheme == "tcp":
+        host, _, port = address.rpartition(":")
+        sock = socket.create_connection(
+            ("127.0.0.1" if host in ("*", "0.0.0.0") else host, int(port))
+        )
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+    raise ValueError(f"worker endpoint {endpoint!r}: use ipc://PATH or tcp://HOST:PORT")
+
+
+def framed(frames: Frames) -> tuple[list[Any], int]:
+    """The buffers that carry `frames` on a byte stream, and their total size in bytes."""
+    sizes = [memoryview(f).nbytes for f in frames]
+    table = struct.pack(f"<I{len(sizes)}Q", len(sizes), *sizes)
+    return [table, *frames], len(table) + sum(sizes)
+
+
+def remainder(buffers: list[Any], sent: int) -> list[memoryview]:
+    """What is left of `buffers` after the first `sent` bytes went out (a partial write)."""
+    left: list[memoryview] = []
+    for buffer in buffers:
+        view = memoryview(buffer)
+        if not view.nbytes:
+            continue  # an empty tensor: nothing to send (and a view of it will not cast)
+        view = view.cast("B")
+        if sent >= view.nbytes:
+            sent -= view.nbytes
+            continue
+        left.append(view[sent:])
+        sent = 0
+    return left
+
+
+def send_all(sock: socket.socket, frames: Frames) -> None:
+    """Write one message on a blocking socket: one gathered `sendmsg`, more only if partial."""
+    buffers, total = framed(frames)
+    sent = sock.sendmsg(buffers)
+    if sent < total:
+        for view in remainder(buffers, sent):
+            sock.sendall(view)
+
+
+class FrameReader:
+    """Splits a byte stream, however the kernel chunked it, back into `framed` messages."""
+
+    __slots__ = ("_buffer",)
+
+    def __init__(self) -> None:
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[list[bytes]]:
+        """The messages that `data` completes (each a list of frames), in order."""
+        if not self._buffer:
+            # The common case, a whole message in one read: slice it, no staging copy.
+            messages, used = _split(data)
+            if used < len(data):
+                self._buffer += memoryview(data)[used:]
+            return messages
+        self._buffer += data
+        view = memoryview(self._buffer)
+        try:
+            messages, used = _split(view)
+        finally:
+            view.release()
+        del self._buffer[:used]
+        return messages
+
+
+def _split(data: bytes | memoryview) -> tuple[list[list[bytes]], int]:
+    messages: list[list[bytes]] = []
+    position, size = 0, len(data)
+    while size - position >= 4:
+        (count,) = _COUNT.unpack_from(data, position)
+        start = position + 4 + 8 * count
+        if size < start:
+            break
+        lengths = struct.unpack_from(f"<{count}Q", data, position + 4)
+        end = start + sum(lengths)
+        if size < end:
+            break
+        frames = []
+        for length in lengths:
+            frames.append(bytes(data[start : start + length]))
+            start += length
+        messages.append(frames)
+        position = end
+    return messages, position

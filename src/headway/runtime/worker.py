@@ -1,7 +1,7 @@
 """A worker process: hosts models and executes one action at a time, timing each.
 
 Started by an engine as `python -m headway.runtime.worker --endpoint ENDPOINT --identity ID`.
-It connects a DEALER socket to the controller's ROUTER, says hello, then serves actions:
+It connects a stream socket to the frontend's endpoint, says hello, then serves actions:
 `load` (build the framework adapter and load the artifact), `infer` (predict one batch) and
 `unload`. Each reply carries the measured duration of the action. The worker exits when its
 parent goes away, so a crashed server leaves no orphans.
@@ -12,18 +12,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import importlib
 import os
 import resource
+import socket
+import struct
 import sys
 import time
 import traceback
 from typing import Any
 
 import numpy as np
-import zmq
 
 from headway.adapters import Adapter, adapter_class
-from headway.runtime.wire import pack, unpack, zero_copy
+from headway.runtime.wire import READ_SIZE, FrameReader, connect, pack, send_all, unpack
 
 
 def _rss_mb() -> float:
@@ -32,6 +34,40 @@ def _rss_mb() -> float:
             return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
     except OSError:  # not Linux: peak RSS is the best we have
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+#: Frameworks (comma-separated) a worker imports when it starts, before it says hello. A
+#: framework's first import takes 1-4 s; in a LOAD it would block the worker's requests and land
+#: in that model's LOAD estimate (bench/RESULTS-clockwork.md).
+FRAMEWORKS_ENV = "HEADWAY_WORKER_FRAMEWORKS"
+#: What loading a framework's models imports beyond its adapter (unpickling imports these).
+_MODEL_IMPORTS = {"sklearn": ("sklearn.ensemble", "sklearn.linear_model", "sklearn.tree")}
+
+
+def prepare(frameworks: str) -> list[str]:
+    """Import the adapters of `frameworks` (and the frameworks themselves), then freeze every
+    object made so far out of the collector's way (they live as long as the process). Returns
+    the frameworks that could not be imported: their LOADs fail with the adapter's clear error."""
+    missing: list[str] = []
+    for name in filter(None, (part.strip() for part in frameworks.split(","))):
+        try:
+            adapter_class(name)
+            for module in _MODEL_IMPORTS.get(name, ()):
+                importlib.import_module(module)
+        except Exception:
+            missing.append(name)
+    gc.collect()
+    gc.freeze()
+    return missing
+
+
+#: Microseconds a worker busy-polls for its next action after finishing one, while actions
+#: come at least this close together. Off by default: on the 2-core bench machine 1000 us cut
+#: p50 at 1 connection by ~0.08 ms and p99 by ~0.2 ms, but cost up to that much CPU per action
+#: and ~10% of the throughput at 32 connections, the spinning worker taking the frontend's core.
+#: Worth it where cores are spare (bench/latency_breakdown.py measures both).
+SPIN_ENV = "HEADWAY_WORKER_SPIN_US"
+DEFAULT_SPIN_US = "0"
 
 
 class WorkerState:
@@ -83,7 +119,7 @@ class WorkerState:
 
     def _unload(self, header: dict[str, Any], _: dict[str, np.ndarray]) -> tuple[dict, dict]:
         self.models.pop(header["model"], None)
-        gc.collect()
+        gc.collect(0)  # as for an evicting LOAD: a full collection costs ~0.1 s here
         return {}, {}
 
     def _infer(self, header: dict[str, Any], tensors: dict[str, np.ndarray]) -> tuple[dict, dict]:
@@ -107,26 +143,51 @@ class WorkerState:
 def serve(endpoint: str, identity: str) -> None:
     """Connect to the controller and execute actions until told to stop or orphaned."""
     parent = os.getppid()
-    context = zmq.Context.instance()
-    socket = context.socket(zmq.DEALER)
-    socket.setsockopt(zmq.IDENTITY, identity.encode())
-    socket.setsockopt(zmq.LINGER, 0)
-    socket.connect(endpoint)
-    socket.send_multipart(pack({"op": "hello", "pid": os.getpid()}))
+    sock = connect(endpoint)
+    # A blocking recv that gives up after a second (to look for the parent): no poll() call
+    # before each recv, so an action costs the worker one wake-up and one read.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 1, 0))
+    prepare(os.environ.get(FRAMEWORKS_ENV, ""))
+    send_all(sock, pack({"op": "hello", "pid": os.getpid(), "identity": identity}))
     state = WorkerState()
-    poller = zmq.Poller()
-    poller.register(socket, zmq.POLLIN)
+    reader = FrameReader()
+    spin = float(os.environ.get(SPIN_ENV, DEFAULT_SPIN_US)) / 1e6
+    idle_since, gap = 0.0, float("inf")
     while True:
-        if not poller.poll(1000):
-            if os.getppid() != parent:
+        # Busy-poll only while actions come closer together than `spin`: the next one then
+        # likely arrives within it and pays no wake-up. A worker left idle spins at most once.
+        data = _poll(sock, spin) if gap < spin else None
+        if data is None:
+            try:
+                data = sock.recv(READ_SIZE)
+            except (BlockingIOError, InterruptedError):
+                if os.getppid() != parent:
+                    return
+                gap = float("inf")
+                continue
+        if not data:
+            return  # the frontend is gone
+        gap = time.perf_counter() - idle_since
+        for frames in reader.feed(data):
+            header, tensors = unpack(frames)
+            if header.get("op") == "stop":
                 return
-            continue
-        header, tensors = unpack(socket.recv_multipart())
-        if header.get("op") == "stop":
-            return
-        reply, outputs = state.handle(header, tensors)
-        frames = pack(reply, outputs)
-        socket.send_multipart(frames, copy=not zero_copy(frames))
+            reply, outputs = state.handle(header, tensors)
+            send_all(sock, pack(reply, outputs))
+        idle_since = time.perf_counter()
+
+
+def _poll(sock: socket.socket, seconds: float) -> bytes | None:
+    """What arrives on `sock` within `seconds`, found by polling without sleeping; None if
+    nothing did. Yields the core between polls, so a runnable neighbour is not held up."""
+    end = time.perf_counter() + seconds
+    while True:
+        try:
+            return sock.recv(READ_SIZE, socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            if time.perf_counter() >= end:
+                return None
+            os.sched_yield()
 
 
 def main(argv: list[str] | None = None) -> None:
