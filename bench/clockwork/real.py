@@ -15,13 +15,16 @@ a time, PyTorch then scikit-learn (``--no-prewarm`` skips it): a worker imports 
 its first LOAD of it (~1 s), and that second would stay in the LOAD estimate of whichever
 model the trace happened to load first (the p99 of its last 10 loads) until it had loaded 10
 more times. The trace's figures exclude the pre-warm (its loads are subtracted from the
-counters). Figures leave out the first ``--warmup`` seconds (every model starts unloaded) and
-are also given for the whole trace; the server's counters (loads, evictions, late answers)
-are scraped from /metrics. ``--worker-gc young`` is a what-if: the servers' processes run
+counters). Workers also import both frameworks when they start (``HEADWAY_WORKER_FRAMEWORKS``;
+``--no-frameworks`` skips it), so no LOAD of the trace or the pre-warm imports one. Figures
+leave out the first ``--warmup`` seconds (every model starts unloaded) and are also given for
+the whole trace; the server's counters (loads, evictions, late answers) are scraped from
+/metrics. ``--worker-gc young`` is a what-if: the servers' processes run
 ``gc.collect()`` as ``gc.collect(0)``. Before edcc1af a worker ran a full collection on every
 LOAD that evicts (~0.1 s with PyTorch and scikit-learn imported) and this showed what that
-cost; since, a worker collects only the young generation there, and the option changes only
-UNLOAD. Writes ``--out`` (JSON) and prints Markdown tables.
+cost; since, a worker collects only the young generation there (and on UNLOAD too), so the
+option no longer changes what a worker does. ``--load-estimate p99`` is a what-if too (see
+``P99_LOADS``). Writes ``--out`` (JSON) and prints Markdown tables.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ import zoo
 from headway.launcher import ServerProcess
 from headway.loadgen.trace import replay_trace
 from headway.loadgen.workload import Request, Tensor, encode
+from headway.runtime.worker import FRAMEWORKS_ENV
 from headway.traces import TraceSpec, generate, popularity, write
 
 YOUNG_GC = """import gc
@@ -57,6 +61,16 @@ def collect(generation=2):
 
 
 gc.collect = collect
+"""
+#: The what-if `--load-estimate p99`: a model's own LOAD estimate as before it changed,
+#: Clockwork's p99 of its last 10 loads (nothing left out, trusted from its first load). The
+#: never-loaded models' estimate (over recent loads) stays.
+P99_LOADS = """
+import headway.control.predictions
+import headway.control.scheduler
+
+headway.control.scheduler.LOAD_OUTLIERS_IGNORED = 0
+headway.control.predictions.TRUSTED_LOADS = 1
 """
 
 
@@ -79,6 +93,12 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--no-prewarm", dest="prewarm", action="store_false",
                         help="skip loading, before the trace, models it never asks for so that "
                         "every worker has imported PyTorch and scikit-learn")  # fmt: skip
+    parser.add_argument("--load-estimate", choices=("trimmed", "p99"), default="trimmed",
+                        help="p99: a what-if: a model's own LOAD estimate is the p99 of its "
+                        "last 10 loads, as before (see P99_LOADS)")  # fmt: skip
+    parser.add_argument("--no-frameworks", dest="frameworks", action="store_false",
+                        help="do not have workers import PyTorch and scikit-learn when they start "
+                        "(HEADWAY_WORKER_FRAMEWORKS)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=zoo.WORK / "real.json")
     return parser.parse_args()
 
@@ -110,11 +130,12 @@ def run_policy(
     rng = np.random.default_rng(args.seed)
     data = rng.standard_normal((1, zoo.FEATURES)).astype(np.float32)
     body = Request([Tensor("input-0", "FP32", data)])  # every model takes [-1, 32] FP32
-    env = {}
-    if args.worker_gc == "young":
-        patch = zoo.WORK / "young-gc"
+    env = {FRAMEWORKS_ENV: "torch,sklearn"} if args.frameworks else {}
+    patches = [YOUNG_GC] * (args.worker_gc == "young") + [P99_LOADS] * (args.load_estimate == "p99")
+    if patches:
+        patch = zoo.WORK / "what-if"
         patch.mkdir(parents=True, exist_ok=True)
-        (patch / "sitecustomize.py").write_text(YOUNG_GC)
+        (patch / "sitecustomize.py").write_text("\n".join(patches))
         env["PYTHONPATH"] = os.pathsep.join(
             filter(None, [str(patch), os.environ.get("PYTHONPATH")])
         )
@@ -147,6 +168,12 @@ def run_policy(
          "latency_ms": round(float(result.latency[i]) * 1e3, 2)}
         for i in np.flatnonzero(late)[:50]
     ]  # fmt: skip
+    metrics["rejections_after_warmup"] = [
+        {"model": result.models[i], "scheduled_s": round(float(result.scheduled[i]), 4),
+         "text": text}
+        for i, text in sorted(result.messages.items())
+        if result.scheduled[i] >= args.warmup
+    ][:200]  # fmt: skip
     common.log(
         f"  {policy}: attainment {common.pct(measured['slo_attainment'])}, goodput "
         f"{measured['goodput_rps']} req/s, late {measured['late']}, rejected "
@@ -172,6 +199,8 @@ def table(runs: dict[str, dict[str, Any]], key: str) -> str:
         f"{r[key]['transport_errors']} / {r[key]['timeouts']}")  # fmt: skip
     for p in ("p50", "p99", "p99.9", "max"):
         row(f"latency {p} (ms)", lambda r, p=p: common.num(r[key]["latency_ms"][p], 1))
+    row("send lateness p99 / max (ms)", lambda r: f"{common.num(r[key]['send_lateness_ms']['p99'], 1)}"
+        f" / {common.num(r[key]['send_lateness_ms']['max'], 1)}")  # fmt: skip
     if key == "whole_trace":
         for name in ("loads", "evictions", "refusals", "server_late_answers"):
             row(f"{name.replace('_', ' ')} (server)", lambda r, n=name: f"{r['server'][n]:,}")
@@ -205,12 +234,16 @@ def main() -> None:
         "zoo": {"models": len(sizes), "total_mb": sum(sizes), "median_mb": float(np.median(sizes)),
                 "max_mb": max(sizes), "recipe": zoo.RECIPE},
         "budget_mb": budget, "workers": args.workers, "warmup_s": args.warmup,
-        "worker_gc": args.worker_gc, "prewarm": warm,
+        "worker_gc": args.worker_gc, "load_estimate": args.load_estimate, "prewarm": warm, "worker_frameworks": args.frameworks,
+        "load_average_start": os.getloadavg(),
         "command": " ".join(["python", *sys.argv]), "runs": {},
     }  # fmt: skip
     for policy in args.policies.split(","):
         out["runs"][policy] = run_policy(policy, root, budget, args, rows, warm)
         args.out.write_text(json.dumps(out, indent=1, default=str))
+    out["load_average_end"] = os.getloadavg()
+    args.out.write_text(json.dumps(out, indent=1, default=str))
+    print(f"load average {out['load_average_start']} at start, {out['load_average_end']} at end")
     print(f"\nAfter the {args.warmup:g} s warm-up:\n")
     print(table(out["runs"], "measured"))
     print("\nWhole trace (warm-up included), with the server's counters:\n")
