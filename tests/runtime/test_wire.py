@@ -13,7 +13,7 @@ from headway.runtime.wire import pack, unpack
 
 
 def frames_as_bytes(frames: list) -> list[bytes]:
-    """What the other end receives: every frame as bytes (as zmq's recv_multipart gives)."""
+    """What the other end receives: every frame as bytes (as a FrameReader gives)."""
     return [frame.tobytes() if isinstance(frame, np.ndarray) else bytes(frame) for frame in frames]
 
 
