@@ -6,15 +6,23 @@ request bodies, is checked for correct answers before it is timed, and is loaded
 load generator (``headway.loadgen``), in turn, in one run. ``bench/RESULTS.md`` gets one table
 per workload, every figure also as a ratio to Headway's, the versions and the machine.
 
-    python bench/run.py                     # everything (~20 min; venvs once, before that)
+    python bench/run.py                     # everything (~23 min; venvs once, before that)
     python bench/run.py --quick             # every scenario, short, one config per product
     python bench/run.py --only ray,mlserver --scenarios overhead,overload
 
 Scenarios: ``overhead`` (LogisticRegression, one row, closed loop at 32 and 1 connections),
 ``batching`` (PyTorch MLP, one row, 32 connections, against its in-process limit),
 ``open-loop`` (Poisson at 50/80/95 % of each system's own capacity, 50 ms SLO) and ``overload``
-(2x capacity for 20 s: goodput, p99 of the answered, time to recover). Headway (the reference
-of every ratio) and, for ``overhead``/``batching``, the no-op HTTP ceiling always run.
+(the compute-bound ``wide`` MLP, 20 -> 2048 -> 2048 -> 2: each system's capacity on it, closed
+loop at 32 connections, then Poisson at 2x that capacity for 20 s between two stretches at half
+of it: goodput within the 50 ms SLO, goodput / capacity, p99 of the 200s, rejections, time to
+recover, and the load generator's send lateness, which shows it kept to the schedule). The
+overload model is compute-bound on purpose: a server's capacity on it is a few thousand
+requests/s, so that 2x stays well within what the load generator sends on the same 2 cores and
+the bottleneck is the model, which a deadline-aware scheduler must shed for. Headway (the
+reference of every ratio) and, for ``overhead``/``batching``, the no-op HTTP ceiling always run.
+A run of some scenarios rewrites only their sections of the results file; the others' sections
+(and their target rows) are kept from the previous file, marked as from an earlier run.
 Never run in CI: nothing under tests/ imports bench/.
 """
 
@@ -42,7 +50,7 @@ import pyspy
 import results
 from harness import Endpoint, bodies, closed, open_loop, overload, quiet
 from peers.common import WORK, Server, SetupError, check, ensure_venv
-from systems import BY_NAME, QUICK, SYSTEMS, System
+from systems import BY_NAME, QUICK, SYSTEMS, System, served_name
 
 from headway.launcher import free_port
 
@@ -70,7 +78,8 @@ class Durations:
     @classmethod
     def pick(cls, quick: bool) -> Durations:
         if quick:
-            return cls(0.3, 1.0, 1.0, (0.8,), 0.5, 2.0, 1.0, 1.0, 2.0, 1, 0.0, 0.0)
+            # overload: 0.3 s + 1.5 s burst + 0.5 s + 0.5 s, to keep the pass under 3 minutes
+            return cls(0.3, 1.0, 1.0, (0.8,), 0.3, 1.5, 0.5, 0.5, 2.0, 1, 0.0, 0.0)
         return cls(1.0, 5.0, 6.0, LOAD_LEVELS, 3.0, 20.0, 10.0, 5.0, 10.0, 3, 120.0, 180.0)
 
 
@@ -128,8 +137,7 @@ class Suite:
         try:
             server.start(timeout=180.0)
             self.record(system, f"start_s_{kind}", round(time.perf_counter() - started, 1))
-            model = "noop" if kind == "noop" else kind
-            yield server, Endpoint(f"http://127.0.0.1:{port}", model)
+            yield server, Endpoint(f"http://127.0.0.1:{port}", served_name(kind))
         finally:
             killed = server.stop()
             self.live.remove(server)
@@ -137,7 +145,7 @@ class Suite:
                 self.log(f"  {system.name}: had to SIGKILL {killed}")
 
     def payloads(self, system: System, kind: str, slo: bool = False) -> list[bytes]:
-        if kind == "mlp":
+        if kind in ("mlp", "wide"):
             return bodies(self.load_rows, "FP32", None, SLO_MS if slo else None)
         return bodies(self.load_rows, "FP64", system.lr_output, SLO_MS if slo else None)
 
@@ -147,7 +155,7 @@ class Suite:
             result = check(endpoint.url + endpoint.path, payload, self.expected["lr"], atol=1e-9)
         else:
             payload = bodies(self.check_rows, "FP32", None)
-            result = check(endpoint.url + endpoint.path, payload, self.expected["mlp"], atol=1e-5)
+            result = check(endpoint.url + endpoint.path, payload, self.expected[kind], atol=1e-5)
         self.record(system, f"check_{kind}", result.__dict__)
         self.log(f"  {system.name}/{kind}: answers {'OK' if result.ok else 'WRONG'}: "
                  f"{result.detail}")  # fmt: skip
@@ -162,7 +170,7 @@ class Suite:
 
     # -- scenarios -------------------------------------------------------------------------------
     def run_lr(self, system: System) -> None:
-        wanted = [s for s in ("overhead", "open-loop", "overload") if s in self.scenarios]
+        wanted = [s for s in ("overhead", "open-loop") if s in self.scenarios]
         if system.name == "noop":
             wanted = ["overhead"] if "overhead" in wanted else []
         if not wanted:
@@ -196,15 +204,31 @@ class Suite:
                     out[f"{level:g}"] = figures
                     self.log(f"  {system.name} open-loop {level:.0%}: {_brief(figures)}")
                 self.data["results"]["open-loop"][system.name] = out
-            if "overload" in wanted and capacity > 0:
-                if harness.CALM.budget > harness.CALM.waited:
-                    harness.CALM.wait()
-                figures = overload(endpoint, slo_payload, capacity, SLO_MS, before=self.d.before,
-                                   burst=self.d.burst, after=self.d.after, server=server,
-                                   drain=self.d.drain)  # fmt: skip
-                self.data["results"]["overload"][system.name] = figures
-                self.log(f"  {system.name} overload: {_brief(figures)} recovery "
-                         f"{figures.get('recovery_s')} s")  # fmt: skip
+
+    def run_overload(self, system: System) -> None:
+        """The compute-bound ``wide`` MLP: capacity closed loop at 32 connections, then 2x it."""
+        if "overload" not in self.scenarios or system.name == "noop":
+            return
+        with self.serving(system, "wide") as (server, endpoint):
+            self.verify(system, "wide", endpoint)
+            figures = self.closed(endpoint, self.payloads(system, "wide"), BEST_CONCURRENCY,
+                                  server)  # fmt: skip
+            capacity = figures["throughput_rps"] or 0.0
+            self.record(system, "capacity_rps_wide", capacity)
+            self.log(f"  {system.name} wide capacity c={BEST_CONCURRENCY}: {_brief(figures)}")
+            if capacity <= 0:
+                raise SetupError("no capacity measured on the wide MLP")
+            if harness.CALM.budget > harness.CALM.waited:
+                harness.CALM.wait()
+            out = overload(endpoint, self.payloads(system, "wide", slo=True), capacity, SLO_MS,
+                           before=self.d.before, burst=self.d.burst, after=self.d.after,
+                           server=server, drain=self.d.drain)  # fmt: skip
+            out["capacity_run"] = figures
+            self.data["results"]["overload"][system.name] = out
+            self.log(f"  {system.name} overload at {out['offered_rps']} req/s: {_brief(out)}; "
+                     f"rejected {out['rejected']}, recovery {out.get('recovery_s')} s, send "
+                     f"lateness p99 {out['send_lateness_ms']['p99']} ms, loadgen "
+                     f"{out['loadgen_cores']} cores")  # fmt: skip
 
     def run_mlp(self, system: System) -> None:
         if "batching" not in self.scenarios:
@@ -229,7 +253,8 @@ class Suite:
             self.record(system, "versions", versions(system))
         else:
             self.record(system, "versions", versions(system))
-        for step, kind in ((self.run_lr, "lr"), (self.run_mlp, "mlp")):
+        for step, kind in ((self.run_lr, "lr"), (self.run_mlp, "mlp"),
+                           (self.run_overload, "wide")):  # fmt: skip
             try:
                 step(system)
             except Exception as exc:
@@ -248,29 +273,34 @@ class Suite:
         except Exception as exc:
             self.error(system, "drift", exc)
 
-    def profile(self, overload: bool) -> None:
-        """py-spy on Headway's frontend under the overhead load (32 connections, then 1) and,
-        when ``overload``, under Poisson arrivals at twice its capacity."""
+    def profile(self, overhead: bool, overload: bool) -> None:
+        """py-spy on Headway's frontend: when ``overhead``, under the overhead load (LR, 32
+        connections, then 1); when ``overload``, under Poisson arrivals at twice its capacity
+        on the overload scenario's model (the wide MLP)."""
         system = BY_NAME["headway"]
-        loads: list[tuple[str, float, dict[str, Any]]] = [
-            (f"c{BEST_CONCURRENCY}", self.d.profile, {"concurrency": BEST_CONCURRENCY}),
-            ("c1", self.d.profile / 2, {"concurrency": 1}),
-        ]
-        capacity = _get(self.data, "systems", "headway", "capacity_rps")
+        runs: list[tuple[str, list[tuple[str, float, dict[str, Any]]]]] = []
+        if overhead:
+            runs.append(("lr", [
+                (f"c{BEST_CONCURRENCY}", self.d.profile, {"concurrency": BEST_CONCURRENCY}),
+                ("c1", self.d.profile / 2, {"concurrency": 1}),
+            ]))  # fmt: skip
+        capacity = _get(self.data, "systems", "headway", "capacity_rps_wide")
         if overload and capacity:
-            loads.append(("overload", self.d.profile, {"offered": 2.0 * capacity}))
+            runs.append(("wide", [("overload", self.d.profile, {"offered": 2.0 * capacity})]))
         try:
             binary = ensure_venv("tools", WORK / "logs" / "venv-tools.log").with_name("py-spy")
             out: dict[str, Any] = {}
-            with self.serving(system, "lr") as (server, endpoint):
-                for key, seconds, how in loads:
-                    payload = self.payloads(system, "lr", slo="offered" in how)
-                    summary = pyspy.record(binary, server, endpoint, payload,
-                                           self.work / f"profile-headway-{key}.txt", seconds,
-                                           **how)  # fmt: skip
-                    out[key] = summary
-                    self.log(f"profile {key}: frontend busy {summary['busy']} core at "
-                             f"{summary['load_rps']} req/s; {summary['parts'][:3]}")  # fmt: skip
+            for kind, loads in runs:
+                with self.serving(system, kind) as (server, endpoint):
+                    for key, seconds, how in loads:
+                        payload = self.payloads(system, kind, slo="offered" in how)
+                        summary = pyspy.record(binary, server, endpoint, payload,
+                                               self.work / f"profile-headway-{key}.txt",
+                                               seconds, **how)  # fmt: skip
+                        summary["model"] = kind
+                        out[key] = summary
+                        self.log(f"profile {key}: frontend busy {summary['busy']} core at "
+                                 f"{summary['load_rps']} req/s; {summary['parts'][:3]}")  # fmt: skip
             self.data["profile"] = out
         except Exception as exc:
             self.data["profile"] = {"error": str(exc)}
@@ -298,7 +328,10 @@ class Suite:
         wanted = self.args.profile if self.args.profile is not None else not self.quick
         if missed and wanted:
             self.log(f"{len(missed)} target(s) missed: profiling the Headway frontend")
-            self.profile(overload=any(t["name"].startswith("overload") for t in missed))
+            self.profile(
+                overhead=any(not t["name"].startswith("overload") for t in missed),
+                overload=any(t["name"].startswith("overload") for t in missed),
+            )
             self.save()
         self.data["machine"]["load_after"] = os.getloadavg()
         self.data["calm_waited_s"] = round(harness.CALM.waited, 1)

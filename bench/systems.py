@@ -1,7 +1,10 @@
 """Every system under test: how to install it, how to start it on a model, what it is called.
 
-A system serves one model per start (``lr`` or ``mlp``; the no-op app serves neither) on
+A system serves one model per start (``lr``, ``mlp`` or ``wide``; the no-op app serves none) on
 127.0.0.1 and answers the Open Inference Protocol JSON body at ``POST /v2/models/{model}/infer``.
+``wide`` (the overload scenario's compute-bound MLP) is started exactly as ``mlp`` is, through the
+same code path of every system and under the model name ``mlp``; only the TorchScript file
+differs (``--path wide.pt``).
 Resources are the same for each: one HTTP process; model work in that process or, where the
 system's design puts it elsewhere (Headway, MLServer, LitServe, Ray), in one worker process;
 PyTorch and BLAS limited to one thread. Batching systems batch at most 32 rows and wait at most
@@ -13,7 +16,7 @@ from __future__ import annotations
 import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from models import ModelPaths
@@ -46,7 +49,7 @@ class System:
     venv: str | None  # bench/peers/<venv>/requirements.txt; None: this interpreter (Headway)
     launch: Callable[[str, ModelPaths, int, Path], Launch]
     lr_output: str = "probabilities"  # the output name that makes it compute predict_proba
-    kinds: tuple[str, ...] = ("lr", "mlp")
+    kinds: tuple[str, ...] = ("lr", "mlp", "wide")
     note: str = ""
 
     @property
@@ -54,14 +57,22 @@ class System:
         return sys.executable if self.venv is None else str(venv_python(self.venv))
 
     def server(self, kind: str, paths: ModelPaths, port: int, work: Path) -> Server:
-        spec = self.launch(kind, paths, port, work)
-        model = "noop" if kind == "noop" else kind
+        if kind == "wide":  # the mlp code path, on the wide model's file
+            spec = self.launch("mlp", replace(paths, mlp=paths.wide), port, work)
+        else:
+            spec = self.launch(kind, paths, port, work)
+        model = served_name(kind)
         return Server(
-            name=f"{self.name}/{model}", argv=spec.argv,
+            name=f"{self.name}/{kind}", argv=spec.argv,
             ready_url=f"http://127.0.0.1:{port}{spec.ready_path.format(model=model)}",
-            log=work / "logs" / f"{self.name}-{model}.log",
+            log=work / "logs" / f"{self.name}-{kind}.log",
             env={**THREADS, **spec.env}, cwd=spec.cwd, cleanup=spec.cleanup,
         )  # fmt: skip
+
+
+def served_name(kind: str) -> str:
+    """The model name a system serves ``kind`` under (in the URL): ``wide`` is served as ``mlp``."""
+    return "mlp" if kind == "wide" else kind
 
 
 def _model_path(kind: str, paths: ModelPaths) -> str:
