@@ -72,6 +72,15 @@ def cli() -> None:
     help="Worker RPC endpoint (default: an ipc:// socket; tcp://HOST:PORT for remote).",
 )
 @click.option(
+    "--engine",
+    default="local",
+    show_default=True,
+    type=click.Choice(["local", "inline"]),
+    help="Where models run: local (isolated worker processes) or inline (in the server's own "
+    "process: no hop to a worker, lowest latency for small models, no isolation; --workers "
+    "is then 1).",
+)
+@click.option(
     "--http",
     default="native",
     show_default=True,

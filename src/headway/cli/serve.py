@@ -17,6 +17,7 @@ from headway.apps import AppRegistry, load_config
 from headway.control.controller import Controller
 from headway.control.policy import POLICIES
 from headway.repository import Repository
+from headway.runtime.engines.inline import InlineEngine
 from headway.runtime.engines.local import LocalEngine
 from headway.runtime.worker import FRAMEWORKS_ENV
 from headway.store import Store
@@ -38,6 +39,7 @@ class ServeSettings:
     memory_budget_mb: float | None = None
     scheduler: str = "headway"
     http: str = "native"
+    engine: str = "local"
 
 
 def build_app(settings: ServeSettings) -> HeadwayApp:
@@ -49,7 +51,11 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
     # Workers import the frameworks up front: a first import (1-4 s) inside a LOAD would hold
     # up that worker's requests and inflate the model's LOAD estimate.
     frameworks = {FRAMEWORKS_ENV: ",".join(repository.frameworks())}
-    engine = LocalEngine(settings.workers, endpoint=settings.endpoint, env=frameworks)
+    engine: LocalEngine | InlineEngine
+    if settings.engine == "inline":
+        engine = InlineEngine(env=frameworks)
+    else:
+        engine = LocalEngine(settings.workers, endpoint=settings.endpoint, env=frameworks)
     store = Store(settings.state)
     controller = Controller(
         repository,
@@ -98,7 +104,12 @@ def _announce(url: str, app: HeadwayApp) -> None:
     controller = app.controller
     print(
         f"headway: serving {len(controller.repository.names)} models from "
-        f"{controller.repository.root} on {url} with {controller.engine.size} workers",
+        f"{controller.repository.root} on {url} "
+        + (
+            "in its own process (inline engine)"
+            if controller.engine.kind == "inline"
+            else f"with {controller.engine.size} workers"
+        ),
         file=sys.stderr,
         flush=True,
     )

@@ -1,0 +1,82 @@
+"""The inline engine: one worker that runs inside the frontend's process, on its event loop.
+
+Why: a hop to a worker process costs two process wake-ups and a round trip (about 0.1 ms here
+even over a Unix socket, `bench/latency_breakdown.py`), more than a small scikit-learn model
+takes to predict. For such models, where the lowest latency at low load matters more than
+isolation, `headway serve --engine inline` runs every action in the frontend itself. The
+scheduler, deadlines, batching and early rejection are the same; what is lost is isolation: a
+model that crashes the process takes the server with it, and an INFER holds the event loop for
+as long as it runs (LOAD and UNLOAD run in a thread, one action at a time as in a worker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from headway.runtime.engines.local import OnExit, OnMessage, OnReady
+from headway.runtime.worker import FRAMEWORKS_ENV, WorkerState, prepare
+
+Action = tuple[dict[str, Any], dict[str, np.ndarray]]
+
+
+class InlineEngine:
+    """One in-process worker (`size` = 1) with the engine interface the controller uses."""
+
+    kind = "inline"
+
+    def __init__(self, *, env: dict[str, str] | None = None) -> None:
+        self.size = 1
+        self.frameworks = (env or {}).get(FRAMEWORKS_ENV, "")
+        self.state = WorkerState()
+        self._queue: deque[Action] = deque()
+        self._busy = False
+        self._stopping = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.on_ready: OnReady = lambda worker, pid: None
+        self.on_message: OnMessage = lambda worker, header, tensors: None
+        self.on_exit: OnExit = lambda worker, code: None
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        await self._loop.run_in_executor(None, prepare, self.frameworks)
+        self.on_ready(0, os.getpid())
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self._queue.clear()
+
+    def send(self, worker: int, header: dict[str, Any], tensors: dict[str, np.ndarray]) -> bool:
+        """Queue an action; it runs on a later turn of the loop, never inside the caller."""
+        if self._stopping or self._loop is None:
+            return False
+        self._queue.append((header, tensors))
+        if not self._busy:
+            self._busy = True
+            self._loop.call_soon(self._next)
+        return True
+
+    def pids(self) -> dict[int, int]:
+        return {0: os.getpid()}
+
+    def _next(self) -> None:
+        if not self._queue or self._stopping:
+            self._busy = False
+            return
+        header, tensors = self._queue.popleft()
+        assert self._loop is not None
+        if header.get("op") in ("load", "unload"):  # seconds, perhaps: off the event loop
+            future = self._loop.run_in_executor(None, self.state.handle, header, tensors)
+            future.add_done_callback(lambda done: self._reply(done.result()))
+            return
+        self._reply(self.state.handle(header, tensors))
+
+    def _reply(self, result: Action) -> None:
+        if not self._stopping:
+            self.on_message(0, *result)
+        assert self._loop is not None
+        self._loop.call_soon(self._next)

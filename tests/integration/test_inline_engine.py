@@ -1,0 +1,63 @@
+"""`headway serve --engine inline`: the models run in the server's own process, same protocol.
+
+Answers match the framework's in-process ones, there is no worker process, deadlines are
+still enforced by the scheduler, and loads and unloads through the repository API still work.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from headway.launcher import ServerProcess
+from tests.integration import models
+from tests.integration.test_faults import children
+
+pytestmark = pytest.mark.integration
+
+
+def body(rows: np.ndarray, **extra: object) -> dict[str, object]:
+    tensor = {"name": "input-0", "shape": list(rows.shape), "datatype": "FP64",
+              "data": rows.reshape(-1).tolist()}  # fmt: skip
+    return {"inputs": [tensor], **extra}
+
+
+def test_inline_engine_serves_in_process_with_deadlines(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    rows, expected = models.digits_logreg(root)
+    models.sleeper(root, "slow", 0.2)
+    with ServerProcess(root, state=tmp_path / "s.db", extra=["--engine", "inline"]) as server:
+        assert server.process is not None
+        assert not children(server.process.pid), "the inline engine starts no worker process"
+        with httpx.Client(base_url=server.url, timeout=10) as client:
+            answer = client.post("/v2/models/digits-logreg/infer", json=body(rows)).json()
+            outputs = {
+                o["name"]: np.asarray(o["data"]).reshape(o["shape"]) for o in answer["outputs"]
+            }
+            np.testing.assert_array_equal(outputs["label"], expected["label"])
+            np.testing.assert_allclose(outputs["probabilities"], expected["probabilities"])
+
+            # the scheduler knows `slow` takes 200 ms (warm-up at load): 50 ms is refused at once
+            sleepy = {"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP32",
+                                  "data": [1] * 4}]}  # fmt: skip
+            assert client.post("/v2/models/slow/infer", json=sleepy).status_code == 200
+            started = time.perf_counter()
+            tight = client.post(
+                "/v2/models/slow/infer", json={**sleepy, "parameters": {"timeout": 50_000}}
+            )
+            assert tight.status_code == 503 and "deadline" in tight.json()["error"]
+            assert time.perf_counter() - started < 0.15
+
+            assert client.post("/v2/repository/models/digits-logreg/unload").status_code == 200
+            gone = client.post("/v2/models/digits-logreg/infer", json=body(rows[:1]))
+            assert gone.status_code == 503
+            assert client.post("/v2/repository/models/digits-logreg/load").status_code == 200
+            again = client.post("/v2/models/digits-logreg/infer", json=body(rows[:1])).json()
+            assert again["outputs"][0]["data"] == expected["label"][:1].tolist()
+            workers = [line for line in client.get("/metrics").text.splitlines()
+                       if line.startswith("headway_workers ")]  # fmt: skip
+            assert workers == ["headway_workers 1.0"]
