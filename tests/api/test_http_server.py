@@ -7,6 +7,7 @@ ordering, keep-alive, limits and shutdown are observable byte for byte on the wi
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -40,8 +41,15 @@ class EchoApp:
             raise PayloadTooLarge(f"request body exceeds {LIMIT} bytes")
 
     async def handle(
-        self, method: str, path: str, headers: dict[bytes, bytes], body: bytes
+        self,
+        method: str,
+        path: str,
+        headers: dict[bytes, bytes],
+        body: bytes,
+        received: float | None = None,
     ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+        # when the request's bytes were read: before the app saw it, on the monotonic clock
+        assert received is not None and 0 <= time.monotonic() - received < 1.0
         self.seen.append((method, path, body))
         if path.startswith("/sleep/"):
             await asyncio.sleep(float(path.rsplit("/", 1)[1]))

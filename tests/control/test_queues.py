@@ -91,3 +91,22 @@ def test_empty_queue() -> None:
     assert len(queue) == 0
     assert queue.min_deadline() == float("inf")
     assert list(queue) == []
+
+
+def test_rows_ahead_counts_what_orders_before_a_priority_and_deadline() -> None:
+    queue = DeadlineQueue(10)
+    for deadline, rows in [(1.0, 2), (3.0, 4), (2.0, 1)]:
+        queue.push(req("r", deadline, rows=rows))
+    assert queue.rows_ahead(DEFAULT_PRIORITY, 5.0) == 7  # later than all: every row
+    assert queue.rows_ahead(DEFAULT_PRIORITY, 2.0) == 3  # ties count as ahead
+    assert queue.rows_ahead(DEFAULT_PRIORITY, 0.5) == 0
+    urgent = priority_level(1)
+    assert urgent < DEFAULT_PRIORITY and queue.rows_ahead(urgent, 9.0) == 0
+    queue.push(req("hi", 9.0, rows=5, priority=urgent))
+    assert queue.rows_ahead(DEFAULT_PRIORITY, 0.5) == 5  # a higher priority runs first
+    for _ in range(len(queue)):
+        queue.pop()
+    assert queue.rows_ahead(DEFAULT_PRIORITY, 0.1) == 0
+    queue.push(req("late", 1.0, rows=3))  # emptied, then a new one: no stale bound
+    assert queue.rows_ahead(DEFAULT_PRIORITY, 0.5) == 0
+    assert queue.rows_ahead(DEFAULT_PRIORITY, 1.0) == 3

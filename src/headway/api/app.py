@@ -132,18 +132,25 @@ class HeadwayApp:
 
     # -- routing -----------------------------------------------------------------------------
     async def handle(
-        self, method: str, path: str, headers: dict[bytes, bytes], body: bytes
+        self,
+        method: str,
+        path: str,
+        headers: dict[bytes, bytes],
+        body: bytes,
+        received: float | None = None,
     ) -> Response:
         """Answer one request: (status, body, headers). Never raises.
 
-        `headers` has lower-case names; `body` is the whole request body as received.
+        `headers` has lower-case names; `body` is the whole request body as received;
+        `received` is when its first bytes were read (the controller's clock): a deadline
+        counts from then, so time spent waiting in a busy server counts against it.
         """
         parts = [p for p in path.split("/") if p]
         try:
             if not self.started and parts[:2] != ["v2", "health"]:
                 raise Unavailable("the server is starting: models are loading; retry shortly")
             if parts and parts[0] == "v2":
-                return await self._v2(method, parts[1:], headers, body)
+                return await self._v2(method, parts[1:], headers, body, received)
             if parts and parts[0] == "apps":
                 return await self._apps(method, parts[1:], path, _decoded(headers, body))
             if parts == ["metrics"] and method == "GET":
@@ -162,7 +169,12 @@ class HeadwayApp:
             return 500, _error(f"internal error: {type(exc).__name__}: {exc}"), _JSON
 
     async def _v2(
-        self, method: str, parts: list[str], headers: dict[bytes, bytes], body: bytes
+        self,
+        method: str,
+        parts: list[str],
+        headers: dict[bytes, bytes],
+        body: bytes,
+        received: float | None = None,
     ) -> Response:
         c = self.controller
         if not parts:
@@ -200,7 +212,7 @@ class HeadwayApp:
                 return 200, orjson.dumps(_config(c.model(name, version))), _JSON
             if rest == ["infer"]:
                 _expect(method, "POST")
-                return await self._infer(name, version, headers, body)
+                return await self._infer(name, version, headers, body, received)
         if head == "repository" and method == "POST":
             if parts[1:] == ["index"]:
                 return 200, orjson.dumps(_index(c)), _JSON
@@ -216,7 +228,12 @@ class HeadwayApp:
         raise _NotFound(f"no route {method} /v2/{'/'.join(parts)}")
 
     async def _infer(
-        self, name: str, version: str | None, headers: dict[bytes, bytes], body: bytes
+        self,
+        name: str,
+        version: str | None,
+        headers: dict[bytes, bytes],
+        body: bytes,
+        received: float | None,
     ) -> Response:
         model = self.controller.model(name, version)
         body = _decoded(headers, body)
@@ -245,7 +262,9 @@ class HeadwayApp:
             outputs=request.outputs,
             timeout=timeout,
             priority=priority,
-            waited=0.0,  # charging every request the loop's max lag rejected all under load
+            # its own wait since its bytes were read (not the loop's worst lag, which
+            # refused everyone after one stall)
+            waited=0.0 if received is None else max(0.0, self.controller.clock.now() - received),
         )
         payload, header_length = oip.encode_infer(
             prediction.model, prediction.version, prediction.outputs, request

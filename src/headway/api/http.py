@@ -87,7 +87,7 @@ class HttpConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.pending: deque[_Slot] = deque()
         self.closing = False
-        self.last_active = time.monotonic()
+        self.last_active = self._arrived = self._received = time.monotonic()
         self._url = b""
         self._headers: dict[bytes, bytes] = {}
         self._body: list[bytes] = []
@@ -109,7 +109,7 @@ class HttpConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._no_more:
             return
-        self.last_active = time.monotonic()
+        self.last_active = self._arrived = time.monotonic()
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -128,6 +128,7 @@ class HttpConnection(asyncio.Protocol):
 
     # -- httptools callbacks ---------------------------------------------------------------
     def on_message_begin(self) -> None:
+        self._received = self._arrived  # when its first bytes were read: its clock starts
         self._url = b""
         self._headers = {}
         self._body = []
@@ -183,7 +184,7 @@ class HttpConnection(asyncio.Protocol):
         headers = self._headers
         if not keep_alive:
             self._stop_reading()
-        task = self.loop.create_task(self.app.handle(method, path, headers, body))
+        task = self.loop.create_task(self.app.handle(method, path, headers, body, self._received))
         self.server.in_flight.add(task)
         task.add_done_callback(lambda done: self._done(done, slot, keep_alive, http10))
 

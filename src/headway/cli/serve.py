@@ -6,7 +6,7 @@ import asyncio
 import logging
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import uvicorn
@@ -40,6 +40,7 @@ class ServeSettings:
     scheduler: str = "headway"
     http: str = "native"
     engine: str = "local"
+    schedule_ahead_ms: float = 0.0
 
 
 def build_app(settings: ServeSettings) -> HeadwayApp:
@@ -62,7 +63,9 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
         engine,
         store=store,
         memory_budget_mb=settings.memory_budget_mb,
-        policy=POLICIES[settings.scheduler],
+        policy=replace(
+            POLICIES[settings.scheduler], schedule_ahead=settings.schedule_ahead_ms / 1000.0
+        ),
     )
     apps = AppRegistry(controller, store, declared)
     return HeadwayApp(controller, max_body_bytes=int(settings.max_body_mb * 2**20), apps=apps)

@@ -50,8 +50,7 @@ def admit(
         # it. All queued rows bound them; count exactly only when that bound does not fit.
         finish = _finish_time(model, predictions, model.queue.rows + request.rows)
         if finish is not None and finish > left:
-            mine = (request.priority, request.deadline)
-            ahead = sum(r.rows for r in model.queue if (r.priority, r.deadline) <= mine)
+            ahead = model.queue.rows_ahead(request.priority, request.deadline)
             finish = _finish_time(model, predictions, ahead + request.rows) if ahead else service
             if finish is not None and finish > left:
                 raise DeadlineUnmeetable(

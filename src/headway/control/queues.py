@@ -18,6 +18,10 @@ class DeadlineQueue:
         self._heap: list[tuple[int, float, int, Request]] = []
         self._seq = itertools.count()
         self.rows = 0
+        #: No queued request orders after this (priority, deadline): the largest pushed since
+        #: the queue was last empty. Usually a new request's own deadline is the latest, and
+        #: then every queued row is ahead of it without looking (`rows_ahead`).
+        self._last: tuple[int, float] | None = None
 
     def __len__(self) -> int:
         return len(self._heap)
@@ -37,6 +41,9 @@ class DeadlineQueue:
             entry = (request.priority, request.deadline, request.seq, request)
         heapq.heappush(self._heap, entry)
         self.rows += request.rows
+        key = (request.priority, request.deadline)
+        if self._last is None or key > self._last:
+            self._last = key
 
     def peek(self) -> Request | None:
         return self._heap[0][3] if self._heap else None
@@ -48,7 +55,18 @@ class DeadlineQueue:
     def pop(self) -> Request:
         request = heapq.heappop(self._heap)[3]
         self.rows -= request.rows
+        if not self._heap:
+            self._last = None
         return request
+
+    def rows_ahead(self, priority: int, deadline: float) -> int:
+        """Queued rows that order before or with (priority, deadline): they run first."""
+        key = (priority, deadline)
+        if self._last is None or key >= self._last:
+            return self.rows  # O(1): the common case, a deadline later than everyone's
+        return sum(
+            entry[3].rows for entry in self._heap if (entry[3].priority, entry[3].deadline) <= key
+        )
 
     def remove_if(self, doomed: set[int]) -> list[Request]:
         """Remove the requests whose id() is in `doomed`; returns them."""
@@ -59,6 +77,8 @@ class DeadlineQueue:
             heapq.heapify(kept)
             self._heap = kept
             self.rows -= sum(entry[3].rows for entry in removed)
+            if not kept:
+                self._last = None
         return [entry[3] for entry in removed]
 
     def min_deadline(self) -> float:
