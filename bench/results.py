@@ -117,6 +117,12 @@ def targets(data: dict[str, Any]) -> list[dict[str, Any]]:
         add(name, h1["p50"] <= i1["p50"], f"{h1['p50']:.3f} vs {i1['p50']:.3f} ms")
     else:
         add(name, None, "not measured")
+    hi1 = _get(res, "overhead", "headway-inline", "c1", "latency_ms")
+    name = "overhead c=1, Headway --engine inline (no worker process): p50 <= the inline app's"
+    if hi1 and i1:
+        add(name, hi1["p50"] <= i1["p50"], f"{hi1['p50']:.3f} vs {i1['p50']:.3f} ms")
+    else:
+        add(name, None, "not measured")
     name = "batching: Headway >= 70% of min(in-process limit, HTTP ceiling)"
     hb = _tput(_get(res, "batching", "headway"))
     ceiling = _tput(_get(res, "batching", "noop"))

@@ -101,16 +101,20 @@ def headway_repository(kind: str, paths: ModelPaths, work: Path) -> Path:
     return root
 
 
-def _headway(kind: str, paths: ModelPaths, port: int, work: Path) -> Launch:
+def _headway(kind: str, paths: ModelPaths, port: int, work: Path, *extra: str) -> Launch:
     repo = headway_repository(kind, paths, work)
-    state = work / f"headway-{kind}.db"
+    state = work / f"headway-{kind}-{port}.db"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{state}{suffix}").unlink(missing_ok=True)
     return Launch(
         [sys.executable, "-m", "headway.cli.main", "serve", "--repository", str(repo),
-         "--port", str(port), "--workers", "1", "--state", str(state)],
+         "--port", str(port), "--workers", "1", "--state", str(state), *extra],
         "/v2/models/{model}/ready",
     )  # fmt: skip
+
+
+def _headway_inline(kind: str, paths: ModelPaths, port: int, work: Path) -> Launch:
+    return _headway(kind, paths, port, work, "--engine", "inline")
 
 
 # -- peers ------------------------------------------------------------------------------------------
@@ -182,6 +186,14 @@ SYSTEMS: list[System] = [
         "Headway, 1 HTTP process + 1 worker process (--workers 1)",
         None,
         _headway,
+    ),
+    System(
+        "headway-inline",
+        "headway",
+        "Headway with --engine inline: the model in the HTTP process, no worker process",
+        None,
+        _headway_inline,
+        kinds=("lr",),
     ),
     System(
         "starlette",
