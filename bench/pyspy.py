@@ -41,7 +41,7 @@ def _short(frame: str) -> str:
 PARTS = (
     ("headway/api/", "headway.api: HTTP routing, OIP decode/encode"),
     ("headway/control/", "headway.control: controller, scheduler, profiles"),
-    ("headway/runtime/", "headway.runtime: engine, wire (ZeroMQ to the worker)"),
+    ("headway/runtime/", "headway.runtime: engine, wire (sockets to the worker)"),
     ("headway/", "headway: other"),
     ("uvicorn/", "uvicorn: HTTP protocol, ASGI glue"),
     ("zmq/", "pyzmq"),
