@@ -25,6 +25,8 @@ class EchoApp:
     def __init__(self) -> None:
         self.started = self.stopped = False
         self.seen: list[tuple[str, str, bytes]] = []
+        self.began: dict[str, float] = {}
+        self.ended: dict[str, float] = {}
 
     async def start(self) -> None:
         self.started = True
@@ -51,8 +53,10 @@ class EchoApp:
         # when the request's bytes were read: before the app saw it, on the monotonic clock
         assert received is not None and 0 <= time.monotonic() - received < 1.0
         self.seen.append((method, path, body))
+        self.began[path] = time.monotonic()
         if path.startswith("/sleep/"):
             await asyncio.sleep(float(path.rsplit("/", 1)[1]))
+        self.ended[path] = time.monotonic()
         if path == "/boom":
             raise RuntimeError("a bug in a handler")
         answer = {"method": method, "path": path, "body": body.decode(), "x": headers.get(b"x-a")}
@@ -114,12 +118,12 @@ def test_keep_alive_serves_requests_one_after_another_on_one_connection() -> Non
 def test_pipelined_requests_run_concurrently_and_are_answered_in_order() -> None:
     async def test(server: HttpServer, app: EchoApp) -> None:
         reader, writer = await connect(server)
-        started = asyncio.get_running_loop().time()
-        writer.write(request("/sleep/0.3") + request("/sleep/0.29") + request("/third", b"3"))
+        writer.write(request("/sleep/0.3") + request("/sleep/0.2") + request("/third", b"3"))
         paths = [orjson.loads((await response(reader))[2])["path"] for _ in range(3)]
-        assert paths == ["/sleep/0.3", "/sleep/0.29", "/third"]
-        # handled concurrently: one after the other would take 0.59 s
-        assert asyncio.get_running_loop().time() - started < 0.55
+        assert paths == ["/sleep/0.3", "/sleep/0.2", "/third"]
+        # handled concurrently: the later ones began before the first ended, and ended first
+        assert app.began["/sleep/0.2"] < app.ended["/sleep/0.3"]
+        assert app.ended["/third"] < app.ended["/sleep/0.2"] < app.ended["/sleep/0.3"]
         writer.close()
 
     serve(test)
@@ -242,7 +246,10 @@ def test_stop_lets_requests_in_flight_finish_then_stops_the_app() -> None:
         busy_reader, busy = await connect(server)
         idle_reader, _ = await connect(server)
         busy.write(request("/sleep/0.3"))
-        await asyncio.sleep(0.05)
+        for _ in range(500):  # until the app has it: stop() then finds it in flight
+            if app.seen:
+                break
+            await asyncio.sleep(0.01)
         stopping = asyncio.create_task(server.stop())
         status, headers, _ = await response(busy_reader)
         assert status == 200 and headers["connection"] == "close"
