@@ -39,7 +39,7 @@ class ControllerCollector:
             "headway_request_latency_seconds", "End-to-end latency", labels=["model"]
         )
         batch = HistogramMetricFamily(
-            "headway_batch_size", "Rows per INFER action", labels=["model"]
+            "headway_batch_size", "Rows per INFER action that ran", labels=["model"]
         )
         for name, stats in c.stats.items():
             state = c.models[name]

@@ -289,7 +289,6 @@ class Controller(ModelLifecycle):
                     name: np.concatenate([r.inputs[name] for r in requests])
                     for name in requests[0].inputs
                 }
-            self.stats[_name(dispatch.model)].batch_size.observe(dispatch.rows)
             if dispatch.latest is not None:
                 header["latest"] = dispatch.latest
         elif dispatch.kind == LOAD:
@@ -318,6 +317,9 @@ class Controller(ModelLifecycle):
             return
         if dispatch.kind == INFER:
             if ok:
+                # counted when run, not when sent: a batch the worker refused (too late to
+                # start) is requeued and would otherwise count twice
+                self.stats[_name(dispatch.model)].batch_size.observe(dispatch.rows)
                 self._answer(dispatch, tensors)
             else:
                 error = ModelError(f"model {dispatch.model!r} failed: {header.get('error')}")
