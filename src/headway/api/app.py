@@ -19,7 +19,7 @@ import orjson
 import headway
 from headway.api import oip
 from headway.api.apps import AppRoutes
-from headway.api.errors import http_status
+from headway.api.errors import JSON, Headers, Response, error_response, problem
 from headway.api.metrics import render
 from headway.api.openapi import OPENAPI
 from headway.apps import AppRegistry
@@ -33,10 +33,6 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
-Headers = list[tuple[bytes, bytes]]
-Response = tuple[int, bytes, Headers]
-
-_JSON: Headers = [(b"content-type", b"application/json")]
 _TEXT: Headers = [(b"content-type", b"text/plain; version=0.0.4")]
 EXTENSIONS = ["binary_tensor_data", "model_repository", "schedule_policy", "model_configuration"]
 
@@ -76,7 +72,7 @@ class HeadwayApp:
                 headers = dict(scope["headers"])
                 body = await self._read_asgi_body(headers, receive)
             except HeadwayError as exc:
-                status, payload, extra = http_status(exc), _error(exc.message), _JSON
+                status, payload, extra = error_response(exc)
             else:
                 path = scope["path"]
                 status, payload, extra = await self.handle(scope["method"], path, headers, body)
@@ -156,17 +152,17 @@ class HeadwayApp:
             if parts == ["metrics"] and method == "GET":
                 return 200, render(self.controller), _TEXT
             if parts == ["openapi.json"] and method == "GET":
-                return 200, orjson.dumps(OPENAPI), _JSON
+                return 200, orjson.dumps(OPENAPI), JSON
             raise _NotFound(f"no route {method} {path}")
         except HeadwayError as exc:
-            return http_status(exc), _error(exc.message), _JSON
+            return error_response(exc)
         except _NotFound as exc:
-            return 404, _error(str(exc)), _JSON
+            return problem(404, str(exc))
         except _BadMethod as exc:
-            return 405, _error(str(exc)), _JSON
+            return problem(405, str(exc))
         except Exception as exc:  # the server never crashes on a request
             log.exception("internal error on %s %s", method, path)
-            return 500, _error(f"internal error: {type(exc).__name__}: {exc}"), _JSON
+            return problem(500, f"internal error: {type(exc).__name__}: {exc}")
 
     async def _v2(
         self,
@@ -184,13 +180,13 @@ class HeadwayApp:
                 orjson.dumps(
                     {"name": "headway", "version": headway.__version__, "extensions": EXTENSIONS}
                 ),
-                _JSON,
+                JSON,
             )
         head = parts[0]
         if head == "health" and len(parts) == 2 and parts[1] in ("live", "ready"):
             _expect(method, "GET")
             ok = True if parts[1] == "live" else c.ready
-            return (200 if ok else 503), orjson.dumps({parts[1]: ok}), _JSON
+            return (200 if ok else 503), orjson.dumps({parts[1]: ok}), JSON
         if head == "models" and len(parts) >= 2:
             name, rest = parts[1], parts[2:]
             version = None
@@ -198,7 +194,7 @@ class HeadwayApp:
                 version, rest = rest[1], rest[2:]
             if not rest:
                 _expect(method, "GET")
-                return 200, orjson.dumps(_metadata(c.model(name, version))), _JSON
+                return 200, orjson.dumps(_metadata(c.model(name, version))), JSON
             if rest == ["ready"]:
                 _expect(method, "GET")
                 model = c.model(name, version)
@@ -206,16 +202,16 @@ class HeadwayApp:
                 body = {"name": name, "ready": ok}
                 if not ok:
                     body["reason"] = model.reason or model.state.lower()
-                return (200 if ok else 400), orjson.dumps(body), _JSON
+                return (200 if ok else 400), orjson.dumps(body), JSON
             if rest == ["config"]:
                 _expect(method, "GET")
-                return 200, orjson.dumps(_config(c.model(name, version))), _JSON
+                return 200, orjson.dumps(_config(c.model(name, version))), JSON
             if rest == ["infer"]:
                 _expect(method, "POST")
                 return await self._infer(name, version, headers, body, received)
         if head == "repository" and method == "POST":
             if parts[1:] == ["index"]:
-                return 200, orjson.dumps(_index(c)), _JSON
+                return 200, orjson.dumps(_index(c)), JSON
             if len(parts) == 4 and parts[1] == "models" and parts[3] in ("load", "unload"):
                 if parts[3] == "load":
                     model = await c.load(parts[2])
@@ -224,7 +220,7 @@ class HeadwayApp:
                 else:
                     c.model(parts[2])
                     await c.unload(parts[2])
-                return 200, b"", _JSON
+                return 200, b"", JSON
         raise _NotFound(f"no route {method} /v2/{'/'.join(parts)}")
 
     async def _infer(
@@ -270,7 +266,7 @@ class HeadwayApp:
             prediction.model, prediction.version, prediction.outputs, request
         )
         if header_length is None:
-            return 200, payload, _JSON
+            return 200, payload, JSON
         return (
             200,
             payload,
@@ -303,10 +299,6 @@ class _BadMethod(Exception):
 def _expect(method: str, allowed: str) -> None:
     if method != allowed:
         raise _BadMethod(f"method {method} not allowed here; use {allowed}")
-
-
-def _error(message: str) -> bytes:
-    return orjson.dumps({"error": message})
 
 
 def _schedule_policy(parameters: dict[str, Any]) -> tuple[float | None, int | None]:

@@ -20,22 +20,15 @@ from typing import Any
 
 import orjson
 
+from headway.api.errors import JSON, Response, problem
 from headway.apps import AppRegistry
 from headway.errors import InvalidInput
 
-Headers = list[tuple[bytes, bytes]]
-Response = tuple[int, bytes, Headers]
-
-_JSON: Headers = [(b"content-type", b"application/json")]
 _OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
 
 def _reply(body: Any, status: int = 200) -> Response:
-    return status, orjson.dumps(body, option=_OPTS), _JSON
-
-
-def _problem(status: int, message: str) -> Response:
-    return status, orjson.dumps({"error": message}), _JSON
+    return status, orjson.dumps(body, option=_OPTS), JSON
 
 
 class AppRoutes:
@@ -58,9 +51,9 @@ class AppRoutes:
         key = (len(parts), parts[1] if len(parts) > 1 else None)
         allowed = routes.get(key)
         if allowed is None:
-            return _problem(404, f"no route {method} {path}")
+            return problem(404, f"no route {method} {path}")
         if method not in allowed:
-            return _problem(405, f"method {method} not allowed here; use {' or '.join(allowed)}")
+            return problem(405, f"method {method} not allowed here; use {' or '.join(allowed)}")
         if not parts:
             return _reply({"apps": self.registry.summary()})
         name = parts[0]

@@ -1,6 +1,8 @@
-"""The one table from Headway errors to HTTP statuses."""
+"""The one table from Headway errors to HTTP statuses, and the one shape of an error answer."""
 
 from __future__ import annotations
+
+import orjson
 
 from headway.errors import (
     ConfigError,
@@ -29,3 +31,18 @@ def http_status(error: HeadwayError) -> int:
         if isinstance(error, kind):
             return status
     return 500
+
+
+Headers = list[tuple[bytes, bytes]]
+Response = tuple[int, bytes, Headers]  # status, body, headers
+
+JSON: Headers = [(b"content-type", b"application/json")]
+
+
+def problem(status: int, message: str) -> Response:
+    """The protocol's error answer: `{"error": message}` with `status`."""
+    return status, orjson.dumps({"error": message}), JSON
+
+
+def error_response(error: HeadwayError) -> Response:
+    return problem(http_status(error), error.message)

@@ -27,10 +27,9 @@ from typing import Any
 from urllib.parse import unquote
 
 import httptools
-import orjson
 
-from headway.api.app import HeadwayApp, Response
-from headway.api.errors import http_status
+from headway.api.app import HeadwayApp
+from headway.api.errors import Response, error_response, problem
 from headway.errors import HeadwayError
 
 log = logging.getLogger("headway.http")
@@ -62,10 +61,6 @@ def render(response: Response, keep_alive: bool, http10: bool = False) -> bytes:
     return b"".join(parts)
 
 
-def _problem(status: int, message: str) -> Response:
-    return status, orjson.dumps({"error": message}), [(b"content-type", b"application/json")]
-
-
 class _Slot:
     """One request's place in its connection's answer order (pipelining)."""
 
@@ -94,7 +89,6 @@ class HttpConnection(asyncio.Protocol):
         self._size = 0
         self._no_more = False  # a request closed the connection: ignore what follows
         self._paused_reading = False
-        self._paused_writing = False
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -113,17 +107,15 @@ class HttpConnection(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
-            self._refuse(400, "protocol upgrades are not supported")
+            self._refuse(problem(400, "protocol upgrades are not supported"))
         except httptools.HttpParserError as exc:
-            self._refuse(400, f"malformed HTTP request: {exc}")
+            self._refuse(problem(400, f"malformed HTTP request: {exc}"))
 
     def pause_writing(self) -> None:
         """The client is not reading its answers: stop reading its requests."""
-        self._paused_writing = True
         self._pause_reading()
 
     def resume_writing(self) -> None:
-        self._paused_writing = False
         self._resume_reading()
 
     # -- httptools callbacks ---------------------------------------------------------------
@@ -148,7 +140,7 @@ class HttpConnection(asyncio.Protocol):
         try:
             self.app.check_length(self._headers.get(b"content-length"))
         except HeadwayError as exc:  # answered before the body is read, then closed
-            self._refuse(http_status(exc), exc.message)
+            self._refuse(error_response(exc))
             return
         expect = self._headers.get(b"expect")
         if expect is not None and expect.lower() == b"100-continue" and self.transport:
@@ -162,7 +154,7 @@ class HttpConnection(asyncio.Protocol):
             self.app.check_size(self._size)
         except HeadwayError as exc:  # a chunked body that outgrew the limit
             self._body = []
-            self._refuse(http_status(exc), exc.message)
+            self._refuse(error_response(exc))
             return
         self._body.append(chunk)
 
@@ -194,13 +186,13 @@ class HttpConnection(asyncio.Protocol):
     ) -> None:
         self.server.in_flight.discard(task)
         if task.cancelled():
-            response = _problem(503, "the server is stopping")
+            response = problem(503, "the server is stopping")
             keep_alive = False
         else:
             error = task.exception()
             if error is not None:  # `handle` never raises; this is a bug, not the client's
                 log.error("request handler failed", exc_info=error)
-                response = _problem(500, f"internal error: {type(error).__name__}: {error}")
+                response = problem(500, f"internal error: {type(error).__name__}: {error}")
             else:
                 response = task.result()
         self._finish(slot, response, keep_alive and not self.server.stopping, http10)
@@ -220,12 +212,12 @@ class HttpConnection(asyncio.Protocol):
                 transport.close()
         self.last_active = time.monotonic()
 
-    def _refuse(self, status: int, message: str) -> None:
+    def _refuse(self, response: Response) -> None:
         """Malformed input: answer once, after what is already pending, then close."""
         slot = _Slot()
         self.pending.append(slot)
         self._stop_reading()
-        self._finish(slot, _problem(status, message), False, False)
+        self._finish(slot, response, False, False)
 
     # -- flow control ----------------------------------------------------------------------
     def _stop_reading(self) -> None:

@@ -140,7 +140,7 @@ class LatencyEstimator:
 
     def largest_measured(self, model: str) -> int:
         windows = self._models.get(model)
-        return max(windows.by_size) if windows and windows.by_size else 0
+        return windows.sizes[-1] if windows and windows.sizes else 0
 
     def estimate(self, model: str, batch_size: int) -> float | None:
         """Predicted seconds for an INFER of `batch_size` rows, or None with no data at all."""
