@@ -14,18 +14,13 @@ import numpy as np
 import pytest
 
 from headway.clock import ManualClock
+from headway.control.actions import INFER, LOAD, Dispatch
 from headway.control.policy import HEADWAY
-from headway.control.predictions import RECENT_LOADS
+from headway.control.predictions import DEFAULT_LOAD_SECONDS, RECENT_LOADS
 from headway.control.profiles import LatencyEstimator
 from headway.control.request import Request
-from headway.control.scheduler import (
-    DEFAULT_LOAD_SECONDS,
-    INFER,
-    LOAD,
-    MAX_IN_FLIGHT,
-    Dispatch,
-    Scheduler,
-)
+from headway.control.scheduler import Scheduler
+from headway.control.slots import MAX_IN_FLIGHT
 from headway.errors import ColdStartTooSlow, DeadlineUnmeetable
 
 

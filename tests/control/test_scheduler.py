@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from headway.clock import ManualClock
+from headway.control.actions import INFER, LOAD, UNLOAD, Dispatch
 from headway.control.profiles import LatencyEstimator
 from headway.control.request import DEFAULT_PRIORITY, Request, priority_level
-from headway.control.scheduler import INFER, LOAD, UNLOAD, Dispatch, Scheduler
+from headway.control.scheduler import Scheduler
 from headway.errors import DeadlineUnmeetable, Overloaded
 
 

@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 
 from headway.clock import ManualClock
+from headway.control.actions import INFER, LOAD
 from headway.control.policy import HEADWAY
+from headway.control.predictions import UNSEEN_LOAD_QUANTILE
 from headway.control.profiles import LatencyEstimator
 from headway.control.request import Request
-from headway.control.scheduler import INFER, LOAD, UNSEEN_LOAD_QUANTILE, Scheduler
+from headway.control.scheduler import Scheduler
 from headway.errors import ColdStartTooSlow
 from headway.sim import ModelProfile, Simulation
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from headway.control.actions import INFER, LOAD, Dispatch
 from headway.control.policy import CLIPPER, HEADWAY
-from headway.control.scheduler import INFER, LOAD, Dispatch
 from headway.sim import ModelProfile, Simulation
 from headway.sim.worker import SimulatedWorker
 

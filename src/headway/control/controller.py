@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from headway.clock import Clock, MonotonicClock
+from headway.control.actions import INFER, LOAD, Dispatch
 from headway.control.cache import PredictionCache, cache_key
 from headway.control.lifecycle import ModelLifecycle
 from headway.control.models import (
@@ -27,7 +28,7 @@ from headway.control.models import (
 from headway.control.policy import HEADWAY, SchedulingPolicy
 from headway.control.profiles import LatencyEstimator
 from headway.control.request import Request, priority_level
-from headway.control.scheduler import INFER, LOAD, Dispatch, Scheduler
+from headway.control.scheduler import Scheduler
 from headway.control.stats import ModelStats
 from headway.control.validate import check_inputs, check_outputs
 from headway.errors import (

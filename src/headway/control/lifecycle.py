@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from headway.clock import Clock
+from headway.control.actions import LOAD, UNLOAD
 from headway.control.models import (
     LOADING,
     READY,
@@ -24,7 +25,7 @@ from headway.control.models import (
     size_estimate,
 )
 from headway.control.request import Request
-from headway.control.scheduler import LOAD, UNLOAD, Scheduler
+from headway.control.scheduler import Scheduler
 from headway.control.stats import ModelStats
 from headway.datatypes import numpy_dtype
 from headway.errors import HeadwayError, ModelNotReady, WorkerFailed

@@ -24,15 +24,7 @@ import itertools
 from typing import Any
 
 from headway.clock import Clock
-from headway.control.actions import (
-    INFER,
-    LOAD,
-    UNLOAD,
-    Counters,
-    Decisions,
-    Dispatch,
-    earliest,
-)
+from headway.control.actions import INFER, LOAD, Counters, Decisions, Dispatch, earliest
 from headway.control.admission import admit
 from headway.control.batching import AIMD
 from headway.control.cold_starts import ColdModels, load_wait
@@ -44,27 +36,13 @@ from headway.control.predictions import (
     DEFAULT_LOAD_SECONDS,
     LOAD_OUTLIERS_IGNORED,
     RECENT_LOADS,
-    UNSEEN_LOAD_QUANTILE,
     Predictions,
 )
 from headway.control.profiles import LatencyEstimator
 from headway.control.queues import DeadlineQueue
 from headway.control.request import Request
-from headway.control.slots import MAX_IN_FLIGHT, ModelSlot, WorkerSlot
+from headway.control.slots import ModelSlot, WorkerSlot
 from headway.errors import DeadlineUnmeetable, Overloaded
-
-__all__ = [
-    "DEFAULT_LOAD_SECONDS",
-    "INFER",
-    "LOAD",
-    "MAX_IN_FLIGHT",
-    "UNLOAD",
-    "UNSEEN_LOAD_QUANTILE",
-    "Counters",
-    "Decisions",
-    "Dispatch",
-    "Scheduler",
-]
 
 
 class Scheduler:

@@ -11,7 +11,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from headway.control.scheduler import INFER, LOAD, Dispatch
+from headway.control.actions import INFER, LOAD, Dispatch
 
 #: (model key, rows) -> seconds, for INFER; (model key, 0) -> seconds, for LOAD.
 DurationFn = Callable[[str, int], float]
