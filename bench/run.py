@@ -48,6 +48,7 @@ import models
 import numpy as np
 import pyspy
 import results
+import targets
 from harness import Endpoint, bodies, closed, open_loop, overload, quiet
 from peers.common import WORK, Server, SetupError, check, ensure_venv
 from systems import BY_NAME, QUICK, SYSTEMS, System, served_name
@@ -321,9 +322,9 @@ class Suite:
             self.save()
         if not self.quick and "overhead" in self.scenarios:
             self.drift()
-            results.settle(self.data)
+            targets.settle(self.data)
             self.data["settled"] = True
-        self.data["targets"] = results.targets(self.data)
+        self.data["targets"] = targets.targets(self.data)
         missed = [t for t in self.data["targets"] if t["met"] is False]
         wanted = self.args.profile if self.args.profile is not None else not self.quick
         if missed and wanted:
