@@ -2,7 +2,8 @@
 
 Models are trained on scikit-learn's digits (rows [:900]); rows [900:] are queries and labels.
 1. Degradation: the best of three models starts answering wrongly after 200 feedback events;
-   Exp3 and Exp4 (η = 0.1, not the default 0.01, so a few hundred events suffice) move away.
+   Exp3 and Exp4 move away from it, at the default η = 0.01 (it loses the lead within a few
+   dozen events and falls under 0.2 of the weight within 200) and at η = 0.1 (under 0.1).
 2. Personalization: two groups of users whose labels follow two different models (one trained
    on labels shifted by 3); Exp3 with per-user state (η = 0.2) serves each from its own model.
 3. Stragglers: a fast and a too-slow model answer within the SLO (+ SLO_MARGIN_S) with the fast
@@ -32,7 +33,7 @@ from tests.integration.models import AppClient, serve_apps, warm_models
 pytestmark = pytest.mark.integration
 
 #: Straggler answers must come within the app's SLO plus this (HTTP, JSON, a busy CI machine).
-SLO_MARGIN_S = 0.1
+SLO_MARGIN_S = 0.25
 DEGRADE_AFTER = 200  # feedback events before the flaky model degrades
 DEGRADED_EVENTS = 200  # feedback events after
 ROUND = 20  # rows sent concurrently between two looks at the weights
@@ -66,6 +67,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     apps = {
         "degrade-exp3": {"models": trio, "policy": "exp3", "eta": 0.1, "default_output": -1},
         "degrade-exp4": {"models": trio, "policy": "exp4", "eta": 0.1, "default_output": -1},
+        "degrade-exp3-default": {"models": trio, "policy": "exp3", "default_output": -1},
+        "degrade-exp4-default": {"models": trio, "policy": "exp4", "default_output": -1},
         "personal": {"models": ["digits-logreg", "digits-shifted"], "policy": "exp3", "eta": 0.2,
                      "personalize": True},
     }  # fmt: skip
@@ -78,7 +81,15 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 def test_policies_move_away_from_a_model_that_degrades(lab: dict[str, Any]) -> None:
     api: AppClient = lab["api"]
-    apps = ("degrade-exp3", "degrade-exp4")
+    # app -> (the flaky model's largest weight share after DEGRADED_EVENTS (uniform: 1/3),
+    #         the smallest accuracy served over the last 100 events (flaky alone: 0))
+    limits = {
+        "degrade-exp3": (0.1, 0.75),
+        "degrade-exp4": (0.1, 0.75),
+        "degrade-exp3-default": (0.25, 0.6),  # Exp3 at η = 0.01 is noisier: 0.09 to 0.14 seen
+        "degrade-exp4-default": (0.2, 0.75),
+    }
+    apps = tuple(limits)
 
     def event(app: str, i: int) -> bool:
         answer = api.predict(app, ROWS[i])
@@ -114,11 +125,13 @@ def test_policies_move_away_from_a_model_that_degrades(lab: dict[str, Any]) -> N
         print(f"{app}: the flaky model lost the lead within {moved[app]} feedback events; "
               f"weights after {DEGRADED_EVENTS}: {weights}; accuracy served (last 100): {served:.2f}")  # fmt: skip
         assert moved[app] is not None and moved[app] <= DEGRADED_EVENTS
-        assert weights["digits-flaky"] < 0.1
-        assert served >= 0.75
+        most, least = limits[app]
+        assert weights["digits-flaky"] < most
+        assert served >= least
     # Exp4 learns from every model on every event: the flaky model (the most accurate, 0.93)
     # led before it degraded, so moving away was a real change of mind.
-    assert max(before["degrade-exp4"], key=before["degrade-exp4"].get) == "digits-flaky"
+    for app in ("degrade-exp4", "degrade-exp4-default"):
+        assert max(before[app], key=before[app].get) == "digits-flaky"
 
     stats = api.call("GET", "/apps/degrade-exp4")["statistics"]
     assert stats["feedback"] == DEGRADE_AFTER + DEGRADED_EVENTS
@@ -186,8 +199,14 @@ def test_admin_api_canary_rollback_and_models_added_at_run_time(lab: dict[str, A
 
     # a list of inputs, and feedback joined by input and user instead of a query id
     many = api.call("POST", "/apps/ensemble/predict", {"inputs": [r.tolist() for r in ROWS[:3]]})
-    assert len(many["outputs"]) == 3 and len({o["query_id"] for o in many["outputs"]}) == 3
+    assert list(many) == ["outputs"] and len(many["outputs"]) == 3
+    assert len({o["query_id"] for o in many["outputs"]}) == 3
     first = api.predict("ensemble", ROWS[5], user="ann")
+    for answer in [first, *many["outputs"]]:  # the shape ("missing" if one is late)
+        assert {"query_id", "output", "default", "confidence", "models"} <= set(answer)
+        assert set(answer) <= {"query_id", "output", "default", "confidence", "models", "missing"}
+        assert answer["default"] is False and 0 < answer["confidence"] <= 1
+        assert isinstance(answer["output"], int) and answer["models"]
     joined = api.call("POST", "/apps/ensemble/feedback",
                       {"input": ROWS[5].tolist(), "user": "ann", "label": int(LABELS[5])})  # fmt: skip
     assert joined["query_id"] == first["query_id"]
@@ -214,7 +233,7 @@ def test_admin_api_canary_rollback_and_models_added_at_run_time(lab: dict[str, A
 
 # -- stragglers -----------------------------------------------------------------------------------
 STRAGGLER_SLO_MS = 150
-SLOW_SECONDS = 0.5
+SLOW_SECONDS = 1.0  # well past the SLO plus the margin: waiting for it cannot pass the test
 
 
 @pytest.fixture(scope="module")
@@ -223,7 +242,7 @@ def stragglers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
     fast = models.digits_classifier(root, "digits-fast", LogisticRegression(max_iter=3000))
     slow, _ = models.digits_python(
         root, "digits-slow", "SlowClassifier", GaussianNB(), seconds=SLOW_SECONDS,
-        extra="cache: true\nslo_ms: 10000\n",
+        extra="cache: true\nslo_ms: 60000\n",
     )  # fmt: skip
     pair = {"models": ["digits-fast", "digits-slow"], "policy": "exp4", "default_output": -1,
             "slo_ms": STRAGGLER_SLO_MS}  # fmt: skip

@@ -102,3 +102,40 @@ def test_weights_never_underflow() -> None:
     for _ in range(2):
         policy.observe(state, 1, {"good": 0, "bad": 1}, selection)
     assert policy.weights(state)["bad"] > 0.5
+
+
+def test_the_worked_example_in_the_docs() -> None:
+    # docs/selection.md, "Worked example": shares 0.40, 0.35, 0.25, threshold 0.5, default -1
+    policy = make_policy("exp4", ["a", "b", "c"], threshold=0.5, default_output=-1)
+    state = _state(a=1.0, b=0.875, c=0.625)
+    selection = policy.select(state, random.Random(0), ready={"a", "b", "c"})
+    assert selection.models == ("a", "b", "c")
+    decision = policy.combine(state, {"a": 7, "b": 1}, selection)  # c is late
+    assert (decision.output, decision.default) == (-1, True)
+    assert decision.confidence == pytest.approx(0.4)
+    assert decision.explanation == "confidence 0.4 below threshold 0.5"
+    assert (decision.models, decision.missing) == (("a", "b"), ("c",))
+    in_time = policy.combine(state, {"a": 7, "b": 1, "c": 1}, selection)
+    assert (in_time.output, in_time.confidence) == (1, pytest.approx(0.6))
+
+    policy.observe(state, 1, {"a": 7, "b": 1}, selection)
+    assert state.log_weights == pytest.approx({"a": 0.0, "b": -0.1235, "c": -0.4600}, abs=1e-4)
+    assert policy.weights(state) == pytest.approx({"a": 0.3976, "b": 0.3514, "c": 0.2510}, abs=1e-4)
+
+
+def test_the_worked_example_over_http_in_the_docs() -> None:
+    # docs/selection.md, "Worked example over HTTP": uniform weights, threshold 0.6
+    models = ["digits-logreg", "digits-forest", "digits-nb"]
+    policy = make_policy("exp4", models, threshold=0.6, default_output=-1)
+    state = policy.initial_state()
+    everyone = policy.select(state, random.Random(0))
+    first = policy.combine(state, dict(zip(models, [3, 3, 5], strict=True)), everyone)
+    assert (first.output, first.confidence) == (3, pytest.approx(2 / 3))
+    losses = policy.observe(state, 5, dict(zip(models, [3, 3, 5], strict=True)), everyone)
+    assert losses == {"digits-logreg": 1.0, "digits-forest": 1.0, "digits-nb": 0.0}
+    assert policy.weights(state) == pytest.approx(
+        {"digits-logreg": 0.3322, "digits-forest": 0.3322, "digits-nb": 0.3356}, abs=1e-4
+    )
+    late = policy.combine(state, {"digits-logreg": 3, "digits-nb": 5}, everyone)
+    assert (late.output, late.default, late.missing) == (-1, True, ("digits-forest",))
+    assert late.explanation == "confidence 0.336 below threshold 0.6"
