@@ -549,7 +549,7 @@ def test_removed_model_returns_its_queue(clock: ManualClock) -> None:
 
 
 def test_complete_feeds_the_estimator_and_the_rpc_overhead(clock: ManualClock) -> None:
-    s = scheduler(clock, {1: ["m"]}, min_samples=1000)
+    s = scheduler(clock, {1: ["m"]}, min_samples=1)  # profiled once measured: no stretch
     submit(s, request(clock, "pair", 1.0, rows=2))
     [dispatch] = s.poll().dispatches
     assert dispatch.expected is None  # nothing measured yet
@@ -565,6 +565,20 @@ def test_complete_feeds_the_estimator_and_the_rpc_overhead(clock: ManualClock) -
     busy(s, clock)
     submit(s, request(clock, "r", ms(100)))
     assert s.poll().wakeup == pytest.approx(ms(12) + ms(100) - ms(12))
+
+
+def test_an_unprofiled_models_estimate_is_stretched_until_it_has_min_samples(
+    clock: ManualClock,
+) -> None:
+    s = scheduler(clock, {1: ["m"]}, min_samples=3)
+    s.estimator.observe("m", 1, ms(1))  # its load's warm-up run, say
+    # 1 ms measured once: 2 x 1 ms + 2 ms, no RPC overhead measured yet.
+    assert s.service_time("m", 1) == pytest.approx(ms(4))
+    assert s.service_time("m", 4) == pytest.approx(ms(10))  # 4 ms extrapolated, stretched
+    s.estimator.observe("m", 1, ms(1))
+    assert s.service_time("m", 1) == pytest.approx(ms(4))
+    s.estimator.observe("m", 1, ms(1))  # three measurements: its own window is trusted
+    assert s.service_time("m", 1) == pytest.approx(ms(1))
 
 
 def test_failed_action_leaves_estimates_and_aimd_alone(clock: ManualClock) -> None:

@@ -29,6 +29,13 @@ LOAD_OUTLIERS_IGNORED = 1
 #: LOAD estimate is never more pessimistic than a never-loaded model's: one or two loads cannot
 #: tell a neighbour's stall from the model's cost.
 TRUSTED_LOADS = 2 * LOAD_OUTLIERS_IGNORED + 1
+#: Until a model is profiled (some batch size measured `min_samples` times), its INFER estimate
+#: rests on its load's warm-up run alone, and the first runs after a load are slower than that
+#: warm-up (caches still cold): measured on real workers, ~2 ms over an estimate of well under
+#: a millisecond, answering two requests late. So the estimate of an unprofiled model is
+#: stretched by this factor plus this many seconds; once profiled, its own window is trusted.
+UNPROFILED_FACTOR = 2.0
+UNPROFILED_MARGIN = 0.002
 
 
 class Predictions:
@@ -47,9 +54,14 @@ class Predictions:
         self.overhead = 0.0
 
     def service_time(self, key: str, rows: int) -> float | None:
-        """Predicted seconds from dispatch to answer for `rows` rows (RPC overhead included)."""
+        """Predicted seconds from dispatch to answer for `rows` rows (RPC overhead included;
+        stretched while the model is unprofiled, see UNPROFILED_FACTOR)."""
         estimate = self.estimator.estimate(key, rows)
-        return None if estimate is None else estimate + self.overhead
+        if estimate is None:
+            return None
+        if not self.estimator.profiled(key):
+            estimate = estimate * UNPROFILED_FACTOR + UNPROFILED_MARGIN
+        return estimate + self.overhead
 
     def finish_time(self, key: str, rows: int, max_batch: int, replicas: int) -> float | None:
         """Predicted seconds until `rows` queued rows have run: one batch if they fit in one,
