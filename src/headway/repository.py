@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -84,9 +85,10 @@ class ModelConfig:
     versions: tuple[int, ...] = ()
     options: dict[str, Any] = field(default_factory=dict)
 
-    @property
+    @cached_property
     def key(self) -> str:
-        """The identity of a loaded model: name and version."""
+        """The identity of a loaded model: name and version (computed once: the request path
+        reads it on every request)."""
         return f"{self.name}@{self.version}"
 
     @property
@@ -139,6 +141,21 @@ def _slo(raw: dict[str, Any], where: str) -> float:
     return slo
 
 
+def version_folders(model_dir: Path) -> tuple[int, ...]:
+    """The model's versions: its folders named by a plain integer (`1`, `2`; not `01`)."""
+    try:
+        entries = list(model_dir.iterdir())
+    except OSError:
+        return ()
+    return tuple(
+        sorted(
+            int(p.name)
+            for p in entries
+            if p.is_dir() and p.name.isascii() and p.name.isdigit() and p.name == str(int(p.name))
+        )
+    )
+
+
 def read_model(model_dir: Path) -> ModelConfig:
     """Read one `<model>/model.yaml` and pick the version to serve (highest unless pinned)."""
     where = str(model_dir / "model.yaml")
@@ -159,13 +176,7 @@ def read_model(model_dir: Path) -> ModelConfig:
         raise ConfigError(
             f"{where}: framework must be one of {list(FRAMEWORKS)}, got {framework!r}"
         )
-    versions = tuple(
-        sorted(
-            int(p.name)
-            for p in model_dir.iterdir()
-            if p.is_dir() and p.name.isdigit() and p.name == str(int(p.name))
-        )
-    )
+    versions = version_folders(model_dir)
     if not versions:
         raise ConfigError(f"{where}: no version folder (e.g. {name}/1/) holds an artifact")
     version = raw.get("version", versions[-1])
@@ -279,12 +290,19 @@ class Repository:
         raise ModelNotFound(f"unknown model {name!r}; the repository has {known}")
 
     def version(self, name: str, version: int) -> ModelConfig:
-        """A specific version of a model (loadable even when not the served one)."""
+        """A specific version of a model (servable beside the default one), sharing the
+        default's model.yaml. A version folder added since the scan is found: the folder is
+        listed again when asked for a version not seen before."""
         config = self.get(name)
         if version == config.version:
             return config
         if version not in config.versions:
-            raise ModelNotFound(
-                f"model {name!r} has no version {version}; it has {list(config.versions)}"
-            )
+            found = version_folders(self.root / name)
+            if found and found != config.versions:
+                config = self.models[name] = replace(config, versions=found)
+            if version not in config.versions:
+                raise ModelNotFound(
+                    f"model {name!r} has no version {version}; it has {list(config.versions)} "
+                    f"(version {config.version} is the default)"
+                )
         return replace(config, version=version, path=config.path.parent / str(version))

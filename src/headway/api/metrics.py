@@ -1,5 +1,8 @@
 """Prometheus text for `GET /metrics`, read from the controller's statistics at scrape time.
 
+Per-model series carry `model="<name>"` for a model's default version and `model="<name>@<v>"`
+for another version served beside it (`/v2/models/<name>/versions/<v>/...`).
+
 Nothing is observed on the request path here: the core counts, this module only reads.
 """
 
@@ -16,6 +19,7 @@ from prometheus_client.core import (
 )
 
 from headway.control.controller import Controller
+from headway.control.models import ModelState
 
 
 class ControllerCollector:
@@ -41,8 +45,11 @@ class ControllerCollector:
         batch = HistogramMetricFamily(
             "headway_batch_size", "Rows per INFER action that ran", labels=["model"]
         )
-        for name, stats in c.stats.items():
-            state = c.models[name]
+        late = CounterMetricFamily(
+            "headway_late_answers", "Answers delivered after their deadline", labels=["model"]
+        )
+        for name, state in _labelled(c):
+            stats = c.stats[state.config.key]
             requests.add_metric([name], stats.requests)
             for reason, count in stats.errors.items():
                 errors.add_metric([name, reason], count)
@@ -53,10 +60,6 @@ class ControllerCollector:
             batch.add_metric(
                 [name], _buckets(stats.batch_size.cumulative()), stats.batch_size.total
             )
-        late = CounterMetricFamily(
-            "headway_late_answers", "Answers delivered after their deadline", labels=["model"]
-        )
-        for name, stats in c.stats.items():
             late.add_metric([name], stats.late)
         yield from (requests, errors, hits, queue, ready, latency, batch, late)
         counters = c.scheduler.counters
@@ -80,6 +83,13 @@ class ControllerCollector:
         yield GaugeMetricFamily(
             "headway_workers", "Live worker processes", value=len(c.engine.pids())
         )
+
+
+def _labelled(c: Controller) -> Iterator[tuple[str, ModelState]]:
+    """Each model state with its `model` label: the name for a default version (as the
+    unversioned routes), `name@version` for another version served beside it."""
+    yield from c.models.items()
+    yield from c.versions.items()
 
 
 def _buckets(cumulative: list[tuple[float, int]]) -> list[tuple[str, float]]:

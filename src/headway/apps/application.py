@@ -33,6 +33,7 @@ from headway.apps.config import AppConfig
 from headway.apps.records import Latencies, ModelCalls, QueryLog, QueryRecord
 from headway.apps.tensors import input_digest, model_inputs, selection_output
 from headway.control.controller import READY, Controller
+from headway.control.models import ModelState
 from headway.errors import HeadwayError, InvalidInput, ModelError, ModelNotFound
 from headway.selection import NO_ANSWER, Selection, StateRegistry
 from headway.selection.losses import plain
@@ -82,6 +83,7 @@ class Application:
         self.latency = Latencies()
         self.dirty = False
         self.dirty_users: set[str] = set()
+        self._serve_versions()
 
     @property
     def name(self) -> str:
@@ -105,23 +107,44 @@ class Application:
         return list(answers)
 
     def ready_models(self) -> list[str]:
-        """Linked models that the controller serves now (a pinned version must be the served one)."""
-        ready = []
-        for key, ref in self.refs.items():
-            model = self.controller.models.get(ref.name)
-            if (
-                model is not None
-                and model.state == READY
-                and ref.version in (None, model.config.version)
-            ):
-                ready.append(key)
+        """Linked models that the controller serves now: `name` its default version, and
+        `name@version` exactly that version (never another one in its place)."""
+        return list(self._ready())
+
+    def _ready(self) -> dict[str, ModelState]:
+        ready = {}
+        for key in self.refs:
+            model = self._served(key)
+            if model is not None and model.state == READY:
+                ready[key] = model
         return ready
+
+    def _served(self, key: str) -> ModelState | None:
+        """The controller's state for a linked model (its pinned version, when pinned)."""
+        ref = self.refs.get(key)
+        if ref is None:
+            return None
+        if ref.version is None:
+            return self.controller.models.get(ref.name)
+        return self.controller.served(ref.name, ref.version)
+
+    def _serve_versions(self) -> None:
+        """Ask the controller to serve each pinned version now (registered and loading), so
+        that it is ready before the first query rather than on it."""
+        for ref in self.refs.values():
+            if ref.version is not None:
+                try:
+                    self.controller.model(ref.name, str(ref.version))
+                except HeadwayError as exc:
+                    log.warning(
+                        "app %s: model %s cannot be served: %s", self.name, ref.key, _message(exc)
+                    )
 
     def _convert(self, value: Any) -> dict[str, dict[str, np.ndarray]]:
         """The input as each ready model takes it; InvalidInput if it does not fit one of them."""
         return {
-            key: model_inputs(key, value, self.controller.models[self.refs[key].name].config.inputs)
-            for key in self.ready_models()
+            key: model_inputs(key, value, model.config.inputs)
+            for key, model in self._ready().items()
         }
 
     async def _answer(
@@ -279,6 +302,7 @@ class Application:
         self.refs = {ref.key: ref for ref in self.config.refs}
         self.calls.setdefault(model, ModelCalls())
         self.registry.add_model(model)
+        self._serve_versions()
         self.mark_all_dirty()
 
     def mark_all_dirty(self) -> None:
@@ -306,11 +330,7 @@ class Application:
         models = []
         for model in stats.models:
             calls = self.calls.get(model.model) or ModelCalls()
-            served = (
-                self.controller.models.get(self.refs[model.model].name)
-                if model.model in self.refs
-                else None
-            )
+            served = self._served(model.model)
             models.append({
                 **asdict(model),
                 "state": served.state if served is not None else "UNKNOWN",

@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from headway.errors import ConfigError
+from headway.errors import ConfigError, ModelNotFound
 from headway.repository import Repository
 from headway.selection import Policy, make_policy
 
@@ -217,7 +217,11 @@ def check_models(config: AppConfig, repository: Repository) -> None:
                 f"{where}: no such model; the repository has {sorted(repository.models)}"
             )
         if ref.version is not None and ref.version not in model.versions:
-            raise ConfigError(f"{where}: no version {ref.version}; it has {list(model.versions)}")
+            try:  # a version folder added since the scan counts
+                repository.version(ref.name, ref.version)
+            except ModelNotFound:
+                versions = list(repository.models[ref.name].versions)
+                raise ConfigError(f"{where}: no version {ref.version}; it has {versions}") from None
 
 
 def parse_apps(document: Any, repository: Repository | None = None) -> dict[str, AppConfig]:

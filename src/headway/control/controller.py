@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, Protocol
 
 import numpy as np
@@ -36,7 +37,6 @@ from headway.errors import (
     HeadwayError,
     InvalidInput,
     ModelError,
-    ModelNotFound,
     ModelNotReady,
     WorkerFailed,
 )
@@ -86,7 +86,13 @@ class Controller(ModelLifecycle):
             self.clock, LatencyEstimator(), policy=policy, demand_loading=self.on_demand
         )
         self.cache = PredictionCache(cache_bytes)
+        #: The default (served) version of each model, by name: what unversioned routes answer.
         self.models: dict[str, ModelState] = {}
+        #: Other versions of the repository's models, by `name@version`, registered on first use.
+        self.versions: dict[str, ModelState] = {}
+        #: Every model state, default or not, by `name@version` (what the scheduler and the
+        #: workers call a model); `stats` is keyed the same way.
+        self._states: dict[str, ModelState] = {}
         self.stats: dict[str, ModelStats] = {}
         self._remembered = store.model_states() if store else {}
         for name in repository.models:
@@ -129,7 +135,7 @@ class Controller(ModelLifecycle):
     async def stop(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        for model in self.models.values():
+        for model in self._states.values():
             self._fail_all(
                 self.scheduler.remove_model(model.config.key), ModelNotReady("server stopping")
             )
@@ -144,24 +150,37 @@ class Controller(ModelLifecycle):
 
     # -- models ------------------------------------------------------------------------------
     def model(self, name: str, version: str | None = None) -> ModelState:
-        """The served model by name (and version, when given); ModelNotFound otherwise."""
+        """The model by name: its default version, or `version` when given (any version in the
+        repository, registered and loaded on first use); ModelNotFound otherwise.
+
+        The unversioned lookup is one dict lookup: it is on every request's path.
+        """
         state = self.models.get(name)
         if state is None:
             self.repository.get(name)  # raises with the reason it is missing or broken
             state = self._register(name)
-        if version is not None:
-            if not version.isdigit():
-                raise InvalidInput(f"model {name!r}: version must be an integer, got {version!r}")
-            if int(version) != state.config.version:
-                if int(version) in state.config.versions:
-                    raise ModelNotFound(
-                        f"model {name!r} version {version} is in the repository but not served; "
-                        f"version {state.config.version} is (pin it with 'version:' in model.yaml)"
-                    )
-                raise ModelNotFound(
-                    f"model {name!r} has no version {version}; it has {list(state.config.versions)}"
-                )
-        return state
+        if version is None:
+            return state
+        found = self.versions.get(f"{name}@{version}")
+        if found is not None:
+            return found
+        if not (version.isascii() and version.isdigit()):
+            raise InvalidInput(f"model {name!r}: version must be an integer, got {version!r}")
+        number = int(version)
+        if number == state.config.version:
+            return state
+        known = self.versions.get(f"{name}@{number}")  # asked as e.g. "02"
+        if known is not None:
+            return known
+        return self._register_version(self.repository.version(name, number))
+
+    def served(self, name: str, version: int | None = None) -> ModelState | None:
+        """The state serving `name` (at `version`) if it is registered; registers nothing and
+        never raises (for readiness checks that run on every query)."""
+        state = self.models.get(name)
+        if version is None or state is None or state.config.version == version:
+            return state
+        return self.versions.get(f"{name}@{version}")
 
     # -- inference ---------------------------------------------------------------------------
     async def infer(
@@ -180,8 +199,33 @@ class Controller(ModelLifecycle):
         `timeout` (seconds) overrides the model's slo_ms as the deadline. `waited` is how long
         the request already waited in the transport (its clock starts at arrival).
         """
+        return await self.submit(
+            name,
+            inputs,
+            version=version,
+            outputs=outputs,
+            timeout=timeout,
+            priority=priority,
+            waited=waited,
+        )
+
+    def submit(
+        self,
+        name: str,
+        inputs: dict[str, np.ndarray],
+        *,
+        version: str | None = None,
+        outputs: Sequence[str] | None = None,
+        timeout: float | None = None,
+        priority: int | None = None,
+        waited: float = 0.0,
+    ) -> asyncio.Future[Prediction]:
+        """`infer` without awaiting: admit the request now (a HeadwayError at once if it
+        cannot be), and return the future of its prediction, which fails with a HeadwayError
+        when it cannot be answered in time. Why: the HTTP server answers from the future's
+        callback, so a request costs no task and no chain of coroutines."""
         model = self.model(name, version)
-        stats = self.stats[name]
+        stats = self.stats[model.config.key]
         stats.requests += 1
         started = self.clock.now() - waited
         try:
@@ -199,15 +243,25 @@ class Controller(ModelLifecycle):
                 config.key, inputs, rows, started, deadline, priority_level(priority), wanted
             )
             if config.cache:
-                prediction = await self._cached(model, request, stats)
+                future = asyncio.ensure_future(self._cached(model, request, stats))
             else:
-                prediction = await self._submit(request)
+                future = self._enqueue(request)
         except HeadwayError as exc:
             stats.errors[exc.reason] += 1
             raise
-        stats.successes += 1
-        stats.latency.observe(self.clock.now() - started)
-        return prediction
+        future.add_done_callback(partial(self._settled, stats, started))
+        return future
+
+    def _settled(self, stats: ModelStats, started: float, future: asyncio.Future[Any]) -> None:
+        """Count a request's outcome once its future has one."""
+        if future.cancelled():
+            return
+        error = future.exception()
+        if error is None:
+            stats.successes += 1
+            stats.latency.observe(self.clock.now() - started)
+        elif isinstance(error, HeadwayError):
+            stats.errors[error.reason] += 1
 
     async def _cached(self, model: ModelState, request: Request, stats: ModelStats) -> Prediction:
         key = cache_key(request.model, request.inputs, request.outputs)
@@ -224,7 +278,7 @@ class Controller(ModelLifecycle):
         future: asyncio.Future[Prediction] = self._loop.create_future()
         self._in_flight[key] = future
         try:
-            prediction = await self._submit(request)
+            prediction = await self._enqueue(request)
         except HeadwayError as exc:
             future.set_exception(exc)
             future.exception()  # retrieved: sharers re-raise it, nobody else must
@@ -235,7 +289,8 @@ class Controller(ModelLifecycle):
         self.cache.put(key, prediction, sum(a.nbytes for a in prediction.outputs.values()) + 64)
         return prediction
 
-    async def _submit(self, request: Request) -> Prediction:
+    def _enqueue(self, request: Request) -> asyncio.Future[Prediction]:
+        """Queue `request` with the scheduler; its token is the future of its prediction."""
         assert self._loop is not None
         future: asyncio.Future[Prediction] = self._loop.create_future()
         request.token = future
@@ -245,7 +300,7 @@ class Controller(ModelLifecycle):
             self._refresh_estimate(request.model)
             raise
         self._kick()
-        return await future
+        return future
 
     # -- the pump: scheduler decisions -> engine -----------------------------------------------
     def _kick(self) -> None:
@@ -293,10 +348,10 @@ class Controller(ModelLifecycle):
             if dispatch.latest is not None:
                 header["latest"] = dispatch.latest
         elif dispatch.kind == LOAD:
-            header["config"] = self.models[_name(dispatch.model)].config.to_wire()
+            header["config"] = self._states[dispatch.model].config.to_wire()
             header["evict"] = dispatch.evict
             for key in dispatch.evict:
-                evicted = self.models.get(_name(key))
+                evicted = self._states.get(key)
                 if evicted is not None:
                     evicted.workers.discard(dispatch.worker)
         # A failed send means the worker is gone: the watcher reports it and requeues.
@@ -320,14 +375,14 @@ class Controller(ModelLifecycle):
             if ok:
                 # counted when run, not when sent: a batch the worker refused (too late to
                 # start) is requeued and would otherwise count twice
-                self.stats[_name(dispatch.model)].batch_size.observe(dispatch.rows)
+                self.stats[dispatch.model].batch_size.observe(dispatch.rows)
                 self._answer(dispatch, tensors)
             else:
                 error = ModelError(f"model {dispatch.model!r} failed: {header.get('error')}")
                 for request in dispatch.requests:
                     self._fail(request, error)
         elif dispatch.kind == LOAD:
-            self._loaded(worker, _name(dispatch.model), header)
+            self._loaded(worker, dispatch.model, header)
         self._kick()
 
     def _answer(self, dispatch: Dispatch, tensors: dict[str, np.ndarray]) -> None:
@@ -335,7 +390,7 @@ class Controller(ModelLifecycle):
         now = self.clock.now()
         late = sum(1 for r in dispatch.requests if now > r.deadline and r.measured)
         if late:
-            self.stats[name].late += late
+            self.stats[dispatch.model].late += late
         start = 0
         for request in dispatch.requests:
             end = start + request.rows
@@ -360,19 +415,25 @@ class Controller(ModelLifecycle):
     def statistics(self) -> dict[str, Any]:
         """A snapshot for metrics, the dashboard and tests."""
         scheduling = self.scheduler.statistics()["models"]
+
+        def describe(m: ModelState, default: bool) -> dict[str, Any]:
+            return {
+                "state": m.state,
+                "reason": m.reason,
+                "version": m.config.version,
+                "default": default,
+                "workers": sorted(m.workers),
+                "memory_mb": m.memory_mb,
+                "queue": self.scheduler.queue_length(m.config.key),
+                "scheduling": scheduling.get(m.config.key, {}),
+                **self.stats[m.config.key].to_dict(),
+            }
+
         return {
+            # default versions by name (as the unversioned routes), other versions by name@version
             "models": {
-                name: {
-                    "state": m.state,
-                    "reason": m.reason,
-                    "version": m.config.version,
-                    "workers": sorted(m.workers),
-                    "memory_mb": m.memory_mb,
-                    "queue": self.scheduler.queue_length(m.config.key),
-                    "scheduling": scheduling.get(m.config.key, {}),
-                    **self.stats[name].to_dict(),
-                }
-                for name, m in self.models.items()
+                **{name: describe(m, True) for name, m in self.models.items()},
+                **{key: describe(m, False) for key, m in self.versions.items()},
             },
             "cache": {
                 "entries": len(self.cache),
@@ -382,11 +443,6 @@ class Controller(ModelLifecycle):
             },
             "workers": self.engine.pids(),
         }
-
-
-def _name(key: str) -> str:
-    """The model name of a `name@version` key."""
-    return key.rpartition("@")[0]
 
 
 def _union_outputs(requests: list[Request]) -> list[str] | None:

@@ -51,6 +51,8 @@ class ModelLifecycle:
     clock: Clock
     scheduler: Scheduler
     models: dict[str, ModelState]
+    versions: dict[str, ModelState]
+    _states: dict[str, ModelState]
     stats: dict[str, ModelStats]
     memory_budget_mb: float | None
     on_demand: bool
@@ -74,17 +76,40 @@ class ModelLifecycle:
         for request in requests:
             self._fail(request, error)
 
+    def _track(self, config: ModelConfig) -> ModelState:
+        model = self._states[config.key] = ModelState(config)
+        self.stats[config.key] = ModelStats()
+        return model
+
     def _register(self, name: str) -> ModelState:
-        """Start tracking a model of the repository (at start-up, or lazily on first use)."""
+        """Start tracking a model's default version (at start-up, or lazily on first use)."""
         config = self.repository.get(name)
-        model = self.models[name] = ModelState(config)
-        self.stats[name] = ModelStats()
+        model = self.models[name] = self._track(config)
         if self._user_unloaded(name):
             model.reason = "unloaded through the repository API"
         elif self.on_demand:
             model.state = READY
             self._schedule_model(config)
         return model
+
+    def _register_version(self, config: ModelConfig) -> ModelState:
+        """Start serving a version other than the default one, on its first request.
+
+        It is a model like any other under its key `name@version`: with a memory budget it is
+        loaded on demand and evictable; else it is placed on its replicas now, and accepts
+        requests at once (READY): they queue until the load ends, and are dropped at their
+        deadline if it has not (or failed at once if the load fails). It is not recorded in the
+        store: what a restart restores is each model's default version.
+        """
+        model = self.versions[config.key] = self._track(config)
+        self._schedule_model(config)
+        if not self.on_demand:
+            self._begin_load(model)
+        model.state = READY
+        return model
+
+    def _is_default(self, model: ModelState) -> bool:
+        return self.models.get(model.config.name) is model
 
     def _user_unloaded(self, name: str) -> bool:
         """Whether the model was unloaded through the API before this start."""
@@ -105,29 +130,35 @@ class ModelLifecycle:
         workers = sorted(self._placement, key=lambda w: (len(self._placement[w]), w))
         return workers[: max(1, min(config.replicas, len(workers)))]
 
-    async def load(self, name: str) -> ModelState:
-        """Load the model's served version on its replicas; waits until they answered."""
-        model = self.model(name)
+    async def load(self, name: str, version: str | None = None) -> ModelState:
+        """Load the model (its default version, or `version`) on its replicas; waits until
+        they answered."""
+        model = self.model(name, version)
         if model.state == READY:
             return model
+        store = self.store if self._is_default(model) else None  # restarts restore defaults
         if self.on_demand:
             model.state, model.reason = READY, ""
             self._schedule_model(model.config)
-            if self.store:
-                self.store.set_model_state(name, model.config.version, "loaded")
+            if store:
+                store.set_model_state(name, model.config.version, "loaded")
             return model
         assert self._loop is not None
         waiter: asyncio.Future[None] = self._loop.create_future()
         model.waiters.append(waiter)
+        self._begin_load(model)
+        await waiter
+        if store:
+            store.set_model_state(name, model.config.version, "loaded")
+        return model
+
+    def _begin_load(self, model: ModelState) -> None:
+        """Send the model's LOADs to the workers picked for it, unless they are on their way."""
         if model.state != LOADING:
             model.state, model.reason = LOADING, ""
             for worker in self._place(model.config):
-                self._placement[worker].add(name)
+                self._placement[worker].add(model.config.key)
                 self._send_load(model, worker)
-        await waiter
-        if self.store:
-            self.store.set_model_state(name, model.config.version, "loaded")
-        return model
 
     def _send_load(self, model: ModelState, worker: int) -> None:
         model.loading.add(worker)
@@ -135,27 +166,27 @@ class ModelLifecycle:
             self.scheduler.control(worker, LOAD, model.config.key, payload=model.config.name)
             self._kick()
 
-    async def unload(self, name: str) -> None:
-        model = self.model(name)
+    async def unload(self, name: str, version: str | None = None) -> None:
+        model = self.model(name, version)
         key = model.config.key
         for worker in list(model.workers):
             self.scheduler.unplaced(key, worker)
             if worker in self._ready_workers:
                 self.scheduler.control(worker, UNLOAD, key, payload=name)
         for worker in self._placement:
-            self._placement[worker].discard(name)
+            self._placement[worker].discard(key)
         self._fail_all(
             self.scheduler.remove_model(key), ModelNotReady(f"model {name!r} was unloaded")
         )
         model.workers.clear()
         model.loading.clear()
         model.state, model.reason = UNLOADED, "unloaded through the repository API"
-        if self.store:
+        if self.store and self._is_default(model):
             self.store.set_model_state(name, model.config.version, "unloaded")
         self._kick()
 
-    def _loaded(self, worker: int, name: str, header: dict[str, Any]) -> None:
-        model = self.models.get(name)
+    def _loaded(self, worker: int, key: str, header: dict[str, Any]) -> None:
+        model = self._states.get(key)
         if model is None:
             return
         if self.on_demand:
@@ -166,8 +197,8 @@ class ModelLifecycle:
         model.loading.discard(worker)
         if header.get("ok"):
             config = model.config
-            inferred_in = tuple(TensorSpec.parse(t, name) for t in header.get("inputs") or ())
-            inferred_out = tuple(TensorSpec.parse(t, name) for t in header.get("outputs") or ())
+            inferred_in = tuple(TensorSpec.parse(t, key) for t in header.get("inputs") or ())
+            inferred_out = tuple(TensorSpec.parse(t, key) for t in header.get("outputs") or ())
             model.config = config.with_signature(inferred_in, inferred_out)
             model.memory_mb = max(model.memory_mb, float(header.get("memory_mb") or 0.0))
             self.scheduler.add_model(
@@ -185,10 +216,15 @@ class ModelLifecycle:
                 self._warm_up(model.config, WARMUP_RUNS)
         elif not model.workers:
             model.reason = f"failed to load: {header.get('error')}"
-            log.error("model %s %s", name, model.reason)
-            self._placement[worker].discard(name)
+            log.error("model %s %s", key, model.reason)
+            self._placement[worker].discard(key)
             if not model.loading:
                 model.state = UNAVAILABLE
+                # requests queued while it loaded (a version asked for by name) fail now
+                self._fail_all(
+                    self.scheduler.remove_model(key),
+                    ModelNotReady(f"model {model.config.name!r} {model.reason}"),
+                )
         if not model.loading:
             for waiter in model.waiters:
                 if not waiter.done():
@@ -256,16 +292,16 @@ class ModelLifecycle:
         now = self.clock.now()
         if self.scheduler.queue_length(key) or now - self._probed.get(key, -1e9) < PROBE_INTERVAL_S:
             return
-        name = key.rpartition("@")[0]
-        if name in self.models:
-            self._warm_up(self.models[name].config, 1)
+        model = self._states.get(key)
+        if model is not None:
+            self._warm_up(model.config, 1)
 
     def _on_worker_ready(self, worker: int, pid: int) -> None:
         self._ready_workers.add(worker)
         share = None if self.memory_budget_mb is None else self.memory_budget_mb / self.engine.size
         self.scheduler.add_worker(worker, memory_mb=share)
-        for name in self._placement.get(worker, ()):
-            model = self.models[name]
+        for key in self._placement.get(worker, ()):
+            model = self._states[key]
             if model.state in (READY, LOADING):
                 model.loading.discard(worker)
                 self._send_load(model, worker)
@@ -277,7 +313,7 @@ class ModelLifecycle:
         log.warning("worker %d exited (code %s); restarting it", worker, code)
         self._ready_workers.discard(worker)
         retried, failed = self.scheduler.worker_lost(worker)
-        for model in self.models.values():
+        for model in self._states.values():
             model.workers.discard(worker)
         for request in failed:
             self._fail(
