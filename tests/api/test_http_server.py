@@ -20,7 +20,9 @@ LIMIT = 1000
 
 
 class EchoApp:
-    """The interface `HttpServer` uses: start/stop, the two size checks and `handle`."""
+    """The interface `HttpServer` uses: start/stop, the two size checks and `respond`, which
+    answers paths under /now/ at once and the others from a task (as HeadwayApp answers some
+    routes at once and others later)."""
 
     def __init__(self) -> None:
         self.started = self.stopped = False
@@ -41,6 +43,20 @@ class EchoApp:
     def check_size(self, size: int) -> None:
         if size > LIMIT:
             raise PayloadTooLarge(f"request body exceeds {LIMIT} bytes")
+
+    def respond(
+        self,
+        method: str,
+        path: str,
+        headers: dict[bytes, bytes],
+        body: bytes,
+        received: float | None = None,
+    ) -> Any:
+        if path.startswith("/now/"):
+            self.seen.append((method, path, body))
+            self.began[path] = self.ended[path] = time.monotonic()
+            return 200, orjson.dumps({"method": method, "path": path}), []
+        return asyncio.ensure_future(self.handle(method, path, headers, body, received))
 
     async def handle(
         self,
@@ -118,12 +134,17 @@ def test_keep_alive_serves_requests_one_after_another_on_one_connection() -> Non
 def test_pipelined_requests_run_concurrently_and_are_answered_in_order() -> None:
     async def test(server: HttpServer, app: EchoApp) -> None:
         reader, writer = await connect(server)
-        writer.write(request("/sleep/0.3") + request("/sleep/0.2") + request("/third", b"3"))
-        paths = [orjson.loads((await response(reader))[2])["path"] for _ in range(3)]
-        assert paths == ["/sleep/0.3", "/sleep/0.2", "/third"]
-        # handled concurrently: the later ones began before the first ended, and ended first
+        writer.write(
+            request("/sleep/0.3") + request("/sleep/0.2") + request("/third", b"3")
+            + request("/now/4")
+        )  # fmt: skip
+        paths = [orjson.loads((await response(reader))[2])["path"] for _ in range(4)]
+        assert paths == ["/sleep/0.3", "/sleep/0.2", "/third", "/now/4"]
+        # handled concurrently: the later ones began before the first ended, and ended first;
+        # the one answered at once waited for its turn on the wire
         assert app.began["/sleep/0.2"] < app.ended["/sleep/0.3"]
         assert app.ended["/third"] < app.ended["/sleep/0.2"] < app.ended["/sleep/0.3"]
+        assert app.ended["/now/4"] < app.ended["/sleep/0.2"]
         writer.close()
 
     serve(test)

@@ -9,9 +9,11 @@ is also an ASGI app, for uvicorn or any other ASGI server.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from functools import partial
 from typing import Any
 
 import orjson
@@ -127,6 +129,30 @@ class HeadwayApp:
             )
 
     # -- routing -----------------------------------------------------------------------------
+    def respond(
+        self,
+        method: str,
+        path: str,
+        headers: dict[bytes, bytes],
+        body: bytes,
+        received: float | None = None,
+    ) -> Response | asyncio.Future[Response]:
+        """Answer one request: (status, body, headers) now, or a future of it. Never raises.
+
+        `headers` has lower-case names; `body` is the whole request body as received;
+        `received` is when its first bytes were read (the controller's clock): a deadline
+        counts from then, so time spent waiting in a busy server counts against it. An
+        inference answers from its prediction's callback (no task per request); routes that
+        must wait for something else run as a task.
+        """
+        try:
+            answer = self._route(method, path, headers, body, received)
+        except Exception as exc:
+            return _failure(exc, method, path)
+        if isinstance(answer, tuple | asyncio.Future):
+            return answer
+        return asyncio.ensure_future(_guarded(answer, method, path))
+
     async def handle(
         self,
         method: str,
@@ -135,43 +161,39 @@ class HeadwayApp:
         body: bytes,
         received: float | None = None,
     ) -> Response:
-        """Answer one request: (status, body, headers). Never raises.
+        """`respond`, awaited (for ASGI servers and callers that simply want the answer)."""
+        answer = self.respond(method, path, headers, body, received)
+        return answer if isinstance(answer, tuple) else await answer
 
-        `headers` has lower-case names; `body` is the whole request body as received;
-        `received` is when its first bytes were read (the controller's clock): a deadline
-        counts from then, so time spent waiting in a busy server counts against it.
-        """
+    def _route(
+        self,
+        method: str,
+        path: str,
+        headers: dict[bytes, bytes],
+        body: bytes,
+        received: float | None,
+    ) -> Answer:
         parts = [p for p in path.split("/") if p]
-        try:
-            if not self.started and parts[:2] != ["v2", "health"]:
-                raise Unavailable("the server is starting: models are loading; retry shortly")
-            if parts and parts[0] == "v2":
-                return await self._v2(method, parts[1:], headers, body, received)
-            if parts and parts[0] == "apps":
-                return await self._apps(method, parts[1:], path, _decoded(headers, body))
-            if parts == ["metrics"] and method == "GET":
-                return 200, render(self.controller), _TEXT
-            if parts == ["openapi.json"] and method == "GET":
-                return 200, orjson.dumps(OPENAPI), JSON
-            raise _NotFound(f"no route {method} {path}")
-        except HeadwayError as exc:
-            return error_response(exc)
-        except _NotFound as exc:
-            return problem(404, str(exc))
-        except _BadMethod as exc:
-            return problem(405, str(exc))
-        except Exception as exc:  # the server never crashes on a request
-            log.exception("internal error on %s %s", method, path)
-            return problem(500, f"internal error: {type(exc).__name__}: {exc}")
+        if not self.started and parts[:2] != ["v2", "health"]:
+            raise Unavailable("the server is starting: models are loading; retry shortly")
+        if parts and parts[0] == "v2":
+            return self._v2(method, parts[1:], headers, body, received)
+        if parts and parts[0] == "apps":
+            return self._apps(method, parts[1:], path, _decoded(headers, body))
+        if parts == ["metrics"] and method == "GET":
+            return 200, render(self.controller), _TEXT
+        if parts == ["openapi.json"] and method == "GET":
+            return 200, orjson.dumps(OPENAPI), JSON
+        raise _NotFound(f"no route {method} {path}")
 
-    async def _v2(
+    def _v2(
         self,
         method: str,
         parts: list[str],
         headers: dict[bytes, bytes],
         body: bytes,
         received: float | None = None,
-    ) -> Response:
+    ) -> Answer:
         c = self.controller
         if not parts:
             _expect(method, "GET")
@@ -192,6 +214,9 @@ class HeadwayApp:
             version = None
             if len(rest) >= 2 and rest[0] == "versions":
                 version, rest = rest[1], rest[2:]
+            if rest == ["infer"]:
+                _expect(method, "POST")
+                return self._infer(name, version, headers, body, received)
             if not rest:
                 _expect(method, "GET")
                 return 200, orjson.dumps(_metadata(c.model(name, version))), JSON
@@ -199,39 +224,41 @@ class HeadwayApp:
                 _expect(method, "GET")
                 model = c.model(name, version)
                 ok = model.state == "READY"
-                body = {"name": name, "ready": ok}
+                answer = {"name": name, "ready": ok}
                 if not ok:
-                    body["reason"] = model.reason or model.state.lower()
-                return (200 if ok else 400), orjson.dumps(body), JSON
+                    answer["reason"] = model.reason or model.state.lower()
+                return (200 if ok else 400), orjson.dumps(answer), JSON
             if rest == ["config"]:
                 _expect(method, "GET")
                 return 200, orjson.dumps(_config(c.model(name, version))), JSON
-            if rest == ["infer"]:
-                _expect(method, "POST")
-                return await self._infer(name, version, headers, body, received)
         if head == "repository" and method == "POST":
             if parts[1:] == ["index"]:
                 return 200, orjson.dumps(_index(c)), JSON
             if len(parts) == 4 and parts[1] == "models" and parts[3] in ("load", "unload"):
-                if parts[3] == "load":
-                    model = await c.load(parts[2])
-                    if model.state != "READY":
-                        raise InvalidInput(f"model {parts[2]!r} {model.reason}")
-                else:
-                    c.model(parts[2])
-                    await c.unload(parts[2])
-                return 200, b"", JSON
+                return self._load(parts[2]) if parts[3] == "load" else self._unload(parts[2])
         raise _NotFound(f"no route {method} /v2/{'/'.join(parts)}")
 
-    async def _infer(
+    async def _load(self, name: str) -> Response:
+        model = await self.controller.load(name)
+        if model.state != "READY":
+            raise InvalidInput(f"model {name!r} {model.reason}")
+        return 200, b"", JSON
+
+    async def _unload(self, name: str) -> Response:
+        self.controller.model(name)
+        await self.controller.unload(name)
+        return 200, b"", JSON
+
+    def _infer(
         self,
         name: str,
         version: str | None,
         headers: dict[bytes, bytes],
         body: bytes,
         received: float | None,
-    ) -> Response:
-        model = self.controller.model(name, version)
+    ) -> asyncio.Future[Response]:
+        controller = self.controller
+        model = controller.model(name, version)
         body = _decoded(headers, body)
         raw_length = headers.get(b"inference-header-content-length")
         if raw_length is None:
@@ -251,7 +278,7 @@ class HeadwayApp:
             else:
                 request = oip.decode_infer(body, length)
         timeout, priority = _schedule_policy(request.parameters)
-        prediction = await self.controller.infer(
+        prediction = controller.submit(
             name,
             request.inputs,
             version=version,
@@ -260,21 +287,66 @@ class HeadwayApp:
             priority=priority,
             # its own wait since its bytes were read (not the loop's worst lag, which
             # refused everyone after one stall)
-            waited=0.0 if received is None else max(0.0, self.controller.clock.now() - received),
+            waited=0.0 if received is None else max(0.0, controller.clock.now() - received),
         )
+        answer: asyncio.Future[Response] = prediction.get_loop().create_future()
+        prediction.add_done_callback(partial(_encode_answer, answer, request, name))
+        return answer
+
+
+#: What a route gives: an answer now, the future of one, or a coroutine to run as a task.
+Answer = Response | asyncio.Future[Response] | Coroutine[Any, Any, Response]
+
+
+def _encode_answer(
+    answer: asyncio.Future[Response],
+    request: oip.InferRequest,
+    name: str,
+    prediction: asyncio.Future[Any],
+) -> None:
+    """The prediction is known: encode it (or its error) as the answer."""
+    if answer.done():  # given up on (the server is stopping)
+        if not prediction.cancelled():
+            prediction.exception()  # retrieved: nobody else will
+        return
+    try:
+        result = prediction.result()
         payload, header_length = oip.encode_infer(
-            prediction.model, prediction.version, prediction.outputs, request
+            result.model, result.version, result.outputs, request
         )
-        if header_length is None:
-            return 200, payload, JSON
-        return (
-            200,
-            payload,
-            [
-                (b"content-type", b"application/octet-stream"),
-                (b"inference-header-content-length", str(header_length).encode()),
-            ],
-        )
+    except asyncio.CancelledError:
+        answer.set_result(problem(503, "the server is stopping"))
+        return
+    except Exception as exc:
+        answer.set_result(_failure(exc, "POST", f"/v2/models/{name}/infer"))
+        return
+    if header_length is None:
+        answer.set_result((200, payload, JSON))
+    else:
+        binary = [
+            (b"content-type", b"application/octet-stream"),
+            (b"inference-header-content-length", str(header_length).encode()),
+        ]
+        answer.set_result((200, payload, binary))
+
+
+async def _guarded(answer: Coroutine[Any, Any, Response], method: str, path: str) -> Response:
+    try:
+        return await answer
+    except Exception as exc:
+        return _failure(exc, method, path)
+
+
+def _failure(error: Exception, method: str, path: str) -> Response:
+    """The answer to a request that raised `error`: its status and message."""
+    if isinstance(error, HeadwayError):
+        return error_response(error)
+    if isinstance(error, _NotFound):
+        return problem(404, str(error))
+    if isinstance(error, _BadMethod):
+        return problem(405, str(error))
+    log.error("internal error on %s %s", method, path, exc_info=error)  # never crash on one
+    return problem(500, f"internal error: {type(error).__name__}: {error}")
 
 
 def _decoded(headers: dict[bytes, bytes], body: bytes) -> bytes:

@@ -2,8 +2,8 @@
 
 Why not uvicorn: on the hot path of a one-row prediction, the ASGI glue (a scope dict, receive
 and send coroutines, message dicts per response part) cost more of the frontend's CPU than the
-model did. Here a parsed request becomes one call, `HeadwayApp.handle(method, path, headers,
-body)`, and its answer one `transport.write`.
+model did. Here a parsed request becomes one call, `HeadwayApp.respond(method, path, headers,
+body)`, and its answer (now, or from a future's callback) one `transport.write`.
 
 What it does: keep-alive (HTTP/1.1 by default, HTTP/1.0 on request), pipelined requests
 (answered in order), chunked request bodies, `Expect: 100-continue`, a body-size limit checked
@@ -22,6 +22,7 @@ import signal
 import time
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import unquote
@@ -176,25 +177,28 @@ class HttpConnection(asyncio.Protocol):
         headers = self._headers
         if not keep_alive:
             self._stop_reading()
-        task = self.loop.create_task(self.app.handle(method, path, headers, body, self._received))
-        self.server.in_flight.add(task)
-        task.add_done_callback(lambda done: self._done(done, slot, keep_alive, http10))
+        answer = self.app.respond(method, path, headers, body, self._received)
+        if isinstance(answer, tuple):
+            self._finish(slot, answer, keep_alive and not self.server.stopping, http10)
+            return
+        self.server.in_flight.add(answer)
+        answer.add_done_callback(partial(self._done, slot, keep_alive, http10))
 
     # -- answering -------------------------------------------------------------------------
     def _done(
-        self, task: asyncio.Task[Response], slot: _Slot, keep_alive: bool, http10: bool
+        self, slot: _Slot, keep_alive: bool, http10: bool, answer: asyncio.Future[Response]
     ) -> None:
-        self.server.in_flight.discard(task)
-        if task.cancelled():
+        self.server.in_flight.discard(answer)
+        if answer.cancelled():
             response = problem(503, "the server is stopping")
             keep_alive = False
         else:
-            error = task.exception()
-            if error is not None:  # `handle` never raises; this is a bug, not the client's
+            error = answer.exception()
+            if error is not None:  # `respond` never fails; this is a bug, not the client's
                 log.error("request handler failed", exc_info=error)
                 response = problem(500, f"internal error: {type(error).__name__}: {error}")
             else:
-                response = task.result()
+                response = answer.result()
         self._finish(slot, response, keep_alive and not self.server.stopping, http10)
 
     def _finish(self, slot: _Slot, response: Response, keep_alive: bool, http10: bool) -> None:
@@ -266,7 +270,7 @@ class HttpServer:
         self.grace = grace
         self.backlog = backlog
         self.connections: set[HttpConnection] = set()
-        self.in_flight: set[asyncio.Task[Any]] = set()
+        self.in_flight: set[asyncio.Future[Any]] = set()
         self.stopping = False
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self._server: asyncio.Server | None = None
