@@ -40,9 +40,12 @@ def demand(
     *,
     schedule_ahead: float = 0.0,
     max_batch: int = 8,
+    full_batches_ahead: bool = True,
 ) -> Scheduler:
     """A demand-loading scheduler: workers with their memory shares, models with their sizes."""
-    policy = dataclasses.replace(HEADWAY, schedule_ahead=schedule_ahead)
+    policy = dataclasses.replace(
+        HEADWAY, schedule_ahead=schedule_ahead, full_batches_ahead=full_batches_ahead
+    )
     estimator = LatencyEstimator(window=10, quantile=99.0, min_samples=3)
     s = Scheduler(clock, estimator, policy=policy, demand_loading=True)
     for worker, share in workers.items():
@@ -528,12 +531,48 @@ def test_a_refused_infer_is_requeued_and_the_next_poll_drops_what_cannot_make_it
 
 
 def test_without_schedule_ahead_a_worker_runs_one_action_at_a_time(clock: ManualClock) -> None:
-    s = demand(clock, {1: None}, {"m": 1.0}, max_batch=1)
+    s = demand(clock, {1: None}, {"m": 1.0}, max_batch=1, full_batches_ahead=False)
     seed(s, "m", {1: ms(1)})
     s.placed("m", 1)
     for i in range(3):
         s.submit(request(clock, f"r{i}", 1.0, model="m"))
     assert len(s.poll().dispatches) == 1
+
+
+def test_a_full_batch_goes_ahead_to_a_busy_worker_when_it_can_make_its_deadline(
+    clock: ManualClock,
+) -> None:
+    s = demand(clock, {1: None}, {"m": 1.0}, max_batch=4)
+    seed(s, "m", {1: ms(5), 4: ms(10)})
+    s.placed("m", 1)
+    for i in range(3):  # not a full batch yet: one batch of 3, nothing ahead
+        s.submit(request(clock, f"a{i}", ms(100), model="m"))
+    [first] = s.poll().dispatches
+    assert first.rows == 3
+    for i in range(3):  # 3 queued behind a busy worker: wait, more may join
+        s.submit(request(clock, f"b{i}", ms(100), model="m"))
+    assert s.poll().dispatches == []
+    s.submit(request(clock, "b3", ms(100), model="m"))  # 4 = a full batch: sent ahead
+    [ahead] = s.poll().dispatches
+    assert (tags(ahead), ahead.earliest) == ([f"b{i}" for i in range(4)], pytest.approx(ms(10)))
+    for i in range(4):  # another full batch: at most one action ahead of the running one
+        s.submit(request(clock, f"c{i}", ms(100), model="m"))
+    assert s.poll().dispatches == []
+
+
+def test_no_full_batch_goes_ahead_that_would_miss_its_deadline(clock: ManualClock) -> None:
+    s = demand(clock, {1: None}, {"m": 1.0}, max_batch=2)
+    seed(s, "m", {1: ms(5), 2: ms(8)})
+    s.placed("m", 1)
+    s.submit(request(clock, "a", ms(100), model="m"))
+    [first] = s.poll().dispatches  # the worker is busy until 5 ms
+    for name in ("b0", "b1"):
+        s.submit(request(clock, name, ms(12), model="m"))
+    assert s.poll().dispatches == []  # 5 + 8 ms would end after their 12 ms deadline
+    clock.set(ms(5))
+    s.complete(first.id, ms(5))
+    second = s.poll().dispatches[0]  # free now: the largest batch that makes it, 1 row
+    assert tags(second) == ["b0"]
 
 
 def test_schedule_ahead_takes_the_next_action_when_the_last_ends_within_it(

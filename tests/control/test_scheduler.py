@@ -417,7 +417,7 @@ def test_submit_counts_only_the_rows_queued_ahead(clock: ManualClock) -> None:
     submit(s, *(request(clock, f"relaxed{i}", 10.0) for i in range(20)))
     urgent = request(clock, "urgent", ms(30))  # its deadline puts it at the head
     s.submit(urgent)
-    [dispatch] = s.poll().dispatches
+    dispatch = s.poll().dispatches[0]
     assert tags(dispatch)[0] == "urgent"
 
 

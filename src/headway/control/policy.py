@@ -22,6 +22,9 @@ class SchedulingPolicy:
       deadline after the load; otherwise load on any request.
     - `schedule_ahead`: seconds of predicted work a worker may have queued behind the action
       it is running (0: one action in flight per worker).
+    - `full_batches_ahead`: a busy worker is sent its next batch before it is free when that
+      batch is full (waiting would add nothing to it), so it never waits for the frontend to
+      hear its answer and send the next one; off, a worker waits for that turn.
     """
 
     name: str = "headway"
@@ -31,6 +34,7 @@ class SchedulingPolicy:
     idle_first_eviction: bool = True
     feasible_loads_only: bool = True
     schedule_ahead: float = 0.0
+    full_batches_ahead: bool = True
 
 
 HEADWAY = SchedulingPolicy()
@@ -41,5 +45,6 @@ CLIPPER = SchedulingPolicy(
     profile_batching=False,
     idle_first_eviction=False,
     feasible_loads_only=False,
+    full_batches_ahead=False,
 )
 POLICIES = {policy.name: policy for policy in (HEADWAY, CLIPPER)}

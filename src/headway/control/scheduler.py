@@ -251,14 +251,42 @@ class Scheduler:
                 dispatch = self._next_action(worker, now, decisions)
                 if dispatch is None:
                     break
-                worker.start(dispatch, now)
-                self._inflight[dispatch.id] = dispatch
-                decisions.dispatches.append(dispatch)
+                self._start(worker, dispatch, now, decisions)
+        if self.policy.full_batches_ahead:  # after every idle worker had its pick
+            for worker in self._workers.values():
+                if len(worker.inflight) == 1:
+                    dispatch = self._full_batch_ahead(worker)
+                    if dispatch is not None:
+                        self._start(worker, dispatch, now, decisions)
         if self.policy.early_reject:
             wake = self._drops.next()
             if wake is not None:
                 decisions.wakeup = earliest(decisions.wakeup, wake)
         return decisions
+
+    def _start(
+        self, worker: WorkerSlot, dispatch: Dispatch, now: float, decisions: Decisions
+    ) -> None:
+        worker.start(dispatch, now)
+        self._inflight[dispatch.id] = dispatch
+        decisions.dispatches.append(dispatch)
+
+    def _full_batch_ahead(self, worker: WorkerSlot) -> Dispatch | None:
+        """The next batch for a worker busy with one action, when a full batch of its most
+        urgent model is queued and predicted to meet the head's deadline if it starts when the
+        worker is predicted to be free (see `SchedulingPolicy.full_batches_ahead`)."""
+        if not worker.alive or worker.control:
+            return None
+        model = most_urgent(worker, self._models, self._waiting)
+        if model is None or model.queue.rows < model.max_batch:
+            return None
+        if not self.predictions.estimator.profiled(model.key):
+            return None
+        service = self.service_time(model.key, model.max_batch)
+        head = model.queue.peek()
+        if service is None or head is None or worker.free_at + service > head.deadline:
+            return None
+        return self._batch(model, worker.free_at)
 
     def _next_action(self, worker: WorkerSlot, now: float, decisions: Decisions) -> Dispatch | None:
         if worker.control:
