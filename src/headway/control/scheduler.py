@@ -73,6 +73,7 @@ class Scheduler:
         self._models: dict[str, ModelSlot] = {}
         self._workers: dict[int, WorkerSlot] = {}
         self._waiting: set[str] = set()  # models with queued requests
+        self._full: set[str] = set()  # models with a full batch queued, maybe (see `_push`)
         self._drops = DropTimes(
             self._models, self._waiting, self.predictions, demand_loading=demand_loading
         )
@@ -222,6 +223,8 @@ class Scheduler:
     def _push(self, model: ModelSlot, request: Request) -> None:
         model.queue.push(request)
         self._waiting.add(model.key)
+        if self.policy.full_batches_ahead and model.queue.rows >= model.max_batch:
+            self._full.add(model.key)
         if self.policy.early_reject:
             self._drops.pushed(model, request)
         if model.queue.peek() is request:
@@ -252,12 +255,8 @@ class Scheduler:
                 if dispatch is None:
                     break
                 self._start(worker, dispatch, now, decisions)
-        if self.policy.full_batches_ahead:  # after every idle worker had its pick
-            for worker in self._workers.values():
-                if len(worker.inflight) == 1:
-                    dispatch = self._full_batch_ahead(worker)
-                    if dispatch is not None:
-                        self._start(worker, dispatch, now, decisions)
+        if self._full:  # after every idle worker had its pick
+            self._full_batches_ahead(now, decisions)
         if self.policy.early_reject:
             wake = self._drops.next()
             if wake is not None:
@@ -271,22 +270,36 @@ class Scheduler:
         self._inflight[dispatch.id] = dispatch
         decisions.dispatches.append(dispatch)
 
-    def _full_batch_ahead(self, worker: WorkerSlot) -> Dispatch | None:
-        """The next batch for a worker busy with one action, when a full batch of its most
-        urgent model is queued and predicted to meet the head's deadline if it starts when the
-        worker is predicted to be free (see `SchedulingPolicy.full_batches_ahead`)."""
-        if not worker.alive or worker.control:
-            return None
-        model = most_urgent(worker, self._models, self._waiting)
-        if model is None or model.queue.rows < model.max_batch:
-            return None
-        if not self.predictions.estimator.profiled(model.key):
-            return None
-        service = self.service_time(model.key, model.max_batch)
-        head = model.queue.peek()
-        if service is None or head is None or worker.free_at + service > head.deadline:
-            return None
-        return self._batch(model, worker.free_at)
+    def _full_batches_ahead(self, now: float, decisions: Decisions) -> None:
+        """Send a worker busy with one action its next batch now, when that batch is full, of
+        the most urgent model on it, and predicted to meet its head's deadline if it starts
+        when the worker is predicted to be free (`SchedulingPolicy.full_batches_ahead`). Only
+        models with a full batch queued are looked at (`_full`), so a poll stays cheap with
+        thousands of models and dozens of busy workers."""
+        for key in list(self._full):
+            model = self._models.get(key)
+            if model is None or model.queue.rows < model.max_batch:
+                self._full.discard(key)
+                continue
+            if not self.predictions.estimator.profiled(key):
+                continue
+            service = self.service_time(key, model.max_batch)
+            for worker_id in sorted(model.replicas):
+                worker = self._workers.get(worker_id)
+                if worker is None or len(worker.inflight) != 1 or worker.control:
+                    continue
+                head = model.queue.peek()
+                if head is None or service is None or worker.free_at + service > head.deadline:
+                    continue  # another replica may be free sooner
+                if (
+                    not worker.alive
+                    or most_urgent(worker, self._models, self._waiting) is not model
+                ):
+                    continue
+                self._start(worker, self._batch(model, worker.free_at), now, decisions)
+                if model.queue.rows < model.max_batch:
+                    self._full.discard(key)
+                    break
 
     def _next_action(self, worker: WorkerSlot, now: float, decisions: Decisions) -> Dispatch | None:
         if worker.control:
