@@ -73,7 +73,8 @@ class Scheduler:
         self._models: dict[str, ModelSlot] = {}
         self._workers: dict[int, WorkerSlot] = {}
         self._waiting: set[str] = set()  # models with queued requests
-        self._full: set[str] = set()  # models with a full batch queued, maybe (see `_push`)
+        #: workers to look at for a full batch ahead (see `_full_batches_ahead`)
+        self._recheck: set[int] = set()
         self._drops = DropTimes(
             self._models, self._waiting, self.predictions, demand_loading=demand_loading
         )
@@ -223,8 +224,10 @@ class Scheduler:
     def _push(self, model: ModelSlot, request: Request) -> None:
         model.queue.push(request)
         self._waiting.add(model.key)
-        if self.policy.full_batches_ahead and model.queue.rows >= model.max_batch:
-            self._full.add(model.key)
+        if self.policy.full_batches_ahead:
+            rows = model.queue.rows
+            if rows >= model.max_batch > rows - request.rows:  # it just filled a batch
+                self._recheck.update(model.replicas)
         if self.policy.early_reject:
             self._drops.pushed(model, request)
         if model.queue.peek() is request:
@@ -255,7 +258,7 @@ class Scheduler:
                 if dispatch is None:
                     break
                 self._start(worker, dispatch, now, decisions)
-        if self._full:  # after every idle worker had its pick
+        if self._recheck:  # after every idle worker had its pick
             self._full_batches_ahead(now, decisions)
         if self.policy.early_reject:
             wake = self._drops.next()
@@ -269,37 +272,34 @@ class Scheduler:
         worker.start(dispatch, now)
         self._inflight[dispatch.id] = dispatch
         decisions.dispatches.append(dispatch)
+        if self.policy.full_batches_ahead:
+            self._recheck.add(worker.id)
 
     def _full_batches_ahead(self, now: float, decisions: Decisions) -> None:
-        """Send a worker busy with one action its next batch now, when that batch is full, of
-        the most urgent model on it, and predicted to meet its head's deadline if it starts
-        when the worker is predicted to be free (`SchedulingPolicy.full_batches_ahead`). Only
-        models with a full batch queued are looked at (`_full`), so a poll stays cheap with
-        thousands of models and dozens of busy workers."""
-        for key in list(self._full):
-            model = self._models.get(key)
+        """Send a worker busy with one action its next batch now, when its most urgent model
+        has a full batch queued that is predicted to meet its head's deadline if it starts
+        when the worker is predicted to be free (`SchedulingPolicy.full_batches_ahead`).
+
+        Only workers that something happened to since the last poll are looked at (`_recheck`:
+        an action sent or ended, a model of theirs filled a batch), so a poll stays cheap with
+        thousands of models on dozens of busy workers."""
+        recheck, self._recheck = self._recheck, set()
+        for worker_id in sorted(recheck):
+            worker = self._workers.get(worker_id)
+            if worker is None or len(worker.inflight) != 1 or worker.control or not worker.alive:
+                continue
+            model = most_urgent(worker, self._models, self._waiting)
             if model is None or model.queue.rows < model.max_batch:
-                self._full.discard(key)
                 continue
-            if not self.predictions.estimator.profiled(key):
+            if not self.predictions.estimator.profiled(model.key):
                 continue
-            service = self.service_time(key, model.max_batch)
-            for worker_id in sorted(model.replicas):
-                worker = self._workers.get(worker_id)
-                if worker is None or len(worker.inflight) != 1 or worker.control:
-                    continue
-                head = model.queue.peek()
-                if head is None or service is None or worker.free_at + service > head.deadline:
-                    continue  # another replica may be free sooner
-                if (
-                    not worker.alive
-                    or most_urgent(worker, self._models, self._waiting) is not model
-                ):
-                    continue
-                self._start(worker, self._batch(model, worker.free_at), now, decisions)
-                if model.queue.rows < model.max_batch:
-                    self._full.discard(key)
-                    break
+            service = self.service_time(model.key, model.max_batch)
+            head = model.queue.peek()
+            if head is None or service is None or worker.free_at + service > head.deadline:
+                continue
+            worker.start(dispatch := self._batch(model, worker.free_at), now)
+            self._inflight[dispatch.id] = dispatch
+            decisions.dispatches.append(dispatch)
 
     def _next_action(self, worker: WorkerSlot, now: float, decisions: Decisions) -> Dispatch | None:
         if worker.control:
@@ -410,6 +410,8 @@ class Scheduler:
         worker = self._workers.get(dispatch.worker)
         if worker is not None:
             worker.finish(dispatch, self.clock.now())
+            if self.policy.full_batches_ahead:
+                self._recheck.add(worker.id)
         return dispatch
 
     # -- statistics ---------------------------------------------------------------------------
