@@ -8,6 +8,7 @@ loop), as shares of the samples in which the frontend was running (py-spy drops 
 plus how busy it was.
 
     python bench/pyspy.py --seconds 10    # starts Headway on the LR model itself
+    python bench/pyspy.py --offered 12000 # open loop (Poisson) at that rate instead
 """
 
 from __future__ import annotations
@@ -150,6 +151,9 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--offered", type=float, default=None, help="Poisson arrivals at this rate instead"
+    )
     args = parser.parse_args()
     paths = models.ensure()
     pyspy = ensure_venv("tools", WORK / "logs" / "venv-tools.log").with_name("py-spy")
@@ -160,11 +164,18 @@ def main() -> None:
     server.start()
     try:
         endpoint = Endpoint(f"http://127.0.0.1:{port}", "lr")
-        summaries = [
-            record(pyspy, server, endpoint, payloads, WORK / "pyspy" / f"profile-headway-c{c}.txt",
-                   args.seconds, concurrency=c)
-            for c in (32, 1)
-        ]  # fmt: skip
+        if args.offered is not None:
+            summaries = [
+                record(pyspy, server, endpoint, payloads,
+                       WORK / "pyspy" / f"profile-headway-open-{int(args.offered)}.txt",
+                       args.seconds, offered=args.offered)
+            ]  # fmt: skip
+        else:
+            summaries = [
+                record(pyspy, server, endpoint, payloads,
+                       WORK / "pyspy" / f"profile-headway-c{c}.txt", args.seconds, concurrency=c)
+                for c in (32, 1)
+            ]  # fmt: skip
     finally:
         server.stop()
     for summary in summaries:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import sys
@@ -21,6 +22,9 @@ from headway.runtime.engines.inline import InlineEngine
 from headway.runtime.engines.local import LocalEngine
 from headway.runtime.worker import FRAMEWORKS_ENV
 from headway.store import Store
+
+#: Allocations (net) between young-generation collections in the frontend (Python's: 700).
+GC_YOUNG_THRESHOLD = 20_000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -95,12 +99,21 @@ def run(settings: ServeSettings) -> None:
         uvicorn.Server(uvicorn_config(app, settings)).run()
         return
     server = HttpServer(app, host=settings.host, port=settings.port)
+    # A frontend makes a few dozen short-lived objects per request; with thousands of requests
+    # queued under overload, the collector's default thresholds ran full collections often
+    # enough to show as ~12% of the frontend's time in a profile at 11,000 req/s open loop.
+    gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 20)
     try:
         import uvloop
     except ImportError:  # pragma: no cover - uvloop is not built for Windows
-        asyncio.run(server.serve(announce=_announce))
+        asyncio.run(server.serve(announce=_listening))
     else:
-        uvloop.run(server.serve(announce=_announce))
+        uvloop.run(server.serve(announce=_listening))
+
+
+def _listening(url: str, app: HeadwayApp) -> None:
+    _announce(url, app)
+    gc.freeze()  # what start-up made lives as long as the server: out of the collector's way
 
 
 def _announce(url: str, app: HeadwayApp) -> None:
