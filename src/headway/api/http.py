@@ -35,6 +35,9 @@ from headway.errors import HeadwayError
 
 log = logging.getLogger("headway.http")
 
+#: Loop turns closer together than this count as back to back (see `arrived_since`).
+BACK_TO_BACK_S = 0.0005
+
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 _STATUS_LINES: dict[int, bytes] = {}
 
@@ -104,7 +107,8 @@ class HttpConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._no_more:
             return
-        self.last_active = self._arrived = time.monotonic()
+        self.last_active = now = time.monotonic()
+        self._arrived = self.server.arrived_since(now)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -273,6 +277,9 @@ class HttpServer:
         self.in_flight: set[asyncio.Future[Any]] = set()
         self.stopping = False
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        self._turn_open = False  # a loop turn with reads in it is under way
+        self._turn_started = self._turn_ended = 0.0  # its first read; when the last one ended
+        self._floor = 0.0  # what `arrived_since` answers during this turn
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -288,6 +295,28 @@ class HttpServer:
         sockets = self._server.sockets
         if sockets and self.port == 0:
             self.port = sockets[0].getsockname()[1]
+
+    def arrived_since(self, now: float) -> float:
+        """The earliest time bytes read `now` may have arrived: when they count from.
+
+        Bytes that arrive while the loop is busy wait in the kernel until its next turn, so
+        a frontend that falls behind would see stale requests as fresh and admit them, to be
+        answered late at the client (under open-loop overload, every one of them). When turns
+        follow each other without a pause, bytes read in this turn may have arrived as early
+        as the previous turn's first read; after a pause the loop woke for them, so now. The
+        bound is at most one turn too early: a fraction of a millisecond unless overloaded.
+        """
+        if not self._turn_open:
+            self._turn_open = True
+            self.loop.call_soon(self._turn_over)
+            busy = now - self._turn_ended < BACK_TO_BACK_S
+            self._floor = self._turn_started if busy else now
+            self._turn_started = now
+        return self._floor
+
+    def _turn_over(self) -> None:
+        self._turn_open = False
+        self._turn_ended = time.monotonic()
 
     @property
     def url(self) -> str:
