@@ -38,6 +38,30 @@ def most_urgent(
     return best
 
 
+def full_batch_ahead(
+    worker: WorkerSlot,
+    models: Mapping[str, ModelSlot],
+    waiting: set[str],
+    predictions: Predictions,
+) -> ModelSlot | None:
+    """The model whose next batch `worker`, busy with one action, should be sent before it is
+    free: its most urgent model, when a full batch of it is queued, it is profiled, and that
+    batch is predicted to meet its head's deadline starting when the worker is free. Waiting
+    would add nothing to a full batch, and the worker need not wait for the frontend's turn."""
+    if len(worker.inflight) != 1 or worker.control or not worker.alive:
+        return None
+    model = most_urgent(worker, models, waiting)
+    if model is None or model.queue.rows < model.max_batch:
+        return None
+    if not predictions.estimator.profiled(model.key):
+        return None
+    service = predictions.service_time(model.key, model.max_batch)
+    head = model.queue.peek()
+    if head is None or service is None or worker.free_at + service > head.deadline:
+        return None
+    return model
+
+
 def hold_until(model: ModelSlot, now: float, predictions: Predictions) -> float | None:
     """When to look again if `model`'s small batch should wait for more rows (its
     `batch_delay`), else None: never past the moment a queued request would have to be dropped

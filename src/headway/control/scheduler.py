@@ -29,7 +29,7 @@ from headway.control.admission import admit
 from headway.control.batching import AIMD
 from headway.control.cold_starts import ColdModels, load_wait
 from headway.control.drops import DropTimes
-from headway.control.infer_choice import hold_until, most_urgent, take_batch
+from headway.control.infer_choice import full_batch_ahead, hold_until, most_urgent, take_batch
 from headway.control.memory import WorkerMemory
 from headway.control.policy import HEADWAY, SchedulingPolicy
 from headway.control.predictions import (
@@ -276,9 +276,7 @@ class Scheduler:
             self._recheck.add(worker.id)
 
     def _full_batches_ahead(self, now: float, decisions: Decisions) -> None:
-        """Send a worker busy with one action its next batch now, when its most urgent model
-        has a full batch queued that is predicted to meet its head's deadline if it starts
-        when the worker is predicted to be free (`SchedulingPolicy.full_batches_ahead`).
+        """Send busy workers their next full batch ahead (`infer_choice.full_batch_ahead`).
 
         Only workers that something happened to since the last poll are looked at (`_recheck`:
         an action sent or ended, a model of theirs filled a batch), so a poll stays cheap with
@@ -286,20 +284,11 @@ class Scheduler:
         recheck, self._recheck = self._recheck, set()
         for worker_id in sorted(recheck):
             worker = self._workers.get(worker_id)
-            if worker is None or len(worker.inflight) != 1 or worker.control or not worker.alive:
+            if worker is None:
                 continue
-            model = most_urgent(worker, self._models, self._waiting)
-            if model is None or model.queue.rows < model.max_batch:
-                continue
-            if not self.predictions.estimator.profiled(model.key):
-                continue
-            service = self.service_time(model.key, model.max_batch)
-            head = model.queue.peek()
-            if head is None or service is None or worker.free_at + service > head.deadline:
-                continue
-            worker.start(dispatch := self._batch(model, worker.free_at), now)
-            self._inflight[dispatch.id] = dispatch
-            decisions.dispatches.append(dispatch)
+            model = full_batch_ahead(worker, self._models, self._waiting, self.predictions)
+            if model is not None:
+                self._start(worker, self._batch(model, worker.free_at), now, decisions)
 
     def _next_action(self, worker: WorkerSlot, now: float, decisions: Decisions) -> Dispatch | None:
         if worker.control:
