@@ -21,12 +21,12 @@ import orjson
 import headway
 from headway.api import oip
 from headway.api.apps import AppRoutes
+from headway.api.descriptions import config, index, metadata
 from headway.api.errors import JSON, Headers, Response, error_response, problem
 from headway.api.metrics import render
 from headway.api.openapi import OPENAPI
 from headway.apps import AppRegistry
 from headway.control.controller import Controller
-from headway.control.models import ModelState
 from headway.errors import HeadwayError, InvalidInput, PayloadTooLarge, Unavailable
 
 log = logging.getLogger("headway.http")
@@ -219,7 +219,7 @@ class HeadwayApp:
                 return self._infer(name, version, headers, body, received)
             if not rest:
                 _expect(method, "GET")
-                return 200, orjson.dumps(_metadata(c.model(name, version))), JSON
+                return 200, orjson.dumps(metadata(c.model(name, version))), JSON
             if rest == ["ready"]:
                 _expect(method, "GET")
                 model = c.model(name, version)
@@ -230,10 +230,10 @@ class HeadwayApp:
                 return (200 if ok else 400), orjson.dumps(answer), JSON
             if rest == ["config"]:
                 _expect(method, "GET")
-                return 200, orjson.dumps(_config(c.model(name, version))), JSON
+                return 200, orjson.dumps(config(c.model(name, version))), JSON
         if head == "repository" and method == "POST":
             if parts[1:] == ["index"]:
-                return 200, orjson.dumps(_index(c)), JSON
+                return 200, orjson.dumps(index(c)), JSON
             if len(parts) == 4 and parts[1] == "models" and parts[3] in ("load", "unload"):
                 return self._load(parts[2]) if parts[3] == "load" else self._unload(parts[2])
         raise _NotFound(f"no route {method} /v2/{'/'.join(parts)}")
@@ -389,61 +389,3 @@ def _schedule_policy(parameters: dict[str, Any]) -> tuple[float | None, int | No
     ):
         raise InvalidInput(f"parameter 'priority' must be a non-negative integer, got {priority!r}")
     return timeout, priority
-
-
-def _metadata(model: ModelState) -> dict[str, Any]:
-    config = model.config
-    body: dict[str, Any] = {
-        "name": config.name,
-        "versions": [str(v) for v in config.versions],
-        "platform": config.platform,
-        "inputs": [t.to_json() for t in config.inputs],
-        "outputs": [t.to_json() for t in config.outputs],
-        "state": model.state,
-    }
-    if model.reason:
-        body["reason"] = model.reason
-    return body
-
-
-def _config(model: ModelState) -> dict[str, Any]:
-    config = model.config
-    return {
-        "name": config.name,
-        "platform": config.platform,
-        "backend": config.framework,
-        "max_batch_size": config.max_batch_size,
-        "input": [
-            {"name": t.name, "data_type": f"TYPE_{t.datatype}", "dims": list(t.shape[1:])}
-            for t in config.inputs
-        ],
-        "output": [
-            {"name": t.name, "data_type": f"TYPE_{t.datatype}", "dims": list(t.shape[1:])}
-            for t in config.outputs
-        ],
-        "dynamic_batching": {"max_queue_delay_microseconds": int(config.batch_delay_ms * 1000)},
-        "headway": {
-            "slo_ms": config.slo_ms,
-            "replicas": config.replicas,
-            "cache": config.cache,
-            "version": config.version,
-        },
-    }
-
-
-def _index(controller: Controller) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    repository = controller.repository
-    for name in repository.names:
-        model = controller.models.get(name)
-        entry: dict[str, Any] = {"name": name}
-        if model is not None:
-            entry.update(version=str(model.config.version), state=model.state)
-            if model.reason:
-                entry["reason"] = model.reason
-        elif name in repository.broken:
-            entry.update(state="UNAVAILABLE", reason=repository.broken[name])
-        else:  # a lazily indexed repository: read and loaded on the first request
-            entry.update(state="READY", reason="loads on demand")
-        out.append(entry)
-    return out

@@ -1,0 +1,67 @@
+"""What the model and repository routes answer: a model's metadata (the protocol's), its
+configuration (Triton's shape, with Headway's own keys), and the repository index."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from headway.control.controller import Controller
+from headway.control.models import ModelState
+
+
+def metadata(model: ModelState) -> dict[str, Any]:
+    config = model.config
+    body: dict[str, Any] = {
+        "name": config.name,
+        "versions": [str(v) for v in config.versions],
+        "platform": config.platform,
+        "inputs": [t.to_json() for t in config.inputs],
+        "outputs": [t.to_json() for t in config.outputs],
+        "state": model.state,
+    }
+    if model.reason:
+        body["reason"] = model.reason
+    return body
+
+
+def config(model: ModelState) -> dict[str, Any]:
+    config = model.config
+    return {
+        "name": config.name,
+        "platform": config.platform,
+        "backend": config.framework,
+        "max_batch_size": config.max_batch_size,
+        "input": [
+            {"name": t.name, "data_type": f"TYPE_{t.datatype}", "dims": list(t.shape[1:])}
+            for t in config.inputs
+        ],
+        "output": [
+            {"name": t.name, "data_type": f"TYPE_{t.datatype}", "dims": list(t.shape[1:])}
+            for t in config.outputs
+        ],
+        "dynamic_batching": {"max_queue_delay_microseconds": int(config.batch_delay_ms * 1000)},
+        "headway": {
+            "slo_ms": config.slo_ms,
+            "replicas": config.replicas,
+            "cache": config.cache,
+            "version": config.version,
+        },
+    }
+
+
+def index(controller: Controller) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    repository = controller.repository
+    for name in repository.names:
+        model = controller.models.get(name)
+        entry: dict[str, Any] = {"name": name}
+        if model is not None:
+            entry.update(version=str(model.config.version), state=model.state)
+            if model.reason:
+                entry["reason"] = model.reason
+        elif name in repository.broken:
+            entry.update(state="UNAVAILABLE", reason=repository.broken[name])
+        else:  # a lazily indexed repository: read and loaded on the first request
+            entry.update(state="READY", reason="loads on demand")
+        out.append(entry)
+    return out
