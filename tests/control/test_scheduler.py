@@ -603,3 +603,37 @@ def test_control_completion_does_not_touch_estimates(clock: ManualClock) -> None
     s.complete(load.id, 0.5)
     assert s.estimator.estimate("m", 1) is None
     assert s.statistics()["overhead_s"] == 0.0
+
+
+# -- a request that finds the server idle --------------------------------------------------------
+
+
+def test_start_now_runs_a_lone_request_on_an_idle_profiled_model(clock: ManualClock) -> None:
+    s = scheduler(clock, {1: ["m"]})
+    seed(s, "m", {1: ms(10)})
+    dispatch = s.start_now(request(clock, "alone", ms(100)))
+    assert dispatch is not None and tags(dispatch) == ["alone"]
+    assert (dispatch.worker, dispatch.rows, dispatch.expected) == (1, 1, pytest.approx(ms(10)))
+    assert dispatch.latest == pytest.approx(ms(90))  # its worker refuses it after that
+    assert s.busy_workers() == 1 and s.queue_length("m") == 0
+    assert s.start_now(request(clock, "second", ms(100))) is None  # the worker is busy now
+    clock.set(ms(10))
+    assert s.complete(dispatch.id, ms(10)) is dispatch
+    assert s.busy_workers() == 0
+    clock.set(ms(14))  # it ran until 10 ms: idle for less than half a run (5 ms), a wave
+    assert s.start_now(request(clock, "wave", ms(100))) is None
+    clock.set(ms(16))
+    assert s.start_now(request(clock, "after a pause", ms(100))) is not None
+
+
+def test_start_now_declines_what_the_queue_must_decide(clock: ManualClock) -> None:
+    s = scheduler(clock, {1: ["m"]}, min_samples=3)
+    s.estimator.observe("m", 1, ms(10))
+    assert s.start_now(request(clock, "unprofiled", ms(100))) is None
+    seed(s, "m", {1: ms(10)})
+    assert s.start_now(request(clock, "hopeless", ms(5))) is None  # 10 ms > its 5 ms
+    s.add_model("cold")
+    seed(s, "cold", {1: ms(1)})
+    assert s.start_now(request(clock, "unplaced", ms(100), model="cold")) is None
+    submit(s, request(clock, "queued", ms(100)))  # something queued: it goes behind, in order
+    assert s.start_now(request(clock, "later", ms(100))) is None

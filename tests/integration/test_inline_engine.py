@@ -7,6 +7,7 @@ still enforced by the scheduler, and loads and unloads through the repository AP
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -61,3 +62,35 @@ def test_inline_engine_serves_in_process_with_deadlines(tmp_path: Path) -> None:
             workers = [line for line in client.get("/metrics").text.splitlines()
                        if line.startswith("headway_workers ")]  # fmt: skip
             assert workers == ["headway_workers 1.0"]
+
+
+def test_inline_engine_still_batches_requests_that_arrive_together(tmp_path: Path) -> None:
+    """A request that finds the server idle runs at once, inside the read that brought it;
+    requests that arrive while the model runs are queued and run together, as batches."""
+    root = tmp_path / "repo"
+    models.sleeper(root, "nap", 0.02)
+    sleepy = {"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP32",
+                          "data": [1] * 4}]}  # fmt: skip
+    with ServerProcess(root, state=tmp_path / "s.db", extra=["--engine", "inline"]) as server:
+
+        def post(_: int) -> list[int]:  # one keep-alive connection per thread
+            with httpx.Client(base_url=server.url, timeout=30) as client:
+                return [client.post("/v2/models/nap/infer", json=sleepy).status_code
+                        for _ in range(4)]  # fmt: skip
+
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            assert client.post("/v2/models/nap/infer", json=sleepy).status_code == 200
+        with ThreadPoolExecutor(16) as pool:
+            statuses = [status for some in pool.map(post, range(16)) for status in some]
+        assert statuses == [200] * 64
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            metrics = client.get("/metrics").text
+        count = _sample(metrics, 'headway_batch_size_count{model="nap"}')
+        rows = _sample(metrics, 'headway_batch_size_sum{model="nap"}')
+        # 64 requests in fewer batches: those that come while the model naps run together
+        assert rows >= 64 and count <= 0.75 * rows
+
+
+def _sample(metrics: str, name: str) -> float:
+    [line] = [line for line in metrics.splitlines() if line.startswith(name + " ")]
+    return float(line.split()[-1])

@@ -256,7 +256,7 @@ class HeadwayApp:
         headers: dict[bytes, bytes],
         body: bytes,
         received: float | None,
-    ) -> asyncio.Future[Response]:
+    ) -> Response | asyncio.Future[Response]:
         controller = self.controller
         model = controller.model(name, version)
         body = _decoded(headers, body)
@@ -289,6 +289,8 @@ class HeadwayApp:
             # refused everyone after one stall)
             waited=0.0 if received is None else max(0.0, controller.clock.now() - received),
         )
+        if prediction.done():  # it ran inside `submit` (or failed at once)
+            return _encoded(prediction, request, name)
         answer: asyncio.Future[Response] = prediction.get_loop().create_future()
         prediction.add_done_callback(partial(_encode_answer, answer, request, name))
         return answer
@@ -309,25 +311,27 @@ def _encode_answer(
         if not prediction.cancelled():
             prediction.exception()  # retrieved: nobody else will
         return
+    answer.set_result(_encoded(prediction, request, name))
+
+
+def _encoded(prediction: asyncio.Future[Any], request: oip.InferRequest, name: str) -> Response:
+    """The answer to a request whose prediction (or error) is known."""
     try:
         result = prediction.result()
         payload, header_length = oip.encode_infer(
             result.model, result.version, result.outputs, request
         )
     except asyncio.CancelledError:
-        answer.set_result(problem(503, "the server is stopping"))
-        return
+        return problem(503, "the server is stopping")
     except Exception as exc:
-        answer.set_result(_failure(exc, "POST", f"/v2/models/{name}/infer"))
-        return
+        return _failure(exc, "POST", f"/v2/models/{name}/infer")
     if header_length is None:
-        answer.set_result((200, payload, JSON))
-    else:
-        binary = [
-            (b"content-type", b"application/octet-stream"),
-            (b"inference-header-content-length", str(header_length).encode()),
-        ]
-        answer.set_result((200, payload, binary))
+        return 200, payload, JSON
+    binary = [
+        (b"content-type", b"application/octet-stream"),
+        (b"inference-header-content-length", str(header_length).encode()),
+    ]
+    return 200, payload, binary
 
 
 async def _guarded(answer: Coroutine[Any, Any, Response], method: str, path: str) -> Response:

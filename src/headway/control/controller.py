@@ -108,6 +108,8 @@ class Controller(ModelLifecycle):
         self._timer_at = float("inf")
         self._loop: asyncio.AbstractEventLoop | None = None
         self.started = False
+        #: The engine's synchronous runner, when it runs actions in this process (inline).
+        self._run_now = getattr(engine, "run_now", None)
         engine.on_ready = self._on_worker_ready
         engine.on_message = self._on_reply
         engine.on_exit = self._on_worker_exit
@@ -223,7 +225,9 @@ class Controller(ModelLifecycle):
         """`infer` without awaiting: admit the request now (a HeadwayError at once if it
         cannot be), and return the future of its prediction, which fails with a HeadwayError
         when it cannot be answered in time. Why: the HTTP server answers from the future's
-        callback, so a request costs no task and no chain of coroutines."""
+        callback, so a request costs no task and no chain of coroutines. With an engine that
+        runs actions in this process, a request that finds its model idle runs inside this call
+        (`Scheduler.start_now`): the future is done when it returns, with no loop turn between."""
         model = self.model(name, version)
         stats = self.stats[model.config.key]
         stats.requests += 1
@@ -244,6 +248,8 @@ class Controller(ModelLifecycle):
             )
             if config.cache:
                 future = asyncio.ensure_future(self._cached(model, request, stats))
+            elif self._run_now is not None:
+                future = self._run_alone(request) or self._enqueue(request)
             else:
                 future = self._enqueue(request)
         except HeadwayError as exc:
@@ -332,6 +338,12 @@ class Controller(ModelLifecycle):
         self._pump()
 
     def _send(self, dispatch: Dispatch) -> None:
+        header, tensors = self._action(dispatch)
+        # A failed send means the worker is gone: the watcher reports it and requeues.
+        self.engine.send(dispatch.worker, header, tensors)
+
+    def _action(self, dispatch: Dispatch) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """The message that tells a worker to run `dispatch`: a header and its tensors."""
         header: dict[str, Any] = {"op": dispatch.kind, "id": dispatch.id, "model": dispatch.model}
         tensors: dict[str, np.ndarray] = {}
         if dispatch.kind == INFER:
@@ -354,8 +366,24 @@ class Controller(ModelLifecycle):
                 evicted = self._states.get(key)
                 if evicted is not None:
                     evicted.workers.discard(dispatch.worker)
-        # A failed send means the worker is gone: the watcher reports it and requeues.
-        self.engine.send(dispatch.worker, header, tensors)
+        return header, tensors
+
+    def _run_alone(self, request: Request) -> asyncio.Future[Prediction] | None:
+        """Run `request` now, inside this call, when the engine runs actions in this process
+        and the scheduler lets it start alone (`Scheduler.start_now`); else None."""
+        dispatch = self.scheduler.start_now(request)
+        if dispatch is None:
+            return None
+        assert self._loop is not None
+        future: asyncio.Future[Prediction] = self._loop.create_future()
+        request.token = future
+        header, tensors = self._action(dispatch)
+        reply = self._run_now(dispatch.worker, header, tensors)  # type: ignore[misc]
+        if reply is None:  # the engine is busy after all: it queues the action as usual
+            self.engine.send(dispatch.worker, header, tensors)
+        else:
+            self._on_reply(dispatch.worker, *reply)
+        return future
 
     # -- engine events -----------------------------------------------------------------------
     def _on_reply(

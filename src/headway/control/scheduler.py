@@ -213,6 +213,38 @@ class Scheduler:
                 raise
         self._push(model, request)
 
+    def start_now(self, request: Request) -> Dispatch | None:
+        """Start `request` alone at once when its model has nothing queued and is profiled, has
+        been idle for at least half as long as the request takes to run, a worker holding it is
+        idle, and it is predicted to meet its deadline; else None (submit it). The path of a
+        request that finds the server idle: no queue, no poll. A model that finished a batch
+        more recently than that is likely in a wave of requests (clients answered together
+        send again together): those go through the queue, to be batched. (Half: one client's
+        own turnaround, answer to next request, is about one run of a small model.)"""
+        model = self._models.get(request.model)
+        if model is None or model.queue or not model.replicas:
+            return None
+        if not self.estimator.profiled(model.key):
+            return None
+        service = self.service_time(model.key, request.rows)
+        now = self.clock.now()
+        if service is None or now + service > request.deadline:
+            return None  # the queue's path says why
+        if now - model.finished_at < service / 2:
+            return None
+        for worker_id in sorted(model.replicas):
+            worker = self._workers.get(worker_id)
+            if worker is None or not worker.alive or worker.inflight or worker.control:
+                continue
+            dispatch = Dispatch(next(self._ids), -1, INFER, model.key, [request], request.rows)
+            dispatch.expected = service
+            if self.policy.early_reject:
+                dispatch.latest = request.deadline - service
+            worker.start(dispatch, now)
+            self._inflight[dispatch.id] = dispatch
+            return dispatch
+        return None
+
     def service_time(self, key: str, rows: int) -> float | None:
         """Predicted seconds from dispatch to answer for `rows` rows (RPC overhead included)."""
         return self.predictions.service_time(key, rows)
@@ -373,6 +405,7 @@ class Scheduler:
             self.predictions.observe_round_trip(now - dispatch.sent_at - duration)
             model = self._models.get(dispatch.model)
             if model is not None:
+                model.finished_at = now
                 met = all(now <= r.deadline for r in dispatch.requests)
                 model.aimd.on_batch(met_deadlines=met)
                 model.batches += 1

@@ -90,6 +90,7 @@ class ModelSlot:
     drop_at: float = float("inf")
     batches: int = 0
     late_batches: int = 0
+    finished_at: float = float("-inf")  # when its last INFER ended
 
     def statistics(self, estimates: dict[int, float]) -> dict[str, Any]:
         return {

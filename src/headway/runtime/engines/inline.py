@@ -60,6 +60,15 @@ class InlineEngine:
             self._loop.call_soon(self._next)
         return True
 
+    def run_now(
+        self, worker: int, header: dict[str, Any], tensors: dict[str, np.ndarray]
+    ) -> Action | None:
+        """Run an action inside this call and return its reply, when nothing else is queued
+        or running; else None (the caller sends it instead)."""
+        if self._busy or self._queue or self._stopping or self._loop is None:
+            return None
+        return self.state.handle(header, tensors)
+
     def pids(self) -> dict[int, int]:
         return {0: os.getpid()}
 
