@@ -30,11 +30,11 @@ import models
 import numpy as np
 from harness import Endpoint, bodies, closed
 from peers.common import WORK, Server, check, ensure_venv
-from systems import BY_NAME
+from systems import BUSY_POLL_US, BY_NAME
 
 from headway.launcher import free_port
 
-SYSTEMS = ("headway", "starlette", "noop", "headway-inline")
+SYSTEMS = ("headway", "starlette", "noop", "headway-inline", "headway-poll", "headway-inline-poll")
 BLOCK = re.compile(r"<!-- overhead.py -->.*?<!-- /overhead.py -->", re.S)
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
@@ -67,6 +67,10 @@ def verdicts(fig: dict[str, dict[str, dict[str, Any]]]) -> list[tuple[str, bool,
          f"{h1['p99_ms']:.3f} vs {i1['p99_ms']:.3f} ms ({d99:+.3f} ms)"),
         ("(issue 3) c=1: Headway --engine inline p50 <= the inline app's",
          hi1["p50_ms"] <= i1["p50_ms"], f"{hi1['p50_ms']:.3f} vs {i1['p50_ms']:.3f} ms"),
+    ] + [
+        (f"(issue 3) c=1: {name} p50 <= the inline app's", fig[name]["c1"]["p50_ms"] <= i1["p50_ms"],
+         f"{fig[name]['c1']['p50_ms']:.3f} vs {i1['p50_ms']:.3f} ms")
+        for name in ("headway-poll", "headway-inline-poll")
     ]  # fmt: skip
 
 
@@ -78,7 +82,9 @@ def markdown(data: dict[str, Any]) -> str:
         "## Issue 2: `bench/overhead.py` (Headway vs the bare inline app vs the no-op app)",
         "",
         "`headway-inline` is Headway with `--engine inline` (the model in the HTTP process, no "
-        "worker process); `headway` runs it in a worker process, as by default.",
+        "worker process); `headway` runs it in a worker process, as by default. The `-poll` "
+        f"configurations add `--busy-poll-us {BUSY_POLL_US}` (the frontend and the worker poll "
+        "for their next read instead of sleeping).",
         "",
         f"Run {data['date']} on {data['machine']}; {data['rounds']} interleaved rounds of "
         f"{data['duration']:g} s (after {data['warmup']:g} s warm-up) per system and "

@@ -49,7 +49,7 @@ class System:
     venv: str | None  # bench/peers/<venv>/requirements.txt; None: this interpreter (Headway)
     launch: Callable[[str, ModelPaths, int, Path], Launch]
     lr_output: str = "probabilities"  # the output name that makes it compute predict_proba
-    kinds: tuple[str, ...] = ("lr", "mlp", "wide")
+    kinds: tuple[str, ...] = ("lr", "mlp", "wide")  # the models it serves in the full run
     note: str = ""
 
     @property
@@ -115,6 +115,18 @@ def _headway(kind: str, paths: ModelPaths, port: int, work: Path, *extra: str) -
 
 def _headway_inline(kind: str, paths: ModelPaths, port: int, work: Path) -> Launch:
     return _headway(kind, paths, port, work, "--engine", "inline")
+
+
+#: The busy-polling configurations' window (`headway serve --busy-poll-us`).
+BUSY_POLL_US = "1000"
+
+
+def _headway_poll(kind: str, paths: ModelPaths, port: int, work: Path) -> Launch:
+    return _headway(kind, paths, port, work, "--busy-poll-us", BUSY_POLL_US)
+
+
+def _headway_inline_poll(kind: str, paths: ModelPaths, port: int, work: Path) -> Launch:
+    return _headway(kind, paths, port, work, "--engine", "inline", "--busy-poll-us", BUSY_POLL_US)
 
 
 # -- peers ------------------------------------------------------------------------------------------
@@ -193,6 +205,22 @@ SYSTEMS: list[System] = [
         "Headway with --engine inline: the model in the HTTP process, no worker process",
         None,
         _headway_inline,
+    ),
+    System(
+        "headway-poll",
+        "headway",
+        f"Headway as `headway`, busy-polling (--busy-poll-us {BUSY_POLL_US}): the frontend and "
+        "the worker poll for the next read instead of sleeping",
+        None,
+        _headway_poll,
+        kinds=("lr",),
+    ),
+    System(
+        "headway-inline-poll",
+        "headway",
+        f"Headway with --engine inline --busy-poll-us {BUSY_POLL_US}",
+        None,
+        _headway_inline_poll,
         kinds=("lr",),
     ),
     System(

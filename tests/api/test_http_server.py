@@ -7,11 +7,13 @@ ordering, keep-alive, limits and shutdown are observable byte for byte on the wi
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
+import pytest
 
 from headway.api.http import HttpServer
 from headway.errors import PayloadTooLarge
@@ -283,5 +285,46 @@ def test_stop_lets_requests_in_flight_finish_then_stops_the_app() -> None:
             pass
         else:
             raise AssertionError("a stopped server still accepts connections")
+
+    serve(test)
+
+
+def test_a_server_that_busy_polls_answers_as_usual_and_polls_after_each_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    yields = [0]
+    real = os.sched_yield
+
+    def counting() -> None:  # one yield per loop turn the poller kept the loop awake for
+        yields[0] += 1
+        real()
+
+    monkeypatch.setattr(os, "sched_yield", counting)
+
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        assert server.poller is not None and server.poller.seconds == pytest.approx(0.5)
+        reader, writer = await connect(server)
+        for k in range(3):
+            before = yields[0]
+            writer.write(request(f"/now/{k}", b"x"))
+            status, _, body = await response(reader)
+            assert status == 200 and b"/now/%d" % k in body
+            await asyncio.sleep(0)
+            assert server.poller.running  # armed by the read and by the answer
+            assert yields[0] > before
+        writer.close()
+        await asyncio.sleep(0.7)
+        assert not server.poller.running
+
+    serve(test, busy_poll=0.5)
+
+
+def test_a_server_without_busy_polling_has_no_poller() -> None:
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        assert server.poller is None
+        reader, writer = await connect(server)
+        writer.write(request("/now/a", b"x"))
+        assert (await response(reader))[0] == 200
+        writer.close()
 
     serve(test)

@@ -8,7 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from headway.cli import main
-from headway.cli.serve import ServeSettings
+from headway.cli.serve import ServeSettings, build_app
+from headway.runtime.worker import SPIN_ENV
 
 
 def settings_from(
@@ -55,3 +56,22 @@ def test_bad_flags_are_refused_with_a_message(tmp_path: Path) -> None:
     assert "'fifo' is not one of 'clipper', 'headway'" in result.output
     missing = CliRunner().invoke(main.cli, ["serve", "--repository", str(tmp_path / "nope")])
     assert missing.exit_code == 2 and "does not exist" in missing.output
+
+
+def test_busy_polling_reaches_the_frontend_and_the_workers(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    settings = settings_from(
+        monkeypatch,
+        ["--repository", str(tmp_path), "--busy-poll-us", "750"],
+        {"HEADWAY_STATE": str(tmp_path / "s.db")},
+    )
+    assert settings.busy_poll_us == 750
+    app = build_app(settings)
+    assert app.controller.engine.env[SPIN_ENV] == "750.0"  # type: ignore[union-attr]
+    quiet = build_app(ServeSettings(repository=tmp_path, state=tmp_path / "q.db"))
+    assert SPIN_ENV not in quiet.controller.engine.env  # type: ignore[union-attr]
+    refused = CliRunner().invoke(
+        main.cli, ["serve", "--repository", str(tmp_path), "--busy-poll-us", "-1"]
+    )
+    assert refused.exit_code == 2 and "--busy-poll-us" in refused.output

@@ -30,6 +30,7 @@ from urllib.parse import unquote
 import httptools
 
 from headway.api.app import HeadwayApp
+from headway.api.busy_poll import BusyPoller
 from headway.api.errors import Response, error_response, problem
 from headway.errors import HeadwayError
 
@@ -109,6 +110,8 @@ class HttpConnection(asyncio.Protocol):
             return
         self.last_active = now = time.monotonic()
         self._arrived = self.server.arrived_since(now)
+        if self.server.poller is not None:
+            self.server.poller.arm()
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -219,6 +222,8 @@ class HttpConnection(asyncio.Protocol):
                 self.closing = True
                 transport.close()
         self.last_active = time.monotonic()
+        if self.server.poller is not None:  # the client's next request comes soon
+            self.server.poller.arm()
 
     def _refuse(self, response: Response) -> None:
         """Malformed input: answer once, after what is already pending, then close."""
@@ -266,6 +271,7 @@ class HttpServer:
         keep_alive: float = 30.0,
         grace: float = 10.0,
         backlog: int = 2048,
+        busy_poll: float = 0.0,
     ) -> None:
         self.app = app
         self.host = host
@@ -273,6 +279,8 @@ class HttpServer:
         self.keep_alive = keep_alive
         self.grace = grace
         self.backlog = backlog
+        self.busy_poll = busy_poll  # seconds the loop polls after a read or an answer
+        self.poller: BusyPoller | None = None
         self.connections: set[HttpConnection] = set()
         self.in_flight: set[asyncio.Future[Any]] = set()
         self.stopping = False
@@ -286,6 +294,8 @@ class HttpServer:
     async def start(self) -> None:
         """Start the app (workers, models), then listen."""
         self.loop = asyncio.get_running_loop()
+        if self.busy_poll > 0:
+            self.poller = BusyPoller(self.loop, self.busy_poll)
         await self.app.start()
         self._server = await self.loop.create_server(
             lambda: HttpConnection(self), self.host, self.port, backlog=self.backlog,

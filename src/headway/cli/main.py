@@ -75,6 +75,16 @@ def cli() -> None:
     "under 2x overload on 2 cores, 10-20 ms gave 21-61% goodput against 18-33% without "
     "(bench/RESULTS.md).",
 )
+@click.option(
+    "--busy-poll-us",
+    default=ServeSettings.busy_poll_us,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="After each read or answer, the frontend (and each worker, after each action) polls "
+    "for the next one for this many microseconds instead of sleeping: lower latency at low "
+    "load for up to that much CPU per request (0: off). 1000 cut p50 at one connection by "
+    "about a third on the 2-core bench machine (bench/README.md). Native HTTP server only.",
+)
 @click.option("--max-body-mb", default=64.0, show_default=True, type=click.FloatRange(min=0.001))
 @click.option(
     "--endpoint",

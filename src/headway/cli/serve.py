@@ -20,7 +20,7 @@ from headway.control.policy import POLICIES
 from headway.repository import Repository
 from headway.runtime.engines.inline import InlineEngine
 from headway.runtime.engines.local import LocalEngine
-from headway.runtime.worker import FRAMEWORKS_ENV
+from headway.runtime.worker import FRAMEWORKS_ENV, SPIN_ENV
 from headway.store import Store
 
 #: Allocations (net) between young-generation collections in the frontend (Python's: 700).
@@ -45,6 +45,7 @@ class ServeSettings:
     http: str = "native"
     engine: str = "local"
     schedule_ahead_ms: float = 0.0
+    busy_poll_us: float = 0.0
 
 
 def build_app(settings: ServeSettings) -> HeadwayApp:
@@ -55,12 +56,14 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
     declared = load_config(settings.config, repository) if settings.config else {}
     # Workers import the frameworks up front: a first import (1-4 s) inside a LOAD would hold
     # up that worker's requests and inflate the model's LOAD estimate.
-    frameworks = {FRAMEWORKS_ENV: ",".join(repository.frameworks())}
+    env = {FRAMEWORKS_ENV: ",".join(repository.frameworks())}
+    if settings.busy_poll_us > 0:  # workers poll for their next action as the frontend does
+        env[SPIN_ENV] = str(settings.busy_poll_us)
     engine: LocalEngine | InlineEngine
     if settings.engine == "inline":
-        engine = InlineEngine(env=frameworks)
+        engine = InlineEngine(env=env)
     else:
-        engine = LocalEngine(settings.workers, endpoint=settings.endpoint, env=frameworks)
+        engine = LocalEngine(settings.workers, endpoint=settings.endpoint, env=env)
     store = Store(settings.state)
     controller = Controller(
         repository,
@@ -98,7 +101,9 @@ def run(settings: ServeSettings) -> None:
     if settings.http == "uvicorn":
         uvicorn.Server(uvicorn_config(app, settings)).run()
         return
-    server = HttpServer(app, host=settings.host, port=settings.port)
+    server = HttpServer(
+        app, host=settings.host, port=settings.port, busy_poll=settings.busy_poll_us / 1e6
+    )
     # A frontend makes a few dozen short-lived objects per request; with thousands of requests
     # queued under overload, the collector's default thresholds ran full collections often
     # enough to show as ~12% of the frontend's time in a profile at 11,000 req/s open loop.

@@ -1,0 +1,51 @@
+"""Busy polling: the frontend's event loop keeps turning for a while after I/O, not sleeping.
+
+Why: at low load every request finds the frontend asleep in `epoll_wait`, and a worker asleep
+in `recv`. Waking a sleeping process costs tens of microseconds on a virtual machine (an idle
+vCPU halts, and its caches go cold), paid up to three times per request with a worker process:
+on the 2-core bench machine, about as much as the whole rest of the request (bench/README.md).
+A loop that polls instead of sleeping sees the next read at once.
+
+What it costs: up to `seconds` of one core after each read or answer, so a server answering
+one request at a time keeps a core busy. Under load the loop has work on every turn anyway and
+the poller is one cheap callback per turn. It yields the core between polls
+(`os.sched_yield`), so a runnable process on the same core (a worker, the client) is not held
+up. Off by default (`headway serve --busy-poll-us`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+
+class BusyPoller:
+    """Keeps `loop` turning (`call_soon`, each turn an `epoll_wait` with no timeout) until
+    `seconds` after the last `arm()`."""
+
+    __slots__ = ("_loop", "_running", "_until", "seconds")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, seconds: float) -> None:
+        self._loop = loop
+        self.seconds = seconds
+        self._until = 0.0
+        self._running = False
+
+    def arm(self) -> None:
+        """Something happened: poll for the next thing until `seconds` from now."""
+        self._until = time.perf_counter() + self.seconds
+        if not self._running:
+            self._running = True
+            self._loop.call_soon(self._turn)
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    def _turn(self) -> None:
+        if time.perf_counter() < self._until:
+            os.sched_yield()
+            self._loop.call_soon(self._turn)
+        else:
+            self._running = False
