@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from systems import SYSTEMS
+from systems import BUSY_POLL_US, SYSTEMS
 
 PEER_FAMILIES = {"ray": "Ray Serve", "litserve": "LitServe", "mlserver": "MLServer",
                  "bentoml": "BentoML"}  # fmt: skip
@@ -100,12 +100,17 @@ def targets(data: dict[str, Any]) -> list[dict[str, Any]]:
         add(name, h1["p50"] <= i1["p50"], f"{h1['p50']:.3f} vs {i1['p50']:.3f} ms")
     else:
         add(name, None, "not measured")
-    hi1 = get(res, "overhead", "headway-inline", "c1", "latency_ms")
-    name = "overhead c=1, Headway --engine inline (no worker process): p50 <= the inline app's"
-    if hi1 and i1:
-        add(name, hi1["p50"] <= i1["p50"], f"{hi1['p50']:.3f} vs {i1['p50']:.3f} ms")
-    else:
-        add(name, None, "not measured")
+    for system, how in (
+        ("headway-inline", "--engine inline (no worker process)"),
+        ("headway-poll", f"--busy-poll-us {BUSY_POLL_US} (worker process)"),
+        ("headway-inline-poll", f"--engine inline --busy-poll-us {BUSY_POLL_US}"),
+    ):
+        other = get(res, "overhead", system, "c1", "latency_ms")
+        name = f"overhead c=1, Headway {how}: p50 <= the inline app's"
+        if other and i1:
+            add(name, other["p50"] <= i1["p50"], f"{other['p50']:.3f} vs {i1['p50']:.3f} ms")
+        else:
+            add(name, None, "not measured")
     name = "batching: Headway >= 70% of min(in-process limit, HTTP ceiling)"
     hb = throughput(get(res, "batching", "headway"))
     ceiling = throughput(get(res, "batching", "noop"))
