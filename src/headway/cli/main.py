@@ -82,8 +82,9 @@ def cli() -> None:
     type=click.FloatRange(min=0),
     help="After each read or answer, the frontend (and each worker, after each action) polls "
     "for the next one for this many microseconds instead of sleeping: lower latency at low "
-    "load for up to that much CPU per request (0: off). 1000 cut p50 at one connection by "
-    "about a third on the 2-core bench machine (bench/README.md). Native HTTP server only.",
+    "load for up to that much CPU per request (0: off). On the 2-core bench machine 1000 "
+    "took p50 at one connection from 0.65 to 0.36 ms with a worker process, for about one "
+    "more core busy (bench/RESULTS.md). Native HTTP server only.",
 )
 @click.option("--max-body-mb", default=64.0, show_default=True, type=click.FloatRange(min=0.001))
 @click.option(

@@ -62,10 +62,10 @@ def prepare(frameworks: str) -> list[str]:
 
 
 #: Microseconds a worker busy-polls for its next action after finishing one, while actions
-#: come at least this close together. Off by default: on the 2-core bench machine 1000 us cut
-#: p50 at 1 connection by ~0.08 ms and p99 by ~0.2 ms, but cost up to that much CPU per action
-#: and ~10% of the throughput at 32 connections, the spinning worker taking the frontend's core.
-#: Worth it where cores are spare (bench/latency_breakdown.py measures both).
+#: come at least this close together; set by `headway serve --busy-poll-us` (with the
+#: frontend's own polling, `api/busy_poll.py`). Off by default: it costs up to that much CPU
+#: per action. Alone, 1000 us cut p50 at 1 connection by ~0.08 ms; with the frontend polling
+#: too, the 17:16 full run measured 0.360 ms against 0.650 (bench/RESULTS.md).
 SPIN_ENV = "HEADWAY_WORKER_SPIN_US"
 DEFAULT_SPIN_US = "0"
 
