@@ -75,3 +75,14 @@ def test_busy_polling_reaches_the_frontend_and_the_workers(
         main.cli, ["serve", "--repository", str(tmp_path), "--busy-poll-us", "-1"]
     )
     assert refused.exit_code == 2 and "--busy-poll-us" in refused.output
+
+
+def test_busy_polling_with_uvicorn_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main.cli,
+        ["serve", "--repository", str(tmp_path), "--http", "uvicorn", "--busy-poll-us", "500",
+         "--state", str(tmp_path / "s.db")],
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert "--busy-poll-us needs Headway's own HTTP server (--http native)" in result.output
+    assert not (tmp_path / "s.db").exists()  # refused before the store was opened

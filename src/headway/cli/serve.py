@@ -17,6 +17,7 @@ from headway.api.http import HttpServer
 from headway.apps import AppRegistry, load_config
 from headway.control.controller import Controller
 from headway.control.policy import POLICIES
+from headway.errors import ConfigError
 from headway.repository import Repository
 from headway.runtime.engines.inline import InlineEngine
 from headway.runtime.engines.local import LocalEngine
@@ -94,6 +95,8 @@ def uvicorn_config(app: HeadwayApp, settings: ServeSettings) -> uvicorn.Config:
 
 def run(settings: ServeSettings) -> None:
     """Serve until interrupted (blocks)."""
+    if settings.busy_poll_us > 0 and settings.http != "native":
+        raise ConfigError("--busy-poll-us needs Headway's own HTTP server (--http native)")
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s"
     )
