@@ -236,12 +236,8 @@ class Scheduler:
             worker = self._workers.get(worker_id)
             if worker is None or not worker.alive or worker.inflight or worker.control:
                 continue
-            dispatch = Dispatch(next(self._ids), -1, INFER, model.key, [request], request.rows)
-            dispatch.expected = service
-            if self.policy.early_reject:
-                dispatch.latest = request.deadline - service
-            worker.start(dispatch, now)
-            self._inflight[dispatch.id] = dispatch
+            dispatch = self._infer(model, [request], request.rows, service)
+            self._launch(worker, dispatch, now)
             return dispatch
         return None
 
@@ -301,9 +297,13 @@ class Scheduler:
     def _start(
         self, worker: WorkerSlot, dispatch: Dispatch, now: float, decisions: Decisions
     ) -> None:
+        self._launch(worker, dispatch, now)
+        decisions.dispatches.append(dispatch)
+
+    def _launch(self, worker: WorkerSlot, dispatch: Dispatch, now: float) -> None:
+        """`dispatch` is on its way to `worker`: in flight until it completes."""
         worker.start(dispatch, now)
         self._inflight[dispatch.id] = dispatch
-        decisions.dispatches.append(dispatch)
         if self.policy.full_batches_ahead:
             self._recheck.add(worker.id)
 
@@ -366,10 +366,17 @@ class Scheduler:
             model.drop_at = float("inf")
         elif self.policy.early_reject:
             self._drops.refresh(model)
+        return self._infer(model, requests, rows, self.service_time(model.key, rows))
+
+    def _infer(
+        self, model: ModelSlot, requests: list[Request], rows: int, expected: float | None
+    ) -> Dispatch:
+        """An INFER of `requests`, expected to take `expected` s; with early rejection, the
+        latest start that still meets every deadline in it."""
         dispatch = Dispatch(next(self._ids), -1, INFER, model.key, requests, rows)
-        dispatch.expected = self.service_time(model.key, rows)
-        if self.policy.early_reject and dispatch.expected is not None:
-            dispatch.latest = min(r.deadline for r in requests) - dispatch.expected
+        dispatch.expected = expected
+        if self.policy.early_reject and expected is not None:
+            dispatch.latest = min(r.deadline for r in requests) - expected
         return dispatch
 
     def _drop_hopeless(self, model: ModelSlot, now: float, decisions: Decisions) -> None:
