@@ -20,6 +20,7 @@ from headway.clock import Clock, MonotonicClock
 from headway.control.actions import INFER, LOAD, Dispatch
 from headway.control.cache import PredictionCache, cache_key
 from headway.control.lifecycle import ModelLifecycle
+from headway.control.messages import message
 from headway.control.models import (
     LOADING,
     READY,
@@ -338,35 +339,15 @@ class Controller(ModelLifecycle):
         self._pump()
 
     def _send(self, dispatch: Dispatch) -> None:
-        header, tensors = self._action(dispatch)
-        # A failed send means the worker is gone: the watcher reports it and requeues.
-        self.engine.send(dispatch.worker, header, tensors)
-
-    def _action(self, dispatch: Dispatch) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        """The message that tells a worker to run `dispatch`: a header and its tensors."""
-        header: dict[str, Any] = {"op": dispatch.kind, "id": dispatch.id, "model": dispatch.model}
-        tensors: dict[str, np.ndarray] = {}
-        if dispatch.kind == INFER:
-            header["rows"] = dispatch.rows
-            requests = dispatch.requests
-            header["outputs"] = _union_outputs(requests)
-            if len(requests) == 1:
-                tensors = requests[0].inputs
-            else:
-                tensors = {
-                    name: np.concatenate([r.inputs[name] for r in requests])
-                    for name in requests[0].inputs
-                }
-            if dispatch.latest is not None:
-                header["latest"] = dispatch.latest
-        elif dispatch.kind == LOAD:
-            header["config"] = self._states[dispatch.model].config.to_wire()
-            header["evict"] = dispatch.evict
+        config = None
+        if dispatch.kind == LOAD:
+            config = self._states[dispatch.model].config.to_wire()
             for key in dispatch.evict:
                 evicted = self._states.get(key)
                 if evicted is not None:
                     evicted.workers.discard(dispatch.worker)
-        return header, tensors
+        # A failed send means the worker is gone: the watcher reports it and requeues.
+        self.engine.send(dispatch.worker, *message(dispatch, config))
 
     def _run_alone(self, request: Request) -> asyncio.Future[Prediction] | None:
         """Run `request` now, inside this call, when the engine runs actions in this process
@@ -377,7 +358,7 @@ class Controller(ModelLifecycle):
         assert self._loop is not None
         future: asyncio.Future[Prediction] = self._loop.create_future()
         request.token = future
-        header, tensors = self._action(dispatch)
+        header, tensors = message(dispatch)
         reply = self._run_now(dispatch.worker, header, tensors)  # type: ignore[misc]
         if reply is None:  # the engine is busy after all: it queues the action as usual
             self.engine.send(dispatch.worker, header, tensors)
@@ -471,12 +452,3 @@ class Controller(ModelLifecycle):
             },
             "workers": self.engine.pids(),
         }
-
-
-def _union_outputs(requests: list[Request]) -> list[str] | None:
-    wanted: set[str] = set()
-    for request in requests:
-        if request.outputs is None:
-            return None
-        wanted.update(request.outputs)
-    return sorted(wanted)

@@ -1,0 +1,49 @@
+"""The message that tells a worker to run an action: a JSON-able header and its tensors.
+
+A batch of several requests travels as one tensor per input (their rows concatenated) and asks
+for the union of the outputs its requests want; the controller slices the answer back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from headway.control.actions import INFER, LOAD, Dispatch
+from headway.control.request import Request
+
+Message = tuple[dict[str, Any], dict[str, np.ndarray]]
+
+
+def message(dispatch: Dispatch, config: dict[str, Any] | None = None) -> Message:
+    """The header and tensors of `dispatch`; `config` is the model's wire config (LOAD)."""
+    header: dict[str, Any] = {"op": dispatch.kind, "id": dispatch.id, "model": dispatch.model}
+    tensors: dict[str, np.ndarray] = {}
+    if dispatch.kind == INFER:
+        header["rows"] = dispatch.rows
+        requests = dispatch.requests
+        header["outputs"] = union_outputs(requests)
+        if len(requests) == 1:
+            tensors = requests[0].inputs
+        else:
+            tensors = {
+                name: np.concatenate([r.inputs[name] for r in requests])
+                for name in requests[0].inputs
+            }
+        if dispatch.latest is not None:
+            header["latest"] = dispatch.latest
+    elif dispatch.kind == LOAD:
+        header["config"] = config
+        header["evict"] = dispatch.evict
+    return header, tensors
+
+
+def union_outputs(requests: list[Request]) -> list[str] | None:
+    """The outputs a batch must compute: every one asked for (None: one request wants all)."""
+    wanted: set[str] = set()
+    for request in requests:
+        if request.outputs is None:
+            return None
+        wanted.update(request.outputs)
+    return sorted(wanted)
