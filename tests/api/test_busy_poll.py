@@ -7,25 +7,8 @@ yields counted are the turns it kept the loop awake for.
 from __future__ import annotations
 
 import asyncio
-import os
-
-import pytest
 
 from headway.api.busy_poll import BusyPoller
-
-
-@pytest.fixture
-def yields(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts `os.sched_yield` calls: one per loop turn the poller kept the loop awake for."""
-    count = [0]
-    real = os.sched_yield
-
-    def counting() -> None:
-        count[0] += 1
-        real()
-
-    monkeypatch.setattr(os, "sched_yield", counting)
-    return count
 
 
 def test_an_armed_poller_keeps_the_loop_turning_until_its_window_ends(yields: list[int]) -> None:

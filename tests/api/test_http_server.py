@@ -7,7 +7,6 @@ ordering, keep-alive, limits and shutdown are observable byte for byte on the wi
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -290,17 +289,8 @@ def test_stop_lets_requests_in_flight_finish_then_stops_the_app() -> None:
 
 
 def test_a_server_that_busy_polls_answers_as_usual_and_polls_after_each_answer(
-    monkeypatch: pytest.MonkeyPatch,
+    yields: list[int],
 ) -> None:
-    yields = [0]
-    real = os.sched_yield
-
-    def counting() -> None:  # one yield per loop turn the poller kept the loop awake for
-        yields[0] += 1
-        real()
-
-    monkeypatch.setattr(os, "sched_yield", counting)
-
     async def test(server: HttpServer, app: EchoApp) -> None:
         assert server.poller is not None and server.poller.seconds == pytest.approx(0.5)
         reader, writer = await connect(server)
