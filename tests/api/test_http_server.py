@@ -30,12 +30,15 @@ class EchoApp:
         self.seen: list[tuple[str, str, bytes]] = []
         self.began: dict[str, float] = {}
         self.ended: dict[str, float] = {}
+        self.tasks: set[asyncio.Task[Any]] = set()
 
     async def start(self) -> None:
         self.started = True
 
     async def stop(self) -> None:
         self.stopped = True
+        for task in self.tasks:
+            task.cancel()
 
     def check_length(self, declared: bytes | None) -> None:
         if declared is not None and int(declared) > LIMIT:
@@ -51,13 +54,19 @@ class EchoApp:
         path: str,
         headers: dict[bytes, bytes],
         body: bytes,
+        reply: Callable[[Any], None],
         received: float | None = None,
-    ) -> Any:
+    ) -> None:
+        if path == "/boom":
+            raise RuntimeError("a bug in a handler")
         if path.startswith("/now/"):
             self.seen.append((method, path, body))
             self.began[path] = self.ended[path] = time.monotonic()
-            return 200, orjson.dumps({"method": method, "path": path}), []
-        return asyncio.ensure_future(self.handle(method, path, headers, body, received))
+            reply((200, orjson.dumps({"method": method, "path": path}), []))
+            return
+        task = asyncio.ensure_future(self.handle(method, path, headers, body, received))
+        self.tasks.add(task)
+        task.add_done_callback(lambda t: reply(t.result()) if not t.cancelled() else None)
 
     async def handle(
         self,
@@ -74,8 +83,6 @@ class EchoApp:
         if path.startswith("/sleep/"):
             await asyncio.sleep(float(path.rsplit("/", 1)[1]))
         self.ended[path] = time.monotonic()
-        if path == "/boom":
-            raise RuntimeError("a bug in a handler")
         answer = {"method": method, "path": path, "body": body.decode(), "x": headers.get(b"x-a")}
         return 200, orjson.dumps(answer, default=bytes.decode), [(b"content-type", b"text/json")]
 
@@ -238,7 +245,7 @@ def test_percent_encoded_paths_reach_the_app_decoded_without_the_query() -> None
     serve(test)
 
 
-def test_a_handler_that_raises_is_a_500_and_the_connection_keeps_serving() -> None:
+def test_an_app_that_raises_is_a_500_and_the_connection_keeps_serving() -> None:
     async def test(server: HttpServer, app: EchoApp) -> None:
         reader, writer = await connect(server)
         writer.write(request("/boom"))
@@ -286,6 +293,29 @@ def test_stop_lets_requests_in_flight_finish_then_stops_the_app() -> None:
             raise AssertionError("a stopped server still accepts connections")
 
     serve(test)
+
+
+def test_stop_answers_what_outlives_the_grace_with_503_and_counts_nothing_in_flight() -> None:
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        reader, writer = await connect(server)
+        writer.write(request("/now/a") + request("/sleep/30") + request("/now/b"))
+        assert (await response(reader))[0] == 200
+        for _ in range(500):  # until the app has the slow one
+            if any(path == "/sleep/30" for _, path, _ in app.seen):
+                break
+            await asyncio.sleep(0.01)
+        assert server.unanswered == 1  # /now/b is answered, but waits for its turn on the wire
+        began = time.monotonic()
+        stopping = asyncio.create_task(server.stop())
+        status, headers, body = await response(reader)
+        assert status == 503 and headers["connection"] == "close"
+        assert orjson.loads(body) == {"error": "the server is stopping"}
+        assert await asyncio.wait_for(reader.read(), 5) == b""  # closed: /now/b is dropped
+        await stopping
+        assert 0.2 <= time.monotonic() - began < 5.0  # after the grace, not the 30 s
+        assert app.stopped and server.unanswered == 0
+
+    serve(test, grace=0.2)
 
 
 def test_a_server_that_busy_polls_answers_as_usual_and_polls_after_each_answer(

@@ -54,6 +54,7 @@ class HeadwayApp:
         self.started = False
         self.apps = apps if apps is not None else AppRegistry(controller, controller.store)
         self._apps = AppRoutes(self.apps)
+        self._tasks: set[asyncio.Task[Response]] = set()  # routes still answering
 
     async def start(self) -> None:
         """Start the workers, load the models, restore the applications."""
@@ -63,6 +64,8 @@ class HeadwayApp:
 
     async def stop(self) -> None:
         self.started = False
+        for task in list(self._tasks):
+            task.cancel()
         await self.apps.stop()
         await self.controller.stop()
 
@@ -135,23 +138,32 @@ class HeadwayApp:
         path: str,
         headers: dict[bytes, bytes],
         body: bytes,
+        reply: Reply,
         received: float | None = None,
-    ) -> Response | asyncio.Future[Response]:
-        """Answer one request: (status, body, headers) now, or a future of it. Never raises.
+    ) -> None:
+        """Answer one request by calling `reply((status, body, headers))` once. Never raises.
 
         `headers` has lower-case names; `body` is the whole request body as received;
         `received` is when its first bytes were read (the controller's clock): a deadline
-        counts from then, so time spent waiting in a busy server counts against it. An
-        inference answers from its prediction's callback (no task per request); routes that
-        must wait for something else run as a task.
+        counts from then, so time spent waiting in a busy server counts against it. Most
+        routes reply before this returns. An inference replies the moment its prediction is
+        known (`Controller.submit`'s `then`: no task, no callback queue between the worker's
+        answer and the write); routes that must wait for something else run as a task, which
+        `stop` cancels if it is still running.
         """
         try:
-            answer = self._route(method, path, headers, body, received)
+            answer = self._route(method, path, headers, body, received, reply)
         except Exception as exc:
-            return _failure(exc, method, path)
-        if isinstance(answer, tuple | asyncio.Future):
-            return answer
-        return asyncio.ensure_future(_guarded(answer, method, path))
+            reply(_failure(exc, method, path))
+            return
+        if answer is None:  # an inference: it replies itself
+            return
+        if isinstance(answer, tuple):
+            reply(answer)
+            return
+        task = asyncio.ensure_future(_guarded(answer, method, path))
+        self._tasks.add(task)
+        task.add_done_callback(partial(_reply_from_task, reply, self._tasks))
 
     async def handle(
         self,
@@ -162,8 +174,9 @@ class HeadwayApp:
         received: float | None = None,
     ) -> Response:
         """`respond`, awaited (for ASGI servers and callers that simply want the answer)."""
-        answer = self.respond(method, path, headers, body, received)
-        return answer if isinstance(answer, tuple) else await answer
+        answer: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        self.respond(method, path, headers, body, partial(_settle, answer), received)
+        return await answer
 
     def _route(
         self,
@@ -172,12 +185,13 @@ class HeadwayApp:
         headers: dict[bytes, bytes],
         body: bytes,
         received: float | None,
-    ) -> Answer:
+        reply: Reply,
+    ) -> Answer | None:
         parts = [p for p in path.split("/") if p]
         if not self.started and parts[:2] != ["v2", "health"]:
             raise Unavailable("the server is starting: models are loading; retry shortly")
         if parts and parts[0] == "v2":
-            return self._v2(method, parts[1:], headers, body, received)
+            return self._v2(method, parts[1:], headers, body, received, reply)
         if parts and parts[0] == "apps":
             return self._apps(method, parts[1:], path, _decoded(headers, body))
         if parts == ["metrics"] and method == "GET":
@@ -192,8 +206,9 @@ class HeadwayApp:
         parts: list[str],
         headers: dict[bytes, bytes],
         body: bytes,
-        received: float | None = None,
-    ) -> Answer:
+        received: float | None,
+        reply: Reply,
+    ) -> Answer | None:
         c = self.controller
         if not parts:
             _expect(method, "GET")
@@ -216,7 +231,8 @@ class HeadwayApp:
                 version, rest = rest[1], rest[2:]
             if rest == ["infer"]:
                 _expect(method, "POST")
-                return self._infer(name, version, headers, body, received)
+                self._infer(name, version, headers, body, received, reply)
+                return None
             if not rest:
                 _expect(method, "GET")
                 return 200, orjson.dumps(metadata(c.model(name, version))), JSON
@@ -256,7 +272,8 @@ class HeadwayApp:
         headers: dict[bytes, bytes],
         body: bytes,
         received: float | None,
-    ) -> Response | asyncio.Future[Response]:
+        reply: Reply,
+    ) -> None:
         controller = self.controller
         model = controller.model(name, version)
         body = _decoded(headers, body)
@@ -278,7 +295,7 @@ class HeadwayApp:
             else:
                 request = oip.decode_infer(body, length)
         timeout, priority = _schedule_policy(request.parameters)
-        prediction = controller.submit(
+        controller.submit(
             name,
             request.inputs,
             version=version,
@@ -288,30 +305,34 @@ class HeadwayApp:
             # its own wait since its bytes were read (not the loop's worst lag, which
             # refused everyone after one stall)
             waited=0.0 if received is None else max(0.0, controller.clock.now() - received),
+            then=partial(_reply_encoded, reply, request, name),
         )
-        if prediction.done():  # it ran inside `submit` (or failed at once)
-            return _encoded(prediction, request, name)
-        answer: asyncio.Future[Response] = prediction.get_loop().create_future()
-        prediction.add_done_callback(partial(_encode_answer, answer, request, name))
-        return answer
 
 
-#: What a route gives: an answer now, the future of one, or a coroutine to run as a task.
-Answer = Response | asyncio.Future[Response] | Coroutine[Any, Any, Response]
+#: How a request's answer reaches its connection: called once, with (status, body, headers).
+Reply = Callable[[Response], None]
+
+#: What a route gives: an answer now, or a coroutine to run as a task.
+Answer = Response | Coroutine[Any, Any, Response]
 
 
-def _encode_answer(
-    answer: asyncio.Future[Response],
-    request: oip.InferRequest,
-    name: str,
-    prediction: asyncio.Future[Any],
+def _reply_encoded(
+    reply: Reply, request: oip.InferRequest, name: str, prediction: asyncio.Future[Any]
 ) -> None:
-    """The prediction is known: encode it (or its error) as the answer."""
-    if answer.done():  # given up on (the server is stopping)
-        if not prediction.cancelled():
-            prediction.exception()  # retrieved: nobody else will
-        return
-    answer.set_result(_encoded(prediction, request, name))
+    """The prediction is known: encode it (or its error) and reply."""
+    reply(_encoded(prediction, request, name))
+
+
+def _reply_from_task(
+    reply: Reply, tasks: set[asyncio.Task[Response]], task: asyncio.Task[Response]
+) -> None:
+    tasks.discard(task)
+    reply(problem(503, "the server is stopping") if task.cancelled() else task.result())
+
+
+def _settle(answer: asyncio.Future[Response], response: Response) -> None:
+    if not answer.done():  # its awaiter may have gone (a client that disconnected)
+        answer.set_result(response)
 
 
 def _encoded(prediction: asyncio.Future[Any], request: oip.InferRequest, name: str) -> Response:

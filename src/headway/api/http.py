@@ -3,7 +3,8 @@
 Why not uvicorn: on the hot path of a one-row prediction, the ASGI glue (a scope dict, receive
 and send coroutines, message dicts per response part) cost more of the frontend's CPU than the
 model did. Here a parsed request becomes one call, `HeadwayApp.respond(method, path, headers,
-body)`, and its answer (now, or from a future's callback) one `transport.write`.
+body, reply)`, and its answer one `transport.write`, from `reply`: at once, or the moment the
+prediction is known (no callback queue in between).
 
 What it does: keep-alive (HTTP/1.1 by default, HTTP/1.0 on request), pipelined requests
 (answered in order), chunked request bodies, `Expect: 100-continue`, a body-size limit checked
@@ -24,7 +25,6 @@ from collections import deque
 from collections.abc import Callable
 from functools import partial
 from http import HTTPStatus
-from typing import Any
 from urllib.parse import unquote
 
 import httptools
@@ -36,6 +36,8 @@ from headway.errors import HeadwayError
 
 log = logging.getLogger("headway.http")
 
+#: How often a stopping server looks whether every request in flight has been answered.
+STOP_POLL_S = 0.01
 #: Loop turns closer together than this count as back to back (see `arrived_since`).
 BACK_TO_BACK_S = 0.0005
 
@@ -184,29 +186,29 @@ class HttpConnection(asyncio.Protocol):
         headers = self._headers
         if not keep_alive:
             self._stop_reading()
-        answer = self.app.respond(method, path, headers, body, self._received)
-        if isinstance(answer, tuple):
-            self._finish(slot, answer, keep_alive and not self.server.stopping, http10)
-            return
-        self.server.in_flight.add(answer)
-        answer.add_done_callback(partial(self._done, slot, keep_alive, http10))
+        self.server.unanswered += 1
+        reply = partial(self._reply, slot, keep_alive, http10)
+        try:
+            self.app.respond(method, path, headers, body, reply, self._received)
+        except Exception as exc:  # `respond` never raises; this is a bug, not the client's
+            log.error("request handler failed", exc_info=exc)
+            reply(problem(500, f"internal error: {type(exc).__name__}: {exc}"))
 
     # -- answering -------------------------------------------------------------------------
-    def _done(
-        self, slot: _Slot, keep_alive: bool, http10: bool, answer: asyncio.Future[Response]
-    ) -> None:
-        self.server.in_flight.discard(answer)
-        if answer.cancelled():
-            response = problem(503, "the server is stopping")
-            keep_alive = False
-        else:
-            error = answer.exception()
-            if error is not None:  # `respond` never fails; this is a bug, not the client's
-                log.error("request handler failed", exc_info=error)
-                response = problem(500, f"internal error: {type(error).__name__}: {error}")
-            else:
-                response = answer.result()
+    def _reply(self, slot: _Slot, keep_alive: bool, http10: bool, response: Response) -> None:
+        """The app's answer to the request in `slot` (ignored if the slot was given up on)."""
+        if slot.data is not None:
+            return
+        self.server.unanswered -= 1
         self._finish(slot, response, keep_alive and not self.server.stopping, http10)
+
+    def give_up(self) -> None:
+        """The server is stopping: answer what is still unanswered with 503, then close."""
+        for slot in list(self.pending):
+            if slot.data is None:
+                self.server.unanswered -= 1
+                self._finish(slot, problem(503, "the server is stopping"), False, False)
+        self.close()
 
     def _finish(self, slot: _Slot, response: Response, keep_alive: bool, http10: bool) -> None:
         slot.data = render(response, keep_alive, http10)
@@ -282,7 +284,7 @@ class HttpServer:
         self.busy_poll = busy_poll  # seconds the loop polls after a read or an answer
         self.poller: BusyPoller | None = None
         self.connections: set[HttpConnection] = set()
-        self.in_flight: set[asyncio.Future[Any]] = set()
+        self.unanswered = 0  # requests handed to the app and not yet answered
         self.stopping = False
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self._turn_open = False  # a loop turn with reads in it is under way
@@ -342,12 +344,11 @@ class HttpServer:
         for connection in list(self.connections):
             if connection.idle:
                 connection.close()
-        if self.in_flight:
-            _, late = await asyncio.wait(list(self.in_flight), timeout=self.grace)
-            for task in late:
-                task.cancel()
+        give_up_at = time.monotonic() + self.grace
+        while self.unanswered > 0 and time.monotonic() < give_up_at:
+            await asyncio.sleep(STOP_POLL_S)
         for connection in list(self.connections):
-            connection.close()
+            connection.give_up()
         await self.app.stop()
 
     async def serve(self, announce: Callable[[str, HeadwayApp], None] | None = None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +17,8 @@ class Request:
     """One request for one model: its rows, its deadline and how to answer it.
 
     `token` belongs to whoever submitted the request (the async driver keeps a future there);
-    the scheduler never looks inside it.
+    the scheduler never looks inside it. `then`, if set, is called with the token the moment
+    the driver settles it (see `Controller.submit`).
     """
 
     model: str
@@ -27,6 +29,7 @@ class Request:
     priority: int = DEFAULT_PRIORITY
     outputs: tuple[str, ...] | None = None
     token: Any = None
+    then: Callable[[Any], None] | None = None
     attempts: int = 0
     seq: int = field(default=0)
     #: False for a cold run (the first after a load) whose duration must not shape estimates.

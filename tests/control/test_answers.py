@@ -1,0 +1,175 @@
+"""How a batch's results become answers: inside the worker's reply, with no loop turn between.
+
+The controller runs over a fake engine whose INFER replies the test releases by hand, so the
+order of events inside one reply is visible: whether a request's `then` ran, with its future
+done, before the reply returned, and which batches had been sent by then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from headway.control.actions import INFER, LOAD
+from headway.control.controller import Controller
+from headway.repository import Repository
+
+YAML = (
+    "framework: python\nentrypoint: m.py:M\nmax_batch_size: 8\n"
+    "inputs: [{name: x, datatype: FP32, shape: [-1, 2]}]\n"
+)
+
+
+def row(value: float) -> dict[str, np.ndarray]:
+    return {"x": np.full((1, 2), value, np.float32)}
+
+
+class HeldEngine:
+    """One worker. LOADs (and INFERs until `hold` is set) answer on the next loop turn; held
+    INFERs wait in `held` until `release` answers the oldest, inside that call."""
+
+    size = 1
+
+    def __init__(self) -> None:
+        self.hold = False
+        self.held: list[dict[str, Any]] = []
+        self.sent: list[dict[str, Any]] = []
+        self.on_ready: Any = None
+        self.on_message: Any = None
+        self.on_exit: Any = None
+
+    async def start(self) -> None:
+        asyncio.get_running_loop().call_soon(self.on_ready, 0, 1000)
+
+    async def stop(self) -> None:
+        return None
+
+    def pids(self) -> dict[int, int]:
+        return {0: 1000}
+
+    def send(self, worker: int, header: dict[str, Any], tensors: dict[str, np.ndarray]) -> bool:
+        self.sent.append(header)
+        if header["op"] == INFER and self.hold:
+            self.held.append(header | {"x": tensors["x"]})
+        else:
+            asyncio.get_running_loop().call_soon(self._reply, header, tensors.get("x"))
+        return True
+
+    def infers(self) -> list[int]:
+        """The row counts of the INFERs sent since `hold` was set."""
+        return [h["rows"] for h in self.held]
+
+    def release(self) -> None:
+        header = self.held.pop(0)
+        self._reply(header, header["x"])
+
+    def _reply(self, header: dict[str, Any], x: np.ndarray | None) -> None:
+        reply: dict[str, Any] = {"id": header["id"], "ok": True, "duration": 1e-3}
+        tensors: dict[str, np.ndarray] = {}
+        if header["op"] == LOAD:
+            reply.update(inputs=[], outputs=[], memory_mb=0.0)
+        elif header["op"] == INFER:
+            assert x is not None
+            tensors = {"y": x[:, :1] * 10}
+        self.on_message(0, reply, tensors)
+
+
+@pytest.fixture
+def repository(tmp_path: Path) -> Repository:
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "model.yaml").write_text(YAML)
+    return Repository.scan(tmp_path)
+
+
+async def started(repository: Repository) -> tuple[Controller, HeldEngine]:
+    """A controller whose model is loaded and warmed up, with INFER replies now held."""
+    engine = HeldEngine()
+    controller = Controller(repository, engine)
+    await controller.start()
+    for _ in range(100):  # the warm-up runs answer on their own
+        await asyncio.sleep(0.01)
+        if (
+            controller.scheduler.queue_length("m@1") == 0
+            and not controller.scheduler.busy_workers()
+        ):
+            break
+    engine.hold = True
+    return controller, engine
+
+
+def test_then_runs_inside_the_reply_and_the_next_batch_goes_out_on_the_next_turn(
+    repository: Repository,
+) -> None:
+    async def scenario() -> None:
+        controller, engine = await started(repository)
+        seen: list[tuple[float, bool, list[int]]] = []
+
+        def then(future: asyncio.Future[Any]) -> None:
+            value = float(future.result().outputs["y"][0, 0])
+            seen.append((value, future.done(), engine.infers()))
+
+        first = controller.submit("m", row(1.0), then=then)
+        await asyncio.sleep(0)  # the pump sends it: the worker is busy from now on
+        assert engine.infers() == [1]
+        later = [controller.submit("m", row(v), then=then) for v in (2.0, 3.0, 4.0)]
+        await asyncio.sleep(0.01)
+        assert engine.infers() == [1]  # queued behind the busy worker (not a full batch)
+
+        engine.release()  # inside this call: the first answer
+        assert seen == [(10.0, True, [])]
+        assert first.done()
+        await asyncio.sleep(0)  # the pump's turn: the three queued rows go out as one batch
+        assert engine.infers() == [3]
+        engine.release()
+        assert [s[0] for s in seen] == [10.0, 20.0, 30.0, 40.0]
+        assert all(f.done() for f in later)
+        await controller.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_then_that_raises_is_logged_and_the_batch_is_still_answered(
+    repository: Repository, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        controller, engine = await started(repository)
+        answered: list[float] = []
+
+        def broken(future: asyncio.Future[Any]) -> None:
+            raise RuntimeError("a bug in a caller")
+
+        def then(future: asyncio.Future[Any]) -> None:
+            answered.append(float(future.result().outputs["y"][0, 0]))
+
+        controller.submit("m", row(1.0), then=then)
+        await asyncio.sleep(0)
+        controller.submit("m", row(2.0), then=broken)
+        controller.submit("m", row(3.0), then=then)
+        await asyncio.sleep(0.01)
+        engine.release()
+        await asyncio.sleep(0)
+        engine.release()
+        assert answered == [10.0, 30.0]
+        await controller.stop()
+
+    with caplog.at_level(logging.ERROR, logger="headway.controller"):
+        asyncio.run(scenario())
+    assert "answering a request failed" in caplog.text and "a bug in a caller" in caplog.text
+
+
+def test_then_runs_for_requests_failed_when_the_server_stops(repository: Repository) -> None:
+    async def scenario() -> list[str]:
+        controller, _ = await started(repository)
+        errors: list[str] = []
+        controller.submit("m", row(1.0))
+        await asyncio.sleep(0)
+        controller.submit("m", row(2.0), then=lambda future: errors.append(str(future.exception())))
+        await controller.stop()
+        return errors
+
+    assert asyncio.run(scenario()) == ["server stopping"]
