@@ -64,6 +64,11 @@ class HeldEngine:
         """The row counts of the INFERs sent since `hold` was set."""
         return [h["rows"] for h in self.held]
 
+    def catch_up(self) -> None:
+        """Replies that were waiting are heard now: every held INFER answers."""
+        while self.held:
+            self.release()
+
     def release(self) -> None:
         header = self.held.pop(0)
         self._reply(header, header["x"])
@@ -128,6 +133,31 @@ def test_then_runs_inside_the_reply_and_the_next_batch_goes_out_on_the_next_turn
         engine.release()
         assert [s[0] for s in seen] == [10.0, 20.0, 30.0, 40.0]
         assert all(f.done() for f in later)
+        await controller.stop()
+
+    asyncio.run(scenario())
+
+
+def test_catch_up_answers_waiting_replies_and_sends_the_next_batch_without_a_loop_turn(
+    repository: Repository,
+) -> None:
+    async def scenario() -> None:
+        controller, engine = await started(repository)
+        answered: list[float] = []
+
+        def then(future: asyncio.Future[Any]) -> None:
+            answered.append(float(future.result().outputs["y"][0, 0]))
+
+        controller.submit("m", row(1.0), then=then)
+        await asyncio.sleep(0)
+        assert engine.infers() == [1]
+        controller.submit("m", row(2.0), then=then)
+        controller.submit("m", row(3.0), then=then)
+        controller.catch_up()  # as a long turn of reads would, with no await in between
+        assert answered == [10.0]
+        assert engine.infers() == [2]  # the two queued rows went out at once
+        controller.catch_up()
+        assert answered == [10.0, 20.0, 30.0]
         await controller.stop()
 
     asyncio.run(scenario())

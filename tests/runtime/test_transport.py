@@ -77,6 +77,29 @@ def test_engine_round_trips_large_messages_to_a_real_worker(endpoint: str | None
     asyncio.run(scenario())
 
 
+def test_catch_up_hears_a_waiting_reply_without_a_turn_of_the_loop() -> None:
+    async def scenario() -> None:
+        engine = LocalEngine(1)
+        ready: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        heard: list[int] = []
+        engine.on_ready = lambda worker, pid: ready.done() or ready.set_result(pid)
+        engine.on_message = lambda worker, header, tensors: heard.append(header["id"])
+        await engine.start()
+        try:
+            await asyncio.wait_for(ready, 30)
+            assert engine.send(0, {"op": "ping", "id": 7}, {})
+            time.sleep(0.5)  # the loop is held (a long turn): the reply waits on the socket
+            assert heard == []
+            engine.catch_up()
+            assert heard == [7]
+            engine.catch_up()  # nothing more waiting: nothing happens
+            assert heard == [7]
+        finally:
+            await engine.stop()
+
+    asyncio.run(scenario())
+
+
 def test_poll_returns_what_arrives_within_the_window_and_none_after() -> None:
 
     a, b = socket.socketpair()

@@ -69,6 +69,11 @@ class HeadwayApp:
         await self.apps.stop()
         await self.controller.stop()
 
+    def catch_up(self) -> None:
+        """The HTTP server is deep in a long turn of reads: answer what the workers finished
+        meanwhile (`Controller.catch_up`)."""
+        self.controller.catch_up()
+
     # -- ASGI (for uvicorn and other ASGI servers; `api.http` is the default server) --------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]

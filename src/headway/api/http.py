@@ -38,6 +38,8 @@ log = logging.getLogger("headway.http")
 
 #: How often a stopping server looks whether every request in flight has been answered.
 STOP_POLL_S = 0.01
+#: How long a turn of reads goes before the app hears its workers' replies (see `keep_up`).
+CATCH_UP_S = 0.002
 #: Loop turns closer together than this count as back to back (see `arrived_since`).
 BACK_TO_BACK_S = 0.0005
 
@@ -112,6 +114,7 @@ class HttpConnection(asyncio.Protocol):
             return
         self.last_active = now = time.monotonic()
         self._arrived = self.server.arrived_since(now)
+        self.server.keep_up(now)
         if self.server.poller is not None:
             self.server.poller.arm()
         try:
@@ -290,6 +293,7 @@ class HttpServer:
         self._turn_open = False  # a loop turn with reads in it is under way
         self._turn_started = self._turn_ended = 0.0  # its first read; when the last one ended
         self._floor = 0.0  # what `arrived_since` answers during this turn
+        self._caught_up = 0.0  # when this turn began or last let the app catch up
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -323,8 +327,17 @@ class HttpServer:
             self.loop.call_soon(self._turn_over)
             busy = now - self._turn_ended < BACK_TO_BACK_S
             self._floor = self._turn_started if busy else now
-            self._turn_started = now
+            self._turn_started = self._caught_up = now
         return self._floor
+
+    def keep_up(self, now: float) -> None:
+        """Every CATCH_UP_S of one turn of reads, let the app hear its workers' replies.
+
+        Under overload a turn reads hundreds of requests; a worker's reply is otherwise heard
+        only when the turn ends, and its answers, due within the deadline, wait that long."""
+        if now - self._caught_up >= CATCH_UP_S:
+            self._caught_up = now
+            self.app.catch_up()
 
     def _turn_over(self) -> None:
         self._turn_open = False

@@ -212,6 +212,14 @@ class LocalEngine:
             self._connections.add(connection)
             self._loop.add_reader(connection.fd, self._readable, connection)
 
+    def catch_up(self) -> None:
+        """Read the replies already waiting on the workers' sockets, now, instead of on the
+        loop's next turn: for a frontend in the middle of a long turn of reads (`Controller.
+        catch_up`)."""
+        for connection in list(self._connections):
+            if connection.process is not None:
+                self._readable(connection)
+
     def _readable(self, connection: _Connection) -> None:
         try:
             data = connection.sock.recv(READ_SIZE)
