@@ -234,7 +234,7 @@ class Controller(ModelLifecycle):
         `then(future)`, if given, is called once the future is done, at that very moment
         (possibly inside this call): how the HTTP server answers. A done-callback would run a
         loop turn later, and under load every turn is a full round of reads: at twice a
-        model's capacity that put ~10 ms between a batch's results and their answers, and
+        model's capacity that put ~11 ms (p50) between a batch's results and their answers, so
         answers the scheduler had on time reached clients late. Not called when this raises.
         (For a model with a prediction cache, it runs as a done-callback.)"""
         model = self.model(name, version)
