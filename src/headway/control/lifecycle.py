@@ -267,6 +267,8 @@ class ModelLifecycle:
         specs = config.inputs
         if runs <= 0 or not specs or any(s.datatype == "BYTES" or -1 in s.shape[1:] for s in specs):
             return
+        if not self.scheduler.has_model(config.key):  # unloaded, or the server is stopping
+            return
         inputs = {s.name: np.zeros((1, *s.shape[1:]), numpy_dtype(s.datatype)) for s in specs}
         now = self.clock.now()
         self._probed[config.key] = now

@@ -1,0 +1,61 @@
+"""Stopping a real server (a worker process, a slow model) while an inference is in flight."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from headway.api.http import HttpServer
+from headway.cli.serve import ServeSettings, build_app
+from tests.integration import models
+
+pytestmark = pytest.mark.integration
+
+BODY = orjson.dumps(
+    {"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP32", "data": [1] * 4}]}
+)
+
+
+async def answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    lines = head.decode().split("\r\n")
+    headers = {k.lower(): v for k, v in (line.split(": ", 1) for line in lines[1:] if line)}
+    body = await reader.readexactly(int(headers.get("content-length", 0)))
+    return int(lines[0].split()[1]), headers, body
+
+
+def test_an_inference_that_outlives_the_grace_is_answered_503_and_the_stop_completes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = tmp_path / "repo"
+    models.sleeper(root, "slow", 0.6, extra="slo_ms: 10000\n")
+    settings = ServeSettings(repository=root, state=tmp_path / "s.db", workers=1, port=0)
+
+    async def scenario() -> None:
+        server = HttpServer(build_app(settings), port=0, grace=0.2)
+        await server.start()
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        request = b"POST /v2/models/slow/infer HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n"
+        writer.write(request % len(BODY) + BODY)
+        for _ in range(200):  # until the frontend has it (and its worker runs it)
+            if server.unanswered:
+                break
+            await asyncio.sleep(0.005)
+        assert server.unanswered == 1
+        began = time.monotonic()
+        await server.stop()
+        status, headers, body = await answer(reader)
+        assert status == 503 and headers["connection"] == "close"
+        assert orjson.loads(body) == {"error": "the server is stopping"}
+        assert time.monotonic() - began < 5.0
+        assert server.unanswered == 0
+        writer.close()
+
+    with caplog.at_level(logging.ERROR):
+        asyncio.run(scenario())
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
