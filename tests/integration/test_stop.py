@@ -12,6 +12,7 @@ import pytest
 
 from headway.api.http import HttpServer
 from headway.cli.serve import ServeSettings, build_app
+from tests.api.test_http_server import response
 from tests.integration import models
 
 pytestmark = pytest.mark.integration
@@ -19,14 +20,6 @@ pytestmark = pytest.mark.integration
 BODY = orjson.dumps(
     {"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP32", "data": [1] * 4}]}
 )
-
-
-async def answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-    lines = head.decode().split("\r\n")
-    headers = {k.lower(): v for k, v in (line.split(": ", 1) for line in lines[1:] if line)}
-    body = await reader.readexactly(int(headers.get("content-length", 0)))
-    return int(lines[0].split()[1]), headers, body
 
 
 def test_an_inference_that_outlives_the_grace_is_answered_503_and_the_stop_completes(
@@ -49,7 +42,7 @@ def test_an_inference_that_outlives_the_grace_is_answered_503_and_the_stop_compl
         assert server.unanswered == 1
         began = time.monotonic()
         await server.stop()
-        status, headers, body = await answer(reader)
+        status, headers, body = await response(reader)
         assert status == 503 and headers["connection"] == "close"
         assert orjson.loads(body) == {"error": "the server is stopping"}
         assert time.monotonic() - began < 5.0
