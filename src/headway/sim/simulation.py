@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -149,7 +149,8 @@ class Simulation:
         profile = self.profiles[key]
         return profile.load_seconds if rows == 0 else profile.duration(rows)
 
-    def _register(self, key: str) -> None:
+    def register(self, key: str) -> None:
+        """Tell the scheduler of model `key` (seeded with its profile when `seed_profiles`)."""
         if self.scheduler.has_model(key):
             return
         profile = self.profiles[key]
@@ -174,15 +175,54 @@ class Simulation:
         outcome = np.zeros(total, dtype=np.int8)
         reasons: dict[str, int] = {}
 
-        def reject(index: int, error: HeadwayError, now: float) -> None:
-            outcome[index] = Outcome.REJECTED
-            finished[index] = now
+        def arrive(index: int, now: float) -> Request:
+            key = models[index]
+            self.register(key)
+            return Request(key, {}, 1, now, float(deadlines[index]), token=index)
+
+        def answered(request: Request, now: float) -> None:
+            outcome[request.token] = Outcome.ANSWERED
+            finished[request.token] = now
+
+        def rejected(request: Request, error: HeadwayError, now: float) -> None:
+            outcome[request.token] = Outcome.REJECTED
+            finished[request.token] = now
             reasons[error.reason] = reasons.get(error.reason, 0) + 1
+
+        self.drive(arrivals, arrive, answered, rejected, drain=drain)
+        duration = float(arrivals[-1] - arrivals[0]) if total > 1 else 1.0
+        span = max(self.clock.now(), duration) * len(self.workers)
+        busy = {kind: sum(w.busy[kind] for w in self.workers) for kind in (INFER, LOAD)}
+        return SimulationResult(
+            self.policy.name,
+            arrivals,
+            deadlines,
+            finished,
+            outcome,
+            reasons,
+            dict(vars(self.scheduler.counters)),
+            duration,
+            extra={"utilisation": {kind: t / span for kind, t in busy.items()}},
+        )
+
+    def drive(
+        self,
+        arrivals: np.ndarray,
+        arrive: Callable[[int, float], Request],
+        answered: Callable[[Request, float], None],
+        rejected: Callable[[Request, HeadwayError, float], None],
+        *,
+        drain: float = 10.0,
+    ) -> None:
+        """The event loop: at each of `arrivals` (sorted seconds) submit `arrive(index, now)`;
+        report each request answered or rejected. `answered` may submit further requests to
+        `self.scheduler` (a pipeline's next stages): they are decided at the same instant."""
+        total = len(arrivals)
 
         def decide(now: float) -> None:
             decisions = self.scheduler.poll()
             for request, error in decisions.rejected:
-                reject(request.token, error, now)
+                rejected(request, error, now)
             for dispatch in decisions.dispatches:
                 execution = self.workers[dispatch.worker].execute(dispatch, now + self.rpc)
                 heapq.heappush(
@@ -201,13 +241,11 @@ class Simulation:
                 if now > end:
                     break
                 self.clock.set(max(now, self.clock.now()))
-                key = models[cursor]
-                self._register(key)
-                request = Request(key, {}, 1, now, float(deadlines[cursor]), token=cursor)
+                request = arrive(cursor, now)
                 try:
                     self.scheduler.submit(request)
                 except HeadwayError as error:
-                    reject(cursor, error, now)
+                    rejected(request, error, now)
                 cursor += 1
                 decide(now)
                 continue
@@ -219,25 +257,11 @@ class Simulation:
                 if when >= self._wakeup:
                     self._wakeup = float("inf")
             else:
-                self._complete(payload, when, outcome, finished)
+                self._complete(payload, when, answered)
             decide(when)
-        duration = float(arrivals[-1] - arrivals[0]) if total > 1 else 1.0
-        span = max(self.clock.now(), duration) * len(self.workers)
-        busy = {kind: sum(w.busy[kind] for w in self.workers) for kind in (INFER, LOAD)}
-        return SimulationResult(
-            self.policy.name,
-            arrivals,
-            deadlines,
-            finished,
-            outcome,
-            reasons,
-            dict(vars(self.scheduler.counters)),
-            duration,
-            extra={"utilisation": {kind: t / span for kind, t in busy.items()}},
-        )
 
     def _complete(
-        self, execution: Execution, now: float, outcome: np.ndarray, finished: np.ndarray
+        self, execution: Execution, now: float, answered: Callable[[Request, float], None]
     ) -> None:
         dispatch: Dispatch = execution.dispatch
         if execution.refused:
@@ -251,5 +275,4 @@ class Simulation:
                 self.scheduler.load_failed(dispatch.model, dispatch.worker)
         elif dispatch.kind == INFER and execution.duration is not None:
             for request in dispatch.requests:
-                outcome[request.token] = Outcome.ANSWERED
-                finished[request.token] = now
+                answered(request, now)

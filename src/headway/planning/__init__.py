@@ -1,0 +1,34 @@
+"""Planning pipelines to a tail-latency SLO at least cost (InferLine).
+
+`pipeline` describes what is planned (stages, shares, hardware, profiles, configurations);
+`simulator` estimates a configuration's latencies by driving the server's own scheduler with
+simulated workers; `planner` searches for the cheapest configuration whose P99 meets the SLO.
+"""
+
+from headway.planning.pipeline import (
+    Catalogue,
+    Configuration,
+    Hardware,
+    LatencyProfile,
+    Pipeline,
+    Profiles,
+    Stage,
+    StageConfig,
+)
+from headway.planning.planner import Plan, Planner
+from headway.planning.simulator import Estimate, simulate
+
+__all__ = [
+    "Catalogue",
+    "Configuration",
+    "Estimate",
+    "Hardware",
+    "LatencyProfile",
+    "Pipeline",
+    "Plan",
+    "Planner",
+    "Profiles",
+    "Stage",
+    "StageConfig",
+    "simulate",
+]

@@ -1,0 +1,225 @@
+"""InferLine's planner: the cheapest configuration whose simulated P99 meets the SLO.
+
+1. Start every stage on its fastest hardware, at batch 1, with one replica. If the critical
+   path's service time alone exceeds the SLO, no configuration can meet it: infeasible.
+   Otherwise add a replica to the bottleneck -- the stage with the least throughput for the
+   share of queries it sees -- until the estimator's P99 meets the SLO.
+2. Then, greedily, try on every stage each action below, estimate each candidate, and apply the
+   cheapest feasible one, until no candidate is both feasible and cheaper:
+   - IncreaseBatch: raise the stage's max batch a step at a time (through its profiled sizes)
+     until one replica fewer is feasible. (A larger batch alone costs the same; InferLine
+     raises it because the throughput it adds lets replicas go, which is what this does.)
+   - RemoveReplica: one replica fewer.
+   - DowngradeHardware: the next cheaper hardware that has a profile of the stage's model, with
+     enough replicas to keep the stage's throughput at its batch size.
+
+Each candidate is estimated with `simulate` on the planning trace; results are cached, as the
+greedy loop proposes the same configurations again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from headway.planning.pipeline import (
+    Catalogue,
+    Configuration,
+    LatencyProfile,
+    Pipeline,
+    Profiles,
+    StageConfig,
+    profile_of,
+)
+from headway.planning.simulator import Estimate, simulate
+
+#: Replicas per stage beyond which adding more is not tried (the load is out of reach).
+MAX_REPLICAS = 256
+
+Action = Callable[[Configuration, str], Configuration | None]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The planner's answer: a configuration (None when infeasible) and what it is expected to do."""
+
+    feasible: bool
+    config: Configuration | None
+    cost_per_hour: float
+    p99: float
+    utilisation: dict[str, float]
+    reason: str = ""
+    steps: list[str] = field(default_factory=list)
+    estimates: int = 0
+
+
+class Planner:
+    """Plans `pipeline` for `arrivals` (sorted seconds) under a P99 of `slo` seconds."""
+
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        profiles: Profiles,
+        catalogue: Catalogue,
+        arrivals: np.ndarray,
+        slo: float,
+        *,
+        seed: int = 0,
+        rpc_seconds: float = 0.0,
+    ) -> None:
+        self.pipeline = pipeline
+        self.profiles = profiles
+        self.catalogue = catalogue
+        self.arrivals = np.asarray(arrivals, dtype=np.float64)
+        self.slo = slo
+        self.seed = seed
+        self.rpc_seconds = rpc_seconds
+        self._estimates: dict[tuple[tuple[str, int, int], ...], Estimate] = {}
+        duration = float(self.arrivals[-1] - self.arrivals[0]) if len(self.arrivals) > 1 else 1.0
+        #: queries per second of the planning trace
+        self.rate = len(self.arrivals) / max(duration, 1e-9)
+
+    # -- estimates ----------------------------------------------------------------------------
+    def estimate(self, config: Configuration) -> Estimate:
+        key = tuple(
+            (config[n].hardware, config[n].max_batch, config[n].replicas)
+            for n in self.pipeline.names
+        )
+        found = self._estimates.get(key)
+        if found is None:
+            found = self._estimates[key] = simulate(
+                self.pipeline,
+                config,
+                self.profiles,
+                self.arrivals,
+                seed=self.seed,
+                rpc_seconds=self.rpc_seconds,
+                catalogue=self.catalogue,
+            )
+        return found
+
+    def feasible(self, config: Configuration) -> bool:
+        return self.estimate(config).p99 <= self.slo
+
+    def cost(self, config: Configuration) -> float:
+        return config.cost(self.catalogue)
+
+    # -- what the actions need ---------------------------------------------------------------
+    def profile(self, stage: str, hardware: str) -> LatencyProfile:
+        return profile_of(self.profiles, self.pipeline[stage].model, hardware)
+
+    def hardware_for(self, stage: str) -> list[str]:
+        """Catalogue kinds with a profile of the stage's model, most expensive first."""
+        model = self.pipeline[stage].model
+        kinds = [k for k in self.catalogue if k in self.profiles.get(model, {})]
+        return sorted(kinds, key=lambda k: (-self.catalogue[k].cost_per_hour, k))
+
+    def throughput(self, config: Configuration, stage: str) -> float:
+        """Queries per second of the pipeline that `stage` can take (its share counted)."""
+        c = config[stage]
+        per_replica = self.profile(stage, c.hardware).throughput(c.max_batch)
+        return c.replicas * per_replica / self.pipeline[stage].scale
+
+    def bottleneck(self, config: Configuration) -> str:
+        return min(self.pipeline.names, key=lambda s: self.throughput(config, s))
+
+    def utilisation(self, config: Configuration) -> dict[str, float]:
+        """InferLine's planned utilisation per stage: rate * share / (replicas * throughput)."""
+        return {s: self.rate / self.throughput(config, s) for s in self.pipeline.names}
+
+    # -- the three actions --------------------------------------------------------------------
+    def increase_batch(self, config: Configuration, stage: str) -> Configuration | None:
+        """The stage's batch raised step by step until one replica fewer is feasible."""
+        c = config[stage]
+        if c.replicas <= 1:
+            return None
+        for size in self.profile(stage, c.hardware).batch_sizes:
+            if size <= c.max_batch:
+                continue
+            candidate = config.with_stage(stage, max_batch=size, replicas=c.replicas - 1)
+            if self.feasible(candidate):
+                return candidate
+        return None
+
+    def remove_replica(self, config: Configuration, stage: str) -> Configuration | None:
+        c = config[stage]
+        return config.with_stage(stage, replicas=c.replicas - 1) if c.replicas > 1 else None
+
+    def downgrade_hardware(self, config: Configuration, stage: str) -> Configuration | None:
+        """The next cheaper hardware, with replicas enough to keep the stage's throughput."""
+        c = config[stage]
+        price = self.catalogue[c.hardware].cost_per_hour
+        cheaper = [k for k in self.hardware_for(stage) if self.catalogue[k].cost_per_hour < price]
+        if not cheaper:
+            return None
+        kind = cheaper[0]
+        old = self.profile(stage, c.hardware).throughput(c.max_batch)
+        new = self.profile(stage, kind).throughput(c.max_batch)
+        replicas = max(1, math.ceil(c.replicas * old / new - 1e-9))
+        return config.with_stage(stage, hardware=kind, replicas=replicas)
+
+    # -- the algorithm ------------------------------------------------------------------------
+    def initial(self) -> Configuration:
+        """Every stage on its fastest hardware (lowest batch-1 latency), batch 1, 1 replica."""
+        chosen: dict[str, StageConfig] = {}
+        for stage in self.pipeline.names:
+            kinds = self.hardware_for(stage)
+            if not kinds:
+                self.profile(stage, "any")  # raises, naming the model to profile
+            fastest = min(kinds, key=lambda k: (self.profile(stage, k).latency(1), k))
+            chosen[stage] = StageConfig(fastest, 1, 1)
+        return Configuration(chosen)
+
+    def plan(self) -> Plan:
+        steps: list[str] = []
+        config = self.initial()
+        service = {s: self.profile(s, config[s].hardware).latency(1) for s in self.pipeline.names}
+        critical = self.pipeline.critical_path(service)
+        if critical > self.slo:
+            return self._infeasible(
+                f"the critical path's service time on the fastest hardware is "
+                f"{critical * 1e3:.1f} ms, over the SLO of {self.slo * 1e3:.1f} ms",
+                steps,
+            )
+        while not self.feasible(config):
+            stage = self.bottleneck(config)
+            if config[stage].replicas >= MAX_REPLICAS:
+                return self._infeasible(
+                    f"stage {stage!r} would need more than {MAX_REPLICAS} replicas", steps
+                )
+            config = config.with_stage(stage, replicas=config[stage].replicas + 1)
+            steps.append(f"add a replica to the bottleneck {stage}")
+        actions: dict[str, Action] = {
+            "IncreaseBatch": self.increase_batch,
+            "RemoveReplica": self.remove_replica,
+            "DowngradeHardware": self.downgrade_hardware,
+        }
+        while True:
+            best: tuple[float, float, str, str, Configuration] | None = None
+            for stage in self.pipeline.names:
+                for name, action in actions.items():
+                    candidate = action(config, stage)
+                    if candidate is None or not self.feasible(candidate):
+                        continue
+                    ranked = (self.cost(candidate), self.estimate(candidate).p99)
+                    if best is None or ranked < best[:2]:
+                        best = (*ranked, name, stage, candidate)
+            if best is None or best[0] >= self.cost(config) - 1e-12:
+                break
+            config = best[4]
+            steps.append(f"{best[2]} on {best[3]}: ${best[0]:.3f}/h")
+        return Plan(
+            feasible=True,
+            config=config,
+            cost_per_hour=self.cost(config),
+            p99=self.estimate(config).p99,
+            utilisation=self.utilisation(config),
+            steps=steps,
+            estimates=len(self._estimates),
+        )
+
+    def _infeasible(self, reason: str, steps: list[str]) -> Plan:
+        return Plan(False, None, 0.0, float("inf"), {}, reason, steps, len(self._estimates))

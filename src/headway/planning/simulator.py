@@ -1,0 +1,170 @@
+"""The estimator: replay an arrival trace through a pipeline under a configuration.
+
+InferLine's discrete-event estimator, built on `headway.sim`: each stage's replicas are
+simulated workers holding that stage's model, and one `Scheduler` -- the server's own, unchanged
+-- batches and dispatches every stage's queue. A query enters its input stages at its arrival,
+moves to a child when the child's every parent has answered (a join), reaches only the stages
+its share allows (see `headway.planning.pipeline`), and is done when the last stage it reached
+answers. Its latency is that moment less its arrival.
+
+Requests carry a far deadline and the scheduler runs without early rejection (`PLANNING`): the
+plan's SLO is judged on the simulated latencies (P99), not enforced by dropping requests, so
+every batch is the greedy one InferLine's estimator models -- as many queued rows as the
+stage's max batch allows. Everything else (queues, batching, dispatch) is the server's code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from headway.control.actions import INFER
+from headway.control.policy import HEADWAY
+from headway.control.request import Request
+from headway.errors import HeadwayError
+from headway.planning.pipeline import Catalogue, Configuration, Pipeline, Profiles, profile_of
+from headway.sim import ModelProfile, Simulation
+
+#: Seconds after its arrival by which a simulated request "must" finish: far enough that no
+#: batch is shrunk and nothing is rejected for its deadline.
+HORIZON = 1e6
+#: The server's policy without early rejection (nothing is ever late enough to reject).
+PLANNING = replace(HEADWAY, name="planning", early_reject=False)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Per-query latencies (seconds, arrival order) and what each stage did."""
+
+    latencies: np.ndarray
+    reached: dict[str, int]  # stage -> queries that reached it
+    busy: dict[str, float]  # stage -> share of its replicas' time spent computing
+    duration: float  # seconds from the first arrival to the last
+
+    @property
+    def p99(self) -> float:
+        return float(np.percentile(self.latencies, 99)) if self.latencies.size else 0.0
+
+    def percentile(self, q: float) -> float:
+        return float(np.percentile(self.latencies, q)) if self.latencies.size else 0.0
+
+    def attainment(self, slo: float) -> float:
+        """The share of queries answered within `slo` seconds."""
+        return float(np.mean(self.latencies <= slo + 1e-12)) if self.latencies.size else 1.0
+
+
+def reach_draws(queries: int, seed: int) -> np.ndarray:
+    """One uncertainty draw per query in [0, 1): a query reaches a stage of share s iff its
+    draw is below s (so shares nest, and each stage sees exactly its share on average)."""
+    return np.random.default_rng(seed).random(queries)
+
+
+def simulate(
+    pipeline: Pipeline,
+    config: Configuration,
+    profiles: Profiles,
+    arrivals: np.ndarray,
+    *,
+    seed: int = 0,
+    rpc_seconds: float = 0.0,
+    noise: float = 0.0,
+    catalogue: Catalogue | None = None,
+) -> Estimate:
+    """Replay `arrivals` (sorted seconds) through `pipeline` under `config`.
+
+    `rpc_seconds` is the one-way delay between the scheduler and a worker; `noise` multiplies
+    each action's profiled duration by (1 + noise * |N(0, 1)|), drawn from `seed`. `catalogue`,
+    when given, checks that every stage's hardware is in it."""
+    stages = pipeline.stages
+    models: dict[str, ModelProfile] = {}
+    for stage in stages:
+        stage_config = config[stage.name]
+        if catalogue is not None:
+            catalogue[stage_config.hardware]  # raises a ConfigError naming an unknown kind
+        latency = profile_of(profiles, stage.model, stage_config.hardware)
+        models[stage.name] = ModelProfile(
+            {b: latency.latency(b) for b in range(1, stage_config.max_batch + 1)},
+            load_seconds=0.0,
+            size_mb=0.0,
+            max_batch=stage_config.max_batch,
+        )
+    total_replicas = sum(config[s.name].replicas for s in stages)
+    sim = Simulation(
+        models,
+        workers=total_replicas,
+        memory_mb=float("inf"),
+        policy=PLANNING,
+        rpc_seconds=rpc_seconds,
+        noise=noise,
+        seed_profiles=True,
+        max_queue=max(4096, 2 * len(arrivals)),
+        seed=seed,
+    )
+    replicas_of: dict[str, list[int]] = {}
+    next_worker = 0
+    for stage in stages:
+        sim.register(stage.name)
+        count = config[stage.name].replicas
+        replicas_of[stage.name] = list(range(next_worker, next_worker + count))
+        for worker in replicas_of[stage.name]:
+            sim.scheduler.placed(stage.name, worker)
+            sim.workers[worker].resident.add(stage.name)
+        next_worker += count
+
+    queries = len(arrivals)
+    arrivals = np.asarray(arrivals, dtype=np.float64)
+    draws = reach_draws(queries, seed)
+    order = pipeline.names
+    index = {name: i for i, name in enumerate(order)}
+    shares = np.array([s.scale for s in stages])
+    parents = [[index[p] for p in s.parents] for s in stages]
+    children = [[index[c] for c in pipeline.children(s.name)] for s in stages]
+    inputs = [i for i, s in enumerate(stages) if not s.parents]
+    # per query: stages it reaches; per (query, stage): parents still to answer
+    reaches = draws[:, None] < shares[None, :]
+    waiting = np.array([len(p) for p in parents], dtype=np.int32)[None, :].repeat(queries, axis=0)
+    left = reaches.sum(axis=1).astype(np.int32)
+    finished = np.full(queries, np.nan)
+
+    def request(query: int, stage: int, now: float) -> Request:
+        deadline = float(arrivals[query]) + HORIZON
+        return Request(order[stage], {}, 1, now, deadline, token=(query, stage))
+
+    def arrive(query: int, now: float) -> Request:
+        # an input stage's request; the other input stages of a multi-input pipeline are
+        # submitted here too (the loop submits the one returned)
+        first, *rest = (i for i in inputs if reaches[query, i])
+        for stage in rest:
+            sim.scheduler.submit(request(query, stage, now))
+        return request(query, first, now)
+
+    def answered(done: Request, now: float) -> None:
+        query, stage = done.token
+        left[query] -= 1
+        if left[query] == 0:
+            finished[query] = now
+        for child in children[stage]:
+            if not reaches[query, child]:
+                continue
+            waiting[query, child] -= 1
+            if waiting[query, child] == 0:
+                sim.scheduler.submit(request(query, child, now))
+
+    def rejected(failed: Request, error: HeadwayError, now: float) -> None:
+        raise HeadwayError(f"the simulated scheduler rejected a request: {error.message}")
+
+    sim.drive(arrivals, arrive, answered, rejected, drain=HORIZON)
+    duration = float(arrivals[-1] - arrivals[0]) if queries > 1 else 1.0
+    span = max(float(np.nanmax(finished) - arrivals[0]) if queries else 0.0, duration, 1e-9)
+    busy = {
+        name: sum(sim.workers[w].busy[INFER] for w in replicas_of[name])
+        / (span * len(replicas_of[name]))
+        for name in order
+    }
+    return Estimate(
+        latencies=finished - arrivals,
+        reached={name: int(reaches[:, i].sum()) for i, name in enumerate(order)},
+        busy=busy,
+        duration=duration,
+    )

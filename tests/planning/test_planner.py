@@ -1,0 +1,108 @@
+"""InferLine's planner: its start, each action, and the greedy loop on small pipelines."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from headway.planning.pipeline import Configuration, StageConfig
+from headway.planning.planner import Planner
+from tests.planning.helpers import CATALOGUE, MS, chain, flat
+
+SIZES = (1, 2, 4, 8)
+#: 10 ms alone, 2 ms more per extra row, on a CPU worker; four times faster on the GPU-like kind
+PROFILES = {
+    "m0": {
+        "cpu1": flat(10, SIZES, per_row_ms=2),
+        "cpu4": flat(5, SIZES, per_row_ms=1),
+        "gpu": flat(2.5, SIZES, per_row_ms=0.5),
+    },
+    "m1": {"cpu1": flat(20, SIZES, per_row_ms=4), "gpu": flat(5, SIZES, per_row_ms=1)},
+}
+
+
+def steady(rate: float, seconds: float = 4.0) -> np.ndarray:
+    return np.arange(int(rate * seconds)) / rate
+
+
+def planner(rate: float, slo_ms: float, *scales: float) -> Planner:
+    return Planner(chain(*(scales or (1.0,))), PROFILES, CATALOGUE, steady(rate), slo_ms * MS)
+
+
+def test_starts_on_the_fastest_hardware_at_batch_one() -> None:
+    start = planner(10, 100, 1.0, 0.5).initial()
+    assert start["s0"] == StageConfig("gpu", 1, 1)
+    assert start["s1"] == StageConfig("gpu", 1, 1)
+
+
+def test_infeasible_when_the_critical_path_alone_exceeds_the_slo() -> None:
+    plan = planner(10, 7, 1.0, 0.5).plan()  # 2.5 ms + 5 ms on the fastest hardware
+    assert not plan.feasible and plan.config is None
+    assert "critical path" in plan.reason and "7.5 ms" in plan.reason
+
+
+def test_adds_replicas_at_the_bottleneck_until_feasible() -> None:
+    p = Planner(
+        chain(1.0),
+        {"m0": {"cpu1": flat(10)}},
+        CATALOGUE,
+        steady(150),
+        15 * MS,
+    )
+    plan = p.plan()
+    # one replica serves 100 queries/s: at 150/s its queue grows without bound; two suffice
+    assert plan.feasible and plan.config is not None
+    assert plan.config["s0"].replicas == 2
+    assert plan.steps == ["add a replica to the bottleneck s0"]
+    assert plan.p99 == pytest.approx(10 * MS)
+    assert plan.utilisation["s0"] == pytest.approx(0.75, rel=0.01)
+
+
+def test_the_bottleneck_counts_each_stage_share() -> None:
+    p = planner(10, 100, 1.0, 0.2)
+    config = Configuration({"s0": StageConfig("cpu1"), "s1": StageConfig("cpu1")})
+    # s1 is twice as slow but sees a fifth of the queries: s0 is the bottleneck
+    assert p.bottleneck(config) == "s0"
+    p = planner(10, 100, 1.0, 0.8)
+    assert p.bottleneck(config) == "s1"
+
+
+def test_remove_replica() -> None:
+    p = planner(10, 100)
+    two = Configuration({"s0": StageConfig("cpu1", 1, 2)})
+    assert p.remove_replica(two, "s0") == Configuration({"s0": StageConfig("cpu1", 1, 1)})
+    assert p.remove_replica(Configuration({"s0": StageConfig("cpu1")}), "s0") is None
+
+
+def test_increase_batch_raises_the_batch_until_a_replica_can_go() -> None:
+    p = Planner(chain(1.0), PROFILES, CATALOGUE, steady(130), 60 * MS)
+    two = Configuration({"s0": StageConfig("cpu1", 1, 2)})
+    assert p.feasible(two)
+    assert not p.feasible(Configuration({"s0": StageConfig("cpu1", 1, 1)}))
+    # at batch 2 one replica takes 2 rows per 12 ms: 166 queries/s
+    assert p.increase_batch(two, "s0") == Configuration({"s0": StageConfig("cpu1", 2, 1)})
+    assert p.increase_batch(Configuration({"s0": StageConfig("cpu1", 1, 1)}), "s0") is None
+
+
+def test_downgrade_hardware_keeps_the_throughput_with_more_replicas() -> None:
+    p = planner(10, 100)
+    on_gpu = Configuration({"s0": StageConfig("gpu", 1, 1)})
+    # 2.5 ms on the GPU-like kind, 5 ms on cpu4 (the next cheaper): two replicas
+    assert p.downgrade_hardware(on_gpu, "s0") == Configuration({"s0": StageConfig("cpu4", 1, 2)})
+    on_cpu1 = Configuration({"s0": StageConfig("cpu1", 1, 1)})
+    assert p.downgrade_hardware(on_cpu1, "s0") is None  # nothing cheaper
+
+
+def test_the_plan_is_feasible_and_no_single_action_makes_it_cheaper() -> None:
+    p = planner(120, 80, 1.0, 0.4)
+    plan = p.plan()
+    assert plan.feasible and plan.config is not None
+    assert plan.p99 <= 80 * MS
+    assert plan.cost_per_hour < p.cost(p.initial()) * 4
+    for stage in ("s0", "s1"):
+        for action in (p.increase_batch, p.remove_replica, p.downgrade_hardware):
+            candidate = action(plan.config, stage)
+            if candidate is not None and p.feasible(candidate):
+                assert p.cost(candidate) >= plan.cost_per_hour
+    # the GPU-like kind costs 30x a cpu1 worker: at this load the plan leaves it
+    assert all(plan.config[s].hardware != "gpu" for s in ("s0", "s1"))

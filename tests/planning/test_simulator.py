@@ -1,0 +1,92 @@
+"""The pipeline estimator on cases whose latencies are known by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from headway.errors import ConfigError
+from headway.planning.pipeline import Configuration, Pipeline, Stage, StageConfig
+from headway.planning.simulator import simulate
+from tests.planning.helpers import MS, chain, flat
+
+
+def one_stage(max_batch: int, replicas: int = 1) -> Configuration:
+    return Configuration({"s0": StageConfig("cpu1", max_batch, replicas)})
+
+
+def test_one_stage_deterministic_service_gives_exact_latencies() -> None:
+    profiles = {"m0": {"cpu1": flat(10)}}
+    arrivals = np.array([0.0, 5.0, 10.0, 100.0]) * MS
+    estimate = simulate(chain(1.0), one_stage(1), profiles, arrivals)
+    # the second and third queue behind the first: 10, 15, 20 ms; the fourth finds it idle
+    assert estimate.latencies / MS == pytest.approx([10.0, 15.0, 20.0, 10.0])
+
+
+def test_one_stage_batches_what_queued_up_to_the_max_batch() -> None:
+    profiles = {"m0": {"cpu1": flat(10, sizes=(1, 2, 3), per_row_ms=2)}}
+    arrivals = np.array([0.0, 1.0, 2.0, 3.0]) * MS
+    estimate = simulate(chain(1.0), one_stage(2), profiles, arrivals)
+    # 0 runs alone (0-10); 1 and 2 together (10-22); 3 alone (22-32)
+    assert estimate.latencies / MS == pytest.approx([10.0, 21.0, 20.0, 29.0])
+
+
+def test_replicas_share_one_queue() -> None:
+    profiles = {"m0": {"cpu1": flat(10)}}
+    arrivals = np.array([0.0, 1.0, 2.0]) * MS
+    estimate = simulate(chain(1.0), one_stage(1, replicas=2), profiles, arrivals)
+    assert estimate.latencies / MS == pytest.approx([10.0, 10.0, 18.0])
+
+
+def test_a_join_waits_for_both_parents() -> None:
+    pipeline = Pipeline(
+        "diamond",
+        (
+            Stage("a", "fast"),
+            Stage("b", "slow"),
+            Stage("c", "combine", ("a", "b")),
+        ),
+    )
+    profiles = {
+        "fast": {"cpu1": flat(10)},
+        "slow": {"cpu1": flat(30)},
+        "combine": {"cpu1": flat(5)},
+    }
+    config = Configuration({name: StageConfig("cpu1") for name in "abc"})
+    estimate = simulate(pipeline, config, profiles, np.array([0.0, 1.0]))
+    assert estimate.latencies / MS == pytest.approx([35.0, 35.0])
+    assert estimate.reached == {"a": 2, "b": 2, "c": 2}
+
+
+def test_a_cascade_branch_follows_its_scale_factor() -> None:
+    profiles = {"m0": {"cpu1": flat(10)}, "m1": {"cpu1": flat(20)}}
+    config = Configuration({"s0": StageConfig("cpu1"), "s1": StageConfig("cpu1")})
+    arrivals = np.arange(4000) * 0.1  # far apart: no queueing
+    estimate = simulate(chain(1.0, 0.3), config, profiles, arrivals, seed=3)
+    share = estimate.reached["s1"] / len(arrivals)
+    assert share == pytest.approx(0.3, abs=0.02)
+    # queries that went on to the second model took 30 ms; the rest 10 ms
+    assert np.mean(np.isclose(estimate.latencies, 0.030)) == pytest.approx(share)
+    assert set(np.round(estimate.latencies / MS, 6)) == {10.0, 30.0}
+
+
+def test_same_seed_same_latencies_with_noise() -> None:
+    profiles = {"m0": {"cpu1": flat(10)}, "m1": {"cpu1": flat(20)}}
+    config = Configuration({"s0": StageConfig("cpu1"), "s1": StageConfig("cpu1")})
+    arrivals = np.cumsum(np.random.default_rng(1).exponential(0.03, 500))
+    runs = [
+        simulate(chain(1.0, 0.5), config, profiles, arrivals, seed=s, noise=0.2).latencies
+        for s in (7, 7, 8)
+    ]
+    assert np.array_equal(runs[0], runs[1])
+    assert not np.array_equal(runs[0], runs[2])
+
+
+def test_a_missing_profile_names_model_and_hardware() -> None:
+    with pytest.raises(ConfigError, match=r"m0.*cpu4"):
+        simulate(
+            chain(1.0),
+            Configuration({"s0": StageConfig("cpu4")}),
+            {"m0": {"cpu1": flat(10)}},
+            np.array([0.0]),
+        )
