@@ -224,3 +224,28 @@ def test_frameworks_lists_what_the_models_use_without_reading_a_lazy_index(
     repository = Repository.scan(tmp_path, lazy=lazy)
     assert repository.frameworks() == ["sklearn", "torch"]
     assert len(repository.models) == (0 if lazy else 3)  # still unread when lazy
+
+
+def test_a_model_reaches_only_inside_its_folder(tmp_path: Path) -> None:
+    root, outside = tmp_path / "repo", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "code.py").write_text("X = 1\n")
+    entry = "framework: python\nentrypoint: {}:X\n"
+    # Inside the model folder, `..` from the version folder is fine.
+    (model(root, "shared", entry.format("../code.py")) / "code.py").write_text("X = 1\n")
+    assert read_model(root / "shared").entrypoint == "../code.py:X"
+    assert "absolute path" in error(model(root, "absolute", entry.format(outside / "code.py")))
+    assert "outside" in error(model(root, "dotdot", entry.format("../../../outside/code.py")))
+    # A version folder, or the model folder itself, that is a link out of the repository.
+    linked_version = model(root, "version-link", "framework: sklearn\n", ())
+    (linked_version / "1").symlink_to(outside, target_is_directory=True)
+    assert "outside" in error(linked_version)
+    model(outside, "elsewhere", "framework: sklearn\n")
+    (root / "folder-link").symlink_to(outside / "elsewhere", target_is_directory=True)
+    # A link to another folder inside the repository stays inside it.
+    (root / "alias").symlink_to(root / "shared", target_is_directory=True)
+    repo = Repository.scan(root)
+    assert sorted(repo.models) == ["alias", "shared"]
+    assert sorted(repo.broken) == ["absolute", "dotdot", "folder-link", "version-link"]
+    assert "outside" in repo.broken["folder-link"]

@@ -62,7 +62,7 @@ class ServerProcess:
                     + (f"; see {self.log}" if self.log else "")
                 )
             try:
-                if httpx.get(f"{self.url}/v2/health/ready", timeout=1.0).status_code == 200:
+                if _started(httpx.get(f"{self.url}/v2/health/ready", timeout=1.0)):
                     return self
             except httpx.HTTPError:
                 pass
@@ -90,3 +90,17 @@ class ServerProcess:
         trace: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _started(ready: httpx.Response) -> bool:
+    """Whether the server finished starting: every model ready, or a 503 that names models it
+    could not serve once starting was over (a repository with a broken model still serves the
+    others; the caller asks `/v2/health/ready` if it needs them all)."""
+    if ready.status_code == 200:
+        return True
+    if ready.status_code != 503:
+        return False
+    try:
+        return ready.json().get("starting") is False
+    except ValueError:
+        return False

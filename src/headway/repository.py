@@ -156,12 +156,28 @@ def version_folders(model_dir: Path) -> tuple[int, ...]:
     )
 
 
+def confined(path: Path, folder: Path, where: str) -> Path:
+    """`path` with its links followed; ConfigError when that leaves `folder` (a model may reach
+    only what lies inside its own folder: `docs/security.md`)."""
+    real = path.resolve()
+    inside = folder.resolve()
+    if not real.is_relative_to(inside):
+        raise ConfigError(
+            f"{where}: {path} resolves to {real}, outside {inside}; a model may only use "
+            "files inside its own folder"
+        )
+    return real
+
+
 def read_model(model_dir: Path) -> ModelConfig:
     """Read one `<model>/model.yaml` and pick the version to serve (highest unless pinned)."""
     where = str(model_dir / "model.yaml")
     name = model_dir.name
     if not _NAME.match(name):
         raise ConfigError(f"{where}: model name {name!r} may use letters, digits, '_', '-', '.'")
+    # A model folder linked from elsewhere in the repository is fine; one that leads out is not.
+    confined(model_dir, model_dir.parent, f"model {name!r}")
+    confined(model_dir / "model.yaml", model_dir, f"model {name!r}")
     try:
         raw = yaml.safe_load((model_dir / "model.yaml").read_text()) or {}
     except (OSError, yaml.YAMLError) as exc:
@@ -182,8 +198,12 @@ def read_model(model_dir: Path) -> ModelConfig:
     version = raw.get("version", versions[-1])
     if version not in versions:
         raise ConfigError(f"{where}: pinned version {version!r} is not among {list(versions)}")
-    if framework == "python" and not raw.get("entrypoint"):
-        raise ConfigError(f"{where}: framework 'python' needs 'entrypoint: file.py:ClassName'")
+    confined(model_dir / str(version), model_dir, where)
+    entrypoint = raw.get("entrypoint")
+    if framework == "python":
+        if not entrypoint or not isinstance(entrypoint, str):
+            raise ConfigError(f"{where}: framework 'python' needs 'entrypoint: file.py:ClassName'")
+        entry_files(model_dir / str(version), entrypoint, where)
     max_batch = int(_positive(raw, "max_batch_size", 32, where))
     replicas = int(_positive(raw, "replicas", 1, where))
     if max_batch < 1 or replicas < 1:
@@ -204,12 +224,30 @@ def read_model(model_dir: Path) -> ModelConfig:
         slo_ms=_slo(raw, where),
         replicas=replicas,
         max_queue=int(_positive(raw, "max_queue", 4096, where)),
-        entrypoint=raw.get("entrypoint"),
+        entrypoint=entrypoint,
         cache=bool(raw.get("cache", False)),
         memory_mb=None if memory is None else _positive(raw, "memory_mb", 0, where),
         versions=versions,
         options=dict(options),
     )
+
+
+def entry_files(version_dir: Path, entrypoint: str, where: str) -> list[Path]:
+    """Where a Python model's entrypoint file may be, in the order it is looked for: the
+    version folder, then the model folder. Refused: an absolute path, and one that resolves
+    outside the model folder (through `..` or a link)."""
+    file_name = entrypoint.rpartition(":")[0]
+    if Path(file_name).is_absolute():
+        raise ConfigError(
+            f"{where}: entrypoint {entrypoint!r} is an absolute path; name a file inside the "
+            "model's folder (e.g. 'model.py:Model')"
+        )
+    model_dir = version_dir.parent
+    candidates = [version_dir / file_name, model_dir / file_name]
+    for candidate in candidates:
+        if candidate.exists() or candidate.is_symlink():
+            confined(candidate, model_dir, f"{where}: entrypoint {entrypoint!r}")
+    return candidates
 
 
 @dataclass

@@ -69,7 +69,7 @@ def test_python_model_and_requested_outputs(server: ServerProcess) -> None:
 
 def test_health_metadata_and_config(server: ServerProcess) -> None:
     assert httpx.get(f"{server.url}/v2/health/live").status_code == 200
-    assert httpx.get(f"{server.url}/v2/health/ready").status_code == 200
+    assert_only_broken_is_unready(server)
     meta = httpx.get(f"{server.url}/v2").json()
     assert meta["name"] == "headway" and "binary_tensor_data" in meta["extensions"]
     model = httpx.get(f"{server.url}/v2/models/digits-logreg").json()
@@ -156,7 +156,17 @@ def test_bad_input_gets_a_clear_4xx_and_the_server_stays_ready(
     response = httpx.post(f"{server.url}/v2/models/digits-logreg/infer", content=body)
     assert response.status_code == status, response.text
     assert message in response.json()["error"]
-    assert httpx.get(f"{server.url}/v2/health/ready").status_code == 200
+    assert_only_broken_is_unready(server)
+
+
+def assert_only_broken_is_unready(server: ServerProcess) -> None:
+    """The server is ready but for the one model whose load fails, which it names."""
+    ready = httpx.get(f"{server.url}/v2/health/ready")
+    assert ready.status_code == 503
+    body = ready.json()
+    assert body["starting"] is False and list(body["models"]) == ["broken"]
+    assert "weights file is corrupt" in body["models"]["broken"]
+    assert "broken" in body["error"]
 
 
 def test_unknown_model_version_and_route_are_404(server: ServerProcess) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from headway.errors import ConfigError
+from headway.repository import confined
 
 DEFAULT_INPUT = "input-0"
 DEFAULT_OUTPUT = "output-0"
@@ -51,7 +52,7 @@ class Adapter(ABC):
         for pattern in patterns:
             found = sorted(self.path.glob(pattern))
             if found:
-                return found[0]
+                return confined(found[0], self.path.parent, f"model {self.config['name']!r}")
         raise ConfigError(
             f"model {self.config['name']!r} version {self.config['version']}: no artifact "
             f"matching {list(patterns)} in {self.path}"

@@ -23,7 +23,7 @@ import numpy as np
 
 from headway.adapters.base import DEFAULT_OUTPUT, Adapter, wanted
 from headway.errors import ConfigError
-from headway.repository import TensorSpec
+from headway.repository import TensorSpec, entry_files
 
 _modules = itertools.count()
 
@@ -48,9 +48,9 @@ class PythonAdapter(Adapter):
         file_name, _, attr = entry.rpartition(":")
         if not file_name.endswith(".py") or not attr:
             raise ConfigError(f"{where}: must look like 'file.py:ClassName'")
-        file = next(
-            (p for p in (self.path / file_name, self.path.parent / file_name) if p.is_file()), None
-        )
+        # Checked again here, where the file is opened: the folder may have changed since.
+        candidates = entry_files(self.path, entry, where)
+        file = next((p for p in candidates if p.is_file()), None)
         if file is None:
             raise ConfigError(
                 f"{where}: {file_name} is in neither {self.path} nor {self.path.parent}"

@@ -21,7 +21,8 @@ import orjson
 import headway
 from headway.api import oip
 from headway.api.apps import AppRoutes
-from headway.api.descriptions import config, index, metadata
+from headway.api.auth import AdminToken, is_admin
+from headway.api.descriptions import config, index, metadata, unready
 from headway.api.errors import JSON, Headers, Response, error_response, problem
 from headway.api.metrics import render
 from headway.api.openapi import OPENAPI
@@ -48,9 +49,12 @@ class HeadwayApp:
         *,
         max_body_bytes: int = 64 * 2**20,
         apps: AppRegistry | None = None,
+        admin_token: str | None = None,
     ) -> None:
         self.controller = controller
         self.max_body_bytes = max_body_bytes
+        #: With a token, the routes that change state need it (`api.auth`).
+        self.admin_token = AdminToken(admin_token) if admin_token else None
         self.started = False
         self.apps = apps if apps is not None else AppRegistry(controller, controller.store)
         self._apps = AppRoutes(self.apps)
@@ -195,6 +199,10 @@ class HeadwayApp:
         parts = [p for p in path.split("/") if p]
         if not self.started and parts[:2] != ["v2", "health"]:
             raise Unavailable("the server is starting: models are loading; retry shortly")
+        if self.admin_token is not None and is_admin(method, parts):
+            refusal = self.admin_token.refusal(headers)
+            if refusal is not None:
+                return refusal
         if parts and parts[0] == "v2":
             return self._v2(method, parts[1:], headers, body, received, reply)
         if parts and parts[0] == "apps":
@@ -225,10 +233,12 @@ class HeadwayApp:
                 JSON,
             )
         head = parts[0]
-        if head == "health" and len(parts) == 2 and parts[1] in ("live", "ready"):
+        if head == "health" and len(parts) == 2 and parts[1] == "live":
             _expect(method, "GET")
-            ok = True if parts[1] == "live" else c.ready
-            return (200 if ok else 503), orjson.dumps({parts[1]: ok}), JSON
+            return 200, orjson.dumps({"live": True}), JSON
+        if head == "health" and len(parts) == 2 and parts[1] == "ready":
+            _expect(method, "GET")
+            return _readiness(c, starting=not self.started)
         if head == "models" and len(parts) >= 2:
             name, rest = parts[1], parts[2:]
             version = None
@@ -319,6 +329,26 @@ Reply = Callable[[Response], None]
 
 #: What a route gives: an answer now, or a coroutine to run as a task.
 Answer = Response | Coroutine[Any, Any, Response]
+
+
+def _readiness(controller: Controller, *, starting: bool) -> Response:
+    """200 when every model the server was asked to serve is ready; else 503 naming those that
+    are not and why (`starting` until the server has finished starting: a client waiting for
+    it can tell a server still loading from one that came up with models it cannot serve)."""
+    if starting:
+        waiting = {name: "the server is starting: models are loading" for name in controller.models}
+    else:
+        waiting = unready(controller)
+    if not waiting:
+        return 200, orjson.dumps({"ready": True}), JSON
+    reasons = "; ".join(f"{name}: {reason}" for name, reason in waiting.items())
+    body = {
+        "ready": False,
+        "starting": starting,
+        "error": f"{len(waiting)} model(s) not ready: {reasons}",
+        "models": waiting,
+    }
+    return 503, orjson.dumps(body), JSON
 
 
 def _reply_encoded(

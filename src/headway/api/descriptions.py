@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from headway.control.controller import Controller
-from headway.control.models import ModelState
+from headway.control.models import READY, UNLOADED, ModelState
 
 
 def metadata(model: ModelState) -> dict[str, Any]:
@@ -65,3 +65,14 @@ def index(controller: Controller) -> list[dict[str, Any]]:
             entry.update(state="READY", reason="loads on demand")
         out.append(entry)
     return out
+
+
+def unready(controller: Controller) -> dict[str, str]:
+    """The models the server was asked to serve that do not serve now, each with the reason:
+    the repository's models, less those unloaded through the API (Triton's strict readiness).
+    A lazily indexed repository's unread models are ready: they load on demand."""
+    out = dict(controller.repository.broken)
+    for name, model in controller.models.items():
+        if model.state not in (READY, UNLOADED):
+            out[name] = model.reason or model.state.lower()
+    return dict(sorted(out.items()))

@@ -109,6 +109,13 @@ def cli() -> None:
     help="HTTP server: Headway's own (httptools; leaner per request) or uvicorn (ASGI).",
 )
 @click.option(
+    "--admin-token",
+    default=None,
+    help="Bearer token that the routes changing state (model load/unload, app changes, "
+    "feedback) require; prefer the HEADWAY_ADMIN_TOKEN environment variable, which other "
+    "users cannot read in the process list (docs/security.md).",
+)
+@click.option(
     "--log-level",
     default="warning",
     show_default=True,

@@ -13,6 +13,7 @@ from pathlib import Path
 import uvicorn
 
 from headway.api.app import HeadwayApp
+from headway.api.auth import exposure_warning
 from headway.api.http import HttpServer
 from headway.apps import AppRegistry, load_config
 from headway.control.controller import Controller
@@ -47,6 +48,7 @@ class ServeSettings:
     engine: str = "local"
     schedule_ahead_ms: float = 0.0
     busy_poll_us: float = 0.0
+    admin_token: str | None = None
 
 
 def build_app(settings: ServeSettings) -> HeadwayApp:
@@ -76,7 +78,12 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
         ),
     )
     apps = AppRegistry(controller, store, declared)
-    return HeadwayApp(controller, max_body_bytes=int(settings.max_body_mb * 2**20), apps=apps)
+    return HeadwayApp(
+        controller,
+        max_body_bytes=int(settings.max_body_mb * 2**20),
+        apps=apps,
+        admin_token=settings.admin_token,
+    )
 
 
 def uvicorn_config(app: HeadwayApp, settings: ServeSettings) -> uvicorn.Config:
@@ -100,6 +107,9 @@ def run(settings: ServeSettings) -> None:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s"
     )
+    warning = exposure_warning(settings.host, settings.admin_token)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     app = build_app(settings)
     if settings.http == "uvicorn":
         uvicorn.Server(uvicorn_config(app, settings)).run()

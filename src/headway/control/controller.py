@@ -22,7 +22,6 @@ from headway.control.cache import PredictionCache, cache_key
 from headway.control.lifecycle import ModelLifecycle
 from headway.control.messages import message
 from headway.control.models import (
-    LOADING,
     READY,
     ModelState,
     Prediction,
@@ -147,10 +146,6 @@ class Controller(ModelLifecycle):
             for key, estimates in self.scheduler.estimator.snapshot().items():
                 self.store.save_profile(key, estimates)
         await self.engine.stop()
-
-    @property
-    def ready(self) -> bool:
-        return self.started and not any(m.state == LOADING for m in self.models.values())
 
     # -- models ------------------------------------------------------------------------------
     def model(self, name: str, version: str | None = None) -> ModelState:
