@@ -1,0 +1,102 @@
+"""Running a compiled flow in this process: `Flow.local`, and the stage code workers share.
+
+`run_chain` runs an action stage's operators over a table; a filter, always last in a chain,
+gives a keep mask rather than fewer rows (an action answers one row per row it got), and
+`run_action` applies it. The deployed flow runs the very same functions, in a worker's action
+or in the frontend, so the two answer alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from headway.errors import ModelNotFound
+from headway.flows.operators import Filter, Model, Operator, Services, select_rows
+from headway.flows.plan import SOURCE, Plan, Stage
+from headway.flows.types import Table
+
+Predictor = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+
+
+class LocalServices:
+    """Models as in-process callables (or loaded from a repository folder with the same
+    adapters as the workers) and lookups from a dict. A key never put reads as NULL."""
+
+    def __init__(
+        self,
+        models: Mapping[str, Predictor] | None = None,
+        lookups: Mapping[str, Any] | None = None,
+        repository: Path | str | None = None,
+    ) -> None:
+        self.models: dict[str, Predictor] = dict(models or {})
+        self.lookups = dict(lookups or {})
+        self.repository = None if repository is None else Path(repository)
+
+    def predict(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if model not in self.models:
+            self.models[model] = self._load(model)
+        return self.models[model](inputs)
+
+    def lookup(self, key: str) -> Any:
+        return self.lookups.get(key)
+
+    def _load(self, model: str) -> Predictor:
+        if self.repository is None:
+            raise ModelNotFound(
+                f"model {model!r}: give LocalServices(models={{...}}) or repository=... to "
+                "run a flow's model operators in-process"
+            )
+        from headway.adapters import adapter_class
+        from headway.repository import Repository
+
+        repository = Repository.scan(self.repository)
+        name, _, version = model.partition("@")
+        config = repository.version(name, int(version)) if version else repository.get(name)
+        adapter = adapter_class(config.framework)(config.to_wire())
+        adapter.load()
+        return lambda inputs: adapter.predict(inputs)
+
+
+def run_chain(
+    ops: list[tuple[Operator, str]], table: Table, services: Services
+) -> tuple[Table, list[bool] | None]:
+    """An action stage's operators over `table`: (the table, the last filter's keep mask)."""
+    for op, label in ops:
+        if isinstance(op, Filter):
+            return table, op.keep(table, label)
+        table = op.run([table], services, label)
+    return table, None
+
+
+def run_action(ops: list[tuple[Operator, str]], table: Table, services: Services) -> Table:
+    table, keep = run_chain(ops, table, services)
+    return table if keep is None else select_rows(table, keep)
+
+
+def run_stage(plan: Plan, stage: Stage, inputs: list[Table], services: Services) -> Table:
+    """One stage in-process: an action's chain, or a frontend operator."""
+    ops = plan.ops(stage)
+    if stage.kind == "action":
+        (table,) = inputs
+        return run_action(ops, table, services)
+    ((op, label),) = ops
+    return op.run(inputs, services, label)
+
+
+def run_plan(plan: Plan, table: Table, services: Services) -> Table:
+    """Every stage in order (stages are numbered so that inputs come first)."""
+    tables: dict[int, Table] = {}
+    for stage in plan.stages:
+        if stage.kind == SOURCE:
+            tables[stage.id] = table
+        else:
+            tables[stage.id] = run_stage(plan, stage, [tables[i] for i in stage.inputs], services)
+    return tables[plan.sink]
+
+
+def models_of(plan: Plan) -> list[Model]:
+    return [op for stage in plan.stages for op, _ in plan.ops(stage) if isinstance(op, Model)]

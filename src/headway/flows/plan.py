@@ -1,0 +1,168 @@
+"""The compiler: a flow's operators grouped into stages, each run as one step.
+
+A stage is either an *action* (map, model and filter operators: run as one worker action when
+deployed, so a fused chain's data crosses the process boundary once) or a *frontend* step
+(source, union, anyof, join, lookup, groupby, agg: data movement that runs beside the store).
+
+Fusion (Cloudflow's): a chain is a maximal run of action operators where each reads only the
+previous one and the previous one feeds only it. A chain also ends after a filter (an action
+answers one row per row it got; dropping rows happens in the frontend), and before a second
+model (each model keeps its own replicas and batch sizes). A fused stage is high-variance if
+any member is, and batches only if every member batches. Without fusion every operator is its
+own stage. Competitive execution runs a high-variance stage on `compete_replicas` clones; the
+first answer wins.
+
+The `Plan` is the typed DAG a planner reads: stages, edges, and which stages call which models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from headway.flows.flow import Flow, Node, Options
+from headway.flows.operators import Filter, Model, Operator
+
+ACTION, FRONTEND, SOURCE = "action", "frontend", "source"
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Operators that run as one step. `replicas` > 1: competing clones."""
+
+    id: int
+    name: str
+    kind: str
+    nodes: tuple[int, ...]
+    operators: tuple[str, ...]
+    inputs: tuple[int, ...]
+    models: tuple[str, ...] = ()
+    high_variance: bool = False
+    batching: bool = False
+    replicas: int = 1
+    why: str = ""
+
+    @property
+    def only_model(self) -> bool:
+        """One model operator and nothing else: served as that repository model itself."""
+        return self.kind == ACTION and len(self.nodes) == 1 and len(self.models) == 1
+
+
+@dataclass(frozen=True)
+class Plan:
+    flow: Flow
+    options: Options
+    stages: tuple[Stage, ...]
+    sink: int
+    node_stage: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def edges(self) -> list[tuple[int, int]]:
+        return [(src, stage.id) for stage in self.stages for src in stage.inputs]
+
+    def ops(self, stage: Stage) -> list[tuple[Operator, str]]:
+        """The stage's operators with their labels, in the order they run."""
+        out = []
+        for node_id in stage.nodes:
+            node = self.flow.nodes[node_id]
+            assert node.op is not None
+            out.append((node.op, node.label))
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        """The DAG as JSON: what the app description shows and a planner reads."""
+        return {
+            "options": {
+                "fusion": self.options.fusion,
+                "compete": self.options.compete,
+                "compete_replicas": self.options.compete_replicas,
+                "batching": self.options.batching,
+            },
+            "stages": [
+                {
+                    "id": s.id, "name": s.name, "kind": s.kind, "operators": list(s.operators),
+                    "inputs": list(s.inputs), "models": list(s.models), "replicas": s.replicas,
+                    "batching": s.batching, "high_variance": s.high_variance, "why": s.why,
+                }
+                for s in self.stages
+            ],
+            "edges": self.edges,
+            "sink": self.sink,
+        }  # fmt: skip
+
+
+def is_action(op: Operator | None) -> bool:
+    return (
+        op is not None
+        and op.rowwise
+        and op.kind in ("map", "model", "filter")
+        and not (isinstance(op, Filter) and op.group)
+    )
+
+
+def compile_flow(flow: Flow, options: Options) -> Plan:
+    """Group the flow's nodes into stages (see the module docstring)."""
+    sink = flow.sink
+    readers = flow.consumers()
+    chains: list[tuple[list[Node], str]] = []
+    placed: set[int] = set()
+    for node in flow.nodes:
+        if node.id in placed:
+            continue
+        chain = [node]
+        placed.add(node.id)
+        why = ""
+        if is_action(node.op):
+            while True:
+                why = _chain_end(chain[-1], readers, options)
+                if why:
+                    break
+                (nxt,) = readers[chain[-1].id]
+                if any(isinstance(n.op, Model) for n in chain) and isinstance(nxt.op, Model):
+                    why = f"{nxt.label} is a second model: each model keeps its own batching"
+                    break
+                chain.append(nxt)
+                placed.add(nxt.id)
+        else:
+            why = "runs in the frontend" if node.op is not None else "the flow's input"
+        chains.append((chain, why))
+    node_stage = {n.id: i for i, (chain, _) in enumerate(chains) for n in chain}
+    stages = []
+    for i, (chain, why) in enumerate(chains):
+        first = chain[0]
+        ops = [n.op for n in chain if n.op is not None]
+        kind = SOURCE if first.op is None else ACTION if is_action(first.op) else FRONTEND
+        variance = any(op.high_variance for op in ops)
+        stages.append(
+            Stage(
+                id=i,
+                name="+".join(n.label for n in chain),
+                kind=kind,
+                nodes=tuple(n.id for n in chain),
+                operators=tuple(n.label for n in chain),
+                inputs=tuple(node_stage[p.id] for p in first.inputs),
+                models=tuple(op.model for op in ops if isinstance(op, Model)),
+                high_variance=variance,
+                batching=kind == ACTION and options.batching and all(op.batching for op in ops),
+                replicas=options.compete_replicas if variance and options.compete else 1,
+                why=why,
+            )
+        )
+    return Plan(flow, options, tuple(stages), node_stage[sink.id], node_stage)
+
+
+def _chain_end(node: Node, readers: dict[int, list[Node]], options: Options) -> str:
+    """Why the chain cannot continue after `node` ('' when it can)."""
+    if not options.fusion:
+        return "fusion is off"
+    if isinstance(node.op, Filter):
+        return "a filter ends a chain: rows are dropped in the frontend"
+    after = readers[node.id]
+    if len(after) != 1:
+        return "nothing reads it" if not after else f"{len(after)} operators read it"
+    nxt = after[0]
+    if len(nxt.inputs) != 1:
+        return f"{nxt.label} reads several tables"
+    if not is_action(nxt.op):
+        return f"{nxt.label} runs in the frontend"
+    return ""
