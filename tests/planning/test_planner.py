@@ -84,13 +84,26 @@ def test_increase_batch_raises_the_batch_until_a_replica_can_go() -> None:
     assert p.increase_batch(Configuration({"s0": StageConfig("cpu1", 1, 1)}), "s0") is None
 
 
-def test_downgrade_hardware_keeps_the_throughput_with_more_replicas() -> None:
-    p = planner(10, 100)
+def test_downgrade_hardware_keeps_the_throughput_the_load_needs() -> None:
     on_gpu = Configuration({"s0": StageConfig("gpu", 1, 1)})
-    # 2.5 ms on the GPU-like kind, 5 ms on cpu4 (the next cheaper): two replicas
-    assert p.downgrade_hardware(on_gpu, "s0") == Configuration({"s0": StageConfig("cpu4", 1, 2)})
+    # 2.5 ms on the GPU-like kind, 5 ms on cpu4 (the next cheaper): at 300 queries/s, two
+    # cpu4 replicas keep up; at 10 queries/s one does
+    busy = planner(300, 100)
+    assert busy.downgrade_hardware(on_gpu, "s0") == Configuration({"s0": StageConfig("cpu4", 1, 2)})
+    light = planner(10, 100)
+    assert light.downgrade_hardware(on_gpu, "s0") == Configuration(
+        {"s0": StageConfig("cpu4", 1, 1)}
+    )
     on_cpu1 = Configuration({"s0": StageConfig("cpu1", 1, 1)})
-    assert p.downgrade_hardware(on_cpu1, "s0") is None  # nothing cheaper
+    assert light.downgrade_hardware(on_cpu1, "s0") is None  # nothing cheaper
+
+
+def test_fewest_replicas_finds_the_smallest_feasible_count() -> None:
+    p = Planner(chain(1.0), {"m0": {"cpu1": flat(10)}}, CATALOGUE, steady(450), 30 * MS)
+    many = Configuration({"s0": StageConfig("cpu1", 1, 12)})
+    # 100 queries/s per replica: 5 replicas keep up with 450/s
+    assert p.fewest_replicas(many, "s0", 12) == Configuration({"s0": StageConfig("cpu1", 1, 5)})
+    assert p.fewest_replicas(many, "s0", 3) is None
 
 
 def test_the_plan_is_feasible_and_no_single_action_makes_it_cheaper() -> None:

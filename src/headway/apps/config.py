@@ -32,6 +32,8 @@ from headway.repository import Repository
 from headway.selection import Policy, make_policy
 
 POLICIES = ("fixed", "exp3", "exp4")
+#: Sections of headway.yaml: applications, and the planner's (`headway.planning.description`).
+TOP_LEVEL = ("apps", "hardware", "pipelines")
 TASKS = ("classification", "regression")
 #: Options that only some policies take.
 POLICY_ONLY: dict[str, tuple[str, ...]] = {
@@ -225,14 +227,14 @@ def check_models(config: AppConfig, repository: Repository) -> None:
 
 
 def parse_apps(document: Any, repository: Repository | None = None) -> dict[str, AppConfig]:
-    """The `apps:` section of a configuration document (other top-level keys are refused)."""
+    """The `apps:` section of a configuration document (unknown top-level keys are refused)."""
     if document is None:
         return {}
     if not isinstance(document, Mapping):
         raise ConfigError("the configuration must be a mapping with an 'apps:' section")
-    unknown = sorted(str(key) for key in document if key != "apps")
+    unknown = sorted(str(key) for key in document if key not in TOP_LEVEL)
     if unknown:
-        raise ConfigError(f"unknown top-level key(s) {unknown}; expected 'apps'")
+        raise ConfigError(f"unknown top-level key(s) {unknown}; expected {list(TOP_LEVEL)}")
     apps = document.get("apps") or {}
     if not isinstance(apps, Mapping):
         raise ConfigError("apps: must map application names to their settings")

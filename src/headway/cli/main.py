@@ -130,9 +130,12 @@ def serve(**options: object) -> None:
 
 
 def _add_optional_commands() -> None:
+    from headway.cli.planning import plan_command, profile_command
     from headway.cli.trace import trace
 
     cli.add_command(trace)
+    cli.add_command(profile_command)
+    cli.add_command(plan_command)
     try:
         from headway.cli.demo import demo
 

@@ -7,11 +7,12 @@
 2. Then, greedily, try on every stage each action below, estimate each candidate, and apply the
    cheapest feasible one, until no candidate is both feasible and cheaper:
    - IncreaseBatch: raise the stage's max batch a step at a time (through its profiled sizes)
-     until one replica fewer is feasible. (A larger batch alone costs the same; InferLine
-     raises it because the throughput it adds lets replicas go, which is what this does.)
+     until fewer replicas are feasible, and keep as few as are. (A larger batch alone costs
+     the same; InferLine raises it because the throughput it adds lets replicas go.)
    - RemoveReplica: one replica fewer.
    - DowngradeHardware: the next cheaper hardware that has a profile of the stage's model, with
-     enough replicas to keep the stage's throughput at its batch size.
+     enough replicas to keep the stage's throughput at its batch size, then as few of those as
+     are feasible (matching the old hardware's capacity alone would rarely be cheaper).
 
 Each candidate is estimated with `simulate` on the planning trace; results are cached, as the
 greedy loop proposes the same configurations again.
@@ -131,16 +132,36 @@ class Planner:
         return {s: self.rate / self.throughput(config, s) for s in self.pipeline.names}
 
     # -- the three actions --------------------------------------------------------------------
+    def fewest_replicas(self, config: Configuration, stage: str, most: int) -> Configuration | None:
+        """`config` with the fewest replicas of `stage` in [1, most] that is feasible (found by
+        bisection: more replicas never make a stage slower), or None if `most` is not."""
+
+        def at(count: int) -> Configuration:
+            return config.with_stage(stage, replicas=count)
+
+        if not self.feasible(at(most)):
+            return None
+        low, high = 1, most  # high is feasible
+        while low < high:
+            middle = (low + high) // 2
+            if self.feasible(at(middle)):
+                high = middle
+            else:
+                low = middle + 1
+        return at(high)
+
     def increase_batch(self, config: Configuration, stage: str) -> Configuration | None:
-        """The stage's batch raised step by step until one replica fewer is feasible."""
+        """The stage's batch raised a step at a time until fewer replicas are feasible (as few
+        as are)."""
         c = config[stage]
         if c.replicas <= 1:
             return None
         for size in self.profile(stage, c.hardware).batch_sizes:
             if size <= c.max_batch:
                 continue
-            candidate = config.with_stage(stage, max_batch=size, replicas=c.replicas - 1)
-            if self.feasible(candidate):
+            larger = config.with_stage(stage, max_batch=size, replicas=c.replicas - 1)
+            candidate = self.fewest_replicas(larger, stage, c.replicas - 1)
+            if candidate is not None:
                 return candidate
         return None
 
@@ -149,7 +170,9 @@ class Planner:
         return config.with_stage(stage, replicas=c.replicas - 1) if c.replicas > 1 else None
 
     def downgrade_hardware(self, config: Configuration, stage: str) -> Configuration | None:
-        """The next cheaper hardware, with replicas enough to keep the stage's throughput."""
+        """The next cheaper hardware with replicas enough to keep the stage's throughput, then
+        as few of them as are feasible (capacity kept for the trace's load, not the old
+        hardware's)."""
         c = config[stage]
         price = self.catalogue[c.hardware].cost_per_hour
         cheaper = [k for k in self.hardware_for(stage) if self.catalogue[k].cost_per_hour < price]
@@ -158,8 +181,9 @@ class Planner:
         kind = cheaper[0]
         old = self.profile(stage, c.hardware).throughput(c.max_batch)
         new = self.profile(stage, kind).throughput(c.max_batch)
-        replicas = max(1, math.ceil(c.replicas * old / new - 1e-9))
-        return config.with_stage(stage, hardware=kind, replicas=replicas)
+        replicas = min(MAX_REPLICAS, max(1, math.ceil(c.replicas * old / new - 1e-9)))
+        moved = config.with_stage(stage, hardware=kind, replicas=replicas)
+        return self.fewest_replicas(moved, stage, replicas) or moved
 
     # -- the algorithm ------------------------------------------------------------------------
     def initial(self) -> Configuration:

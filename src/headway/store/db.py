@@ -56,6 +56,16 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX feedback_app ON feedback(app, id);
     """,
+    # measured profiles (`headway profile`, store/profiles.py): the latency distribution per
+    # (model, hardware kind, batch size) beside the scheduler's rolling estimate (`seconds`)
+    """
+    ALTER TABLE profiles ADD COLUMN mean REAL;
+    ALTER TABLE profiles ADD COLUMN p50 REAL;
+    ALTER TABLE profiles ADD COLUMN p99 REAL;
+    ALTER TABLE profiles ADD COLUMN throughput REAL;
+    ALTER TABLE profiles ADD COLUMN samples INTEGER;
+    ALTER TABLE profiles ADD COLUMN source TEXT;
+    """,
 )
 
 

@@ -1,0 +1,290 @@
+"""`headway profile` and `headway plan`: measure models, then plan a pipeline to an SLO."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from headway.apps.config import load_config
+from headway.errors import HeadwayError
+from headway.planning.description import (
+    DEFAULT_CATALOGUE,
+    load_planning,
+    parse_catalogue,
+    profile_rows_document,
+    profiles_from_rows,
+    read_arrivals,
+    read_document,
+    read_profile_rows,
+)
+from headway.planning.envelope import envelope, window_lengths
+from headway.planning.pipeline import Catalogue, Configuration, Pipeline, Stage
+from headway.planning.plan_file import plan_document, read_plan, write_plan
+from headway.planning.planner import Planner
+from headway.planning.profiler import BATCH_SIZES, profile, subset
+from headway.planning.simulator import simulate
+from headway.repository import Repository
+from headway.store import Store
+from headway.store.profiles import MeasuredProfile, measured, save_measured
+
+STATE = click.option(
+    "--state",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path(".headway/state.db"),
+    show_default=True,
+    help="SQLite file that keeps the profiles.",
+)
+
+
+def _catalogue(config: Path | None, catalogue: Path | None) -> Catalogue:
+    if catalogue is not None:
+        document = read_document(catalogue)
+        raw = document.get("hardware", document) if isinstance(document, dict) else document
+        return parse_catalogue(raw, f"{catalogue}: hardware")
+    return load_planning(config)[0] if config is not None else DEFAULT_CATALOGUE
+
+
+def _csv(text: str | None) -> list[str]:
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
+
+
+@click.command("profile")
+@click.option(
+    "--repository",
+    "-r",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Model repository to measure (not needed with --import or --export alone).",
+)
+@click.option("--models", default=None, help="Comma-separated models (default: all).")
+@click.option(
+    "--config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="headway.yaml whose 'hardware:' catalogue lists the kinds to measure.",
+)
+@click.option("--catalogue", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--hardware", default=None, help="Comma-separated kinds to measure (default: all CPU)."
+)
+@click.option("--batch-sizes", default=",".join(map(str, BATCH_SIZES)), show_default=True)
+@click.option("--iterations", default=50, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--import",
+    "import_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Keep the profiles in this file (JSON/YAML; e.g. taken on a machine with a GPU).",
+)
+@click.option(
+    "--export",
+    "export_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write every kept profile to this file (the format --import reads).",
+)
+@STATE
+def profile_command(
+    repository: Path | None,
+    models: str | None,
+    config: Path | None,
+    catalogue: Path | None,
+    hardware: str | None,
+    batch_sizes: str,
+    iterations: int,
+    import_file: Path | None,
+    export_file: Path | None,
+    state: Path,
+) -> None:
+    """Measure each model alone per (hardware kind, batch size) into the store."""
+    console = Console()
+    try:
+        store = Store(state)
+        if import_file is not None:
+            rows = read_profile_rows(import_file)
+            save_measured(store, rows)
+            console.print(f"imported {len(rows)} profile rows from {import_file}")
+        if repository is not None:
+            kinds = _catalogue(config, catalogue)
+            names = _csv(hardware) or [k for k in kinds if kinds[k].gpu is None]
+            sizes = [int(b) for b in _csv(batch_sizes)]
+            repo = subset(Repository.scan(repository), _csv(models) or None)
+            measured_rows = profile(
+                repo,
+                [kinds[n] for n in names],
+                batch_sizes=sizes,
+                iterations=iterations,
+                progress=lambda row: console.print(_describe(row)),
+            )
+            save_measured(store, measured_rows)
+            console.print(f"kept {len(measured_rows)} profile rows in {state}")
+        if export_file is not None:
+            write_plan(profile_rows_document(measured(store)), export_file)
+            console.print(f"wrote the kept profiles to {export_file}")
+        if repository is None and import_file is None and export_file is None:
+            raise click.UsageError("give --repository to measure, or --import / --export")
+    except HeadwayError as exc:
+        raise click.ClickException(exc.message) from None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+def _describe(row: MeasuredProfile) -> str:
+    return (
+        f"{row.model} on {row.hardware}, batch {row.batch_size}: mean "
+        f"{row.mean * 1e3:.2f} ms, p50 {(row.p50 or 0) * 1e3:.2f} ms, p99 "
+        f"{(row.p99 or 0) * 1e3:.2f} ms, {row.throughput or 0:.0f} rows/s per replica"
+    )
+
+
+def pipeline_for(config: Path, app: str) -> Pipeline:
+    """The pipeline named `app` in the config, else one built from the application: an exp4
+    ensemble asks every model for each query (parallel stages); a one-model app is one stage."""
+    pipelines = load_planning(config)[1]
+    if app in pipelines:
+        return pipelines[app]
+    apps = load_config(config)
+    if app not in apps:
+        raise click.ClickException(
+            f"{config}: no pipeline or app named {app!r} (pipelines: {sorted(pipelines)}, "
+            f"apps: {sorted(apps)})"
+        )
+    declared = apps[app]
+    if declared.policy == "exp4" or len(declared.models) == 1:
+        return Pipeline(app, tuple(Stage(ref.name, ref.name) for ref in declared.refs))
+    raise click.ClickException(
+        f"app {app!r} picks one of {len(declared.models)} models per query ({declared.policy}): "
+        f"declare its stages under pipelines.{app} in {config}"
+    )
+
+
+@click.command("plan")
+@click.option(
+    "--config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    required=True,
+    envvar="HEADWAY_CONFIG",
+    help="headway.yaml with the pipeline (or app) and the hardware catalogue.",
+)
+@click.option("--app", required=True, help="Pipeline (or application) to plan.")
+@click.option("--slo-ms", required=True, type=click.FloatRange(min=0.001), help="P99 target.")
+@click.option(
+    "--trace",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    required=True,
+    help="Planning trace: `headway trace` CSV, or a JSON list of arrival seconds.",
+)
+@click.option("--catalogue", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--profiles",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Profiles file(s) to use besides the store's (e.g. a GPU-like kind).",
+)
+@click.option(
+    "--simulate",
+    "simulate_plan",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Estimate this plan file's configuration on the trace instead of planning.",
+)
+@click.option("--rpc-ms", default=0.0, show_default=True, type=click.FloatRange(min=0))
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--out", "-o", type=click.Path(dir_okay=False, path_type=Path))
+@STATE
+def plan_command(
+    config: Path,
+    app: str,
+    slo_ms: float,
+    trace: Path,
+    catalogue: Path | None,
+    profiles: tuple[Path, ...],
+    simulate_plan: Path | None,
+    rpc_ms: float,
+    seed: int,
+    out: Path | None,
+    state: Path,
+) -> None:
+    """Plan the cheapest configuration whose simulated P99 meets the SLO (InferLine)."""
+    console = Console()
+    try:
+        kinds = _catalogue(config, catalogue)
+        pipeline = pipeline_for(config, app)
+        rows = measured(Store(state)) if state.exists() else []
+        for path in profiles:
+            rows += read_profile_rows(path)
+        known = profiles_from_rows(rows)
+        arrivals = read_arrivals(trace)
+        planner = Planner(
+            pipeline, known, kinds, arrivals, slo_ms / 1e3, seed=seed, rpc_seconds=rpc_ms / 1e3
+        )
+        if simulate_plan is not None:
+            _estimate(console, planner, read_plan(simulate_plan).configuration(), arrivals)
+            return
+        if out is None:
+            raise click.UsageError("give -o/--out for the plan file (or --simulate PLAN)")
+        started = time.perf_counter()
+        plan = planner.plan()
+        seconds = time.perf_counter() - started
+        shortest = 0.0
+        if plan.config is not None:
+            service = {
+                s: planner.profile(s, plan.config[s].hardware).latency(plan.config[s].max_batch)
+                for s in pipeline.names
+            }
+            shortest = pipeline.critical_path(service)
+        lengths = window_lengths(max(shortest, 1e-3))
+        document = plan_document(app, plan, planner, envelope(arrivals, lengths), seconds)
+        write_plan(document, out)
+    except HeadwayError as exc:
+        raise click.ClickException(exc.message) from None
+    if not plan.feasible:
+        raise click.ClickException(f"infeasible: {plan.reason} (written to {out})")
+    _show(console, document, out)
+
+
+def _estimate(
+    console: Console, planner: Planner, config: Configuration, arrivals: np.ndarray
+) -> None:
+    started = time.perf_counter()
+    estimate = simulate(
+        planner.pipeline,
+        config,
+        planner.profiles,
+        arrivals,
+        seed=planner.seed,
+        rpc_seconds=planner.rpc_seconds,
+        catalogue=planner.catalogue,
+    )
+    seconds = time.perf_counter() - started
+    console.print(
+        f"{len(arrivals):,} queries: p50 {estimate.percentile(50) * 1e3:.2f} ms, p99 "
+        f"{estimate.p99 * 1e3:.2f} ms, {estimate.attainment(planner.slo):.2%} within "
+        f"{planner.slo * 1e3:g} ms; cost ${config.cost(planner.catalogue):.3f}/h; simulated "
+        f"{len(arrivals) / seconds:,.0f} queries/s"
+    )
+
+
+def _show(console: Console, document: dict[str, object], out: Path) -> None:
+    table = Table(title=f"plan for {document['app']} (written to {out})")
+    for column in ("stage", "model", "hardware", "batch", "replicas", "util", "$/h"):
+        table.add_column(column)
+    stages = document["stages"]
+    assert isinstance(stages, dict)
+    for name, stage in stages.items():
+        table.add_row(
+            name,
+            stage["model"],
+            stage["hardware"],
+            str(stage["max_batch_size"]),
+            str(stage["replicas"]),
+            f"{stage['utilisation']:.0%}",
+            f"{stage['cost_per_hour']:.3f}",
+        )
+    console.print(table)
+    console.print(
+        f"simulated p99 {document['p99_ms']} ms (SLO {document['slo_ms']} ms) at "
+        f"{document['rate_qps']} queries/s; ${document['cost_per_hour']}/h; planned in "
+        f"{document['planning_seconds']} s ({document['estimates']} estimates)"
+    )

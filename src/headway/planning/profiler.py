@@ -1,0 +1,119 @@
+"""The profiler: each model alone, per (hardware kind, batch size), on real worker processes.
+
+For each CPU kind of the catalogue it starts one worker process with that kind's threads
+(OMP/MKL/OpenBLAS), loads the models through the server's own controller, and sends batches of
+each size one at a time (InferLine's profiler: one replica, scaled out horizontally by the
+planner). A latency is what the server would see -- dispatch to answer, the RPC included --
+so the estimator can use it as a stage's service time. Throughput per replica is
+batch / mean latency. Kinds with a GPU are skipped: their profiles are imported from a file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from headway.control.controller import Controller
+from headway.control.models import READY
+from headway.errors import ConfigError
+from headway.loadgen.workload import random_tensor
+from headway.planning.pipeline import Hardware
+from headway.repository import Repository, TensorSpec
+from headway.runtime.engines.local import LocalEngine
+from headway.runtime.worker import FRAMEWORKS_ENV
+from headway.store.profiles import MeasuredProfile
+
+BATCH_SIZES = (1, 2, 4, 8, 16, 32)
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+Progress = Callable[[MeasuredProfile], None]
+
+
+def subset(repository: Repository, models: Sequence[str] | None) -> Repository:
+    """The repository with only `models` (all of it when None); unknown names are refused."""
+    if not models:
+        return repository
+    for name in models:
+        repository.get(name)  # ModelNotFound names what the repository has
+    return Repository(repository.root, {n: repository.get(n) for n in models}, {}, list(models))
+
+
+def batch_inputs(specs: Sequence[TensorSpec], rows: int, seed: int) -> dict[str, np.ndarray]:
+    """Random inputs of `rows` rows matching the model's signature."""
+    rng = np.random.default_rng(seed)
+    tensors = {}
+    for spec in specs:
+        shape = [rows, *(1 if d == -1 else d for d in spec.shape[1:])]
+        tensors[spec.name] = random_tensor(spec.name, spec.datatype, shape, rng).data
+    return tensors
+
+
+async def profile_kind(
+    repository: Repository,
+    kind: Hardware,
+    *,
+    batch_sizes: Sequence[int] = BATCH_SIZES,
+    iterations: int = 50,
+    warmup: int = 5,
+    progress: Progress | None = None,
+) -> list[MeasuredProfile]:
+    """Measure every model of `repository` on one worker of hardware `kind`."""
+    if kind.gpu is not None:
+        raise ConfigError(f"hardware {kind.name!r} has a GPU: import its profiles from a file")
+    env = {variable: str(kind.threads) for variable in THREAD_VARIABLES}
+    env[FRAMEWORKS_ENV] = ",".join(repository.frameworks())
+    controller = Controller(repository, LocalEngine(1, env=env))
+    rows: list[MeasuredProfile] = []
+    await controller.start()
+    try:
+        for name in repository.names:
+            model = controller.model(name)
+            if model.state != READY:
+                raise ConfigError(f"model {name!r} did not load: {model.reason or model.state}")
+            for batch in batch_sizes:
+                inputs = batch_inputs(model.config.inputs, batch, seed=batch)
+                seconds: list[float] = []
+                for i in range(warmup + iterations):
+                    start = time.perf_counter()
+                    await controller.infer(name, inputs, timeout=60.0)
+                    if i >= warmup:
+                        seconds.append(time.perf_counter() - start)
+                row = summarise(name, kind.name, batch, seconds)
+                rows.append(row)
+                if progress is not None:
+                    progress(row)
+    finally:
+        await controller.stop()
+    return rows
+
+
+def summarise(model: str, hardware: str, batch: int, seconds: Sequence[float]) -> MeasuredProfile:
+    """A profile row from measured latencies (seconds)."""
+    values = np.asarray(seconds, dtype=np.float64)
+    mean = float(values.mean())
+    return MeasuredProfile(
+        model,
+        hardware,
+        batch,
+        mean=mean,
+        p50=float(np.percentile(values, 50)),
+        p99=float(np.percentile(values, 99)),
+        throughput=batch / mean,
+        samples=len(values),
+    )
+
+
+def profile(
+    repository: Repository,
+    kinds: Sequence[Hardware],
+    **options: object,
+) -> list[MeasuredProfile]:
+    """`profile_kind` for each CPU kind in turn (blocks)."""
+    rows: list[MeasuredProfile] = []
+    for kind in kinds:
+        if kind.gpu is None:
+            rows += asyncio.run(profile_kind(repository, kind, **options))  # type: ignore[arg-type]
+    return rows

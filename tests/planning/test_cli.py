@@ -1,0 +1,128 @@
+"""`headway profile` with real worker processes, and `headway plan` on what it measured."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from headway.cli.main import cli
+from headway.store import Store
+from headway.store.profiles import measured
+from tests.integration import models
+
+CONFIG = """
+hardware:
+  cpu1: {cost_per_hour: 0.05, threads: 1}
+  gpu-like: {cost_per_hour: 0.9, gpu: v100-like}
+pipelines:
+  cascade:
+    stages:
+      - {name: fast, model: digits-logreg}
+      - {name: slow, model: iris-forest, parents: [fast], scale: 0.3}
+"""
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with a two-model repository, its config, and a store the profiler filled."""
+    folder = tmp_path_factory.mktemp("planning")
+    models.digits_logreg(folder / "repo")
+    models.iris_forest(folder / "repo")
+    (folder / "headway.yaml").write_text(CONFIG)
+    result = CliRunner().invoke(
+        cli,
+        [
+            "profile",
+            "--repository",
+            str(folder / "repo"),
+            "--config",
+            str(folder / "headway.yaml"),
+            "--batch-sizes",
+            "1,4",
+            "--iterations",
+            "5",
+            "--state",
+            str(folder / "state.db"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    return folder
+
+
+def test_profile_measures_each_model_per_cpu_kind_and_batch_size(profiled: Path) -> None:
+    rows = measured(Store(profiled / "state.db"))
+    assert {(r.model, r.hardware, r.batch_size) for r in rows} == {
+        (m, "cpu1", b) for m in ("digits-logreg", "iris-forest") for b in (1, 4)
+    }
+    for row in rows:
+        assert row.samples == 5 and row.source == "measured"
+        assert row.p50 is not None and row.p99 is not None
+        assert 0 < row.p50 <= row.p99
+        assert row.throughput == pytest.approx(row.batch_size / row.mean)
+
+
+def test_import_then_plan_then_simulate_the_plan(profiled: Path, tmp_path: Path) -> None:
+    gpu = tmp_path / "gpu.json"
+    gpu.write_text(
+        json.dumps(
+            {
+                "profiles": [
+                    {"model": m, "hardware": "gpu-like", "batch_size": b, "mean_ms": 0.2 + 0.01 * b}
+                    for m in ("digits-logreg", "iris-forest")
+                    for b in (1, 4)
+                ]
+            }
+        )
+    )
+    state = profiled / "state.db"
+    runner = CliRunner()
+    result = runner.invoke(cli, ["profile", "--import", str(gpu), "--state", str(state)])
+    assert result.exit_code == 0, result.output
+    assert {r.hardware for r in measured(Store(state))} == {"cpu1", "gpu-like"}
+
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps([i / 20 for i in range(200)]))  # 20 queries/s for 10 s
+    plan_path = tmp_path / "plan.yaml"
+    args = ["plan", "--config", str(profiled / "headway.yaml"), "--app", "cascade"]
+    args += ["--slo-ms", "1000", "--trace", str(trace), "--state", str(state)]
+    result = runner.invoke(cli, [*args, "-o", str(plan_path)])
+    assert result.exit_code == 0, result.output
+    plan = yaml.safe_load(plan_path.read_text())
+    assert plan["feasible"] and plan["p99_ms"] <= 1000
+    # light load and a loose SLO: one replica each, on the cheap CPU kind
+    assert {s: (p["hardware"], p["replicas"]) for s, p in plan["stages"].items()} == {
+        "fast": ("cpu1", 1),
+        "slow": ("cpu1", 1),
+    }
+    assert plan["cost_per_hour"] == pytest.approx(0.1)
+    assert plan["stages"]["slow"]["scale"] == 0.3
+    assert 0 < plan["stages"]["fast"]["utilisation"] < 1
+
+    result = runner.invoke(cli, [*args, "--simulate", str(plan_path)])
+    assert result.exit_code == 0, result.output
+    assert "200 queries" in result.output and "within 1000 ms" in result.output
+
+
+def test_plan_reports_an_infeasible_slo(profiled: Path, tmp_path: Path) -> None:
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps([0.0, 1.0]))
+    args = ["plan", "--config", str(profiled / "headway.yaml"), "--app", "cascade"]
+    args += ["--slo-ms", "0.01", "--trace", str(trace), "--state", str(profiled / "state.db")]
+    result = CliRunner().invoke(cli, [*args, "-o", str(tmp_path / "plan.yaml")])
+    assert result.exit_code != 0
+    assert "infeasible" in result.output and "critical path" in result.output
+
+
+def test_plan_names_a_missing_profile(tmp_path: Path) -> None:
+    (tmp_path / "headway.yaml").write_text(CONFIG)
+    (tmp_path / "trace.json").write_text("[0, 1]")
+    args = ["plan", "--config", str(tmp_path / "headway.yaml"), "--app", "cascade"]
+    args += ["--slo-ms", "100", "--trace", str(tmp_path / "trace.json")]
+    args += ["--state", str(tmp_path / "none.db"), "-o", str(tmp_path / "p.yaml")]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code != 0
+    assert "digits-logreg" in result.output and "headway profile" in result.output
