@@ -96,3 +96,14 @@ def test_in_memory_store() -> None:
         assert store.model_states() == {"m": (1, "loaded", "")}
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(("sync", "level"), [("normal", 1), ("full", 2)])
+def test_the_sync_mode_is_sqlites_synchronous(path: Path, sync: str, level: int) -> None:
+    store = Store(path, sync=sync)
+    try:
+        assert store.query("PRAGMA synchronous") == [(level,)]
+    finally:
+        store.close()
+    with pytest.raises(ValueError, match="state sync must be one of"):
+        Store(path, sync="off")

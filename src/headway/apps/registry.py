@@ -12,8 +12,9 @@ What survives a restart, and who wins when the config file and the admin API dis
   the same, reconciled with the models now linked (new ones at the mean weight). A fixed
   policy's traffic split lives in the state, so a rollback through the API survives a restart,
   until the configuration's own `split`/`active` changes: then that split is applied.
-- State is written at most every `flush_interval` seconds after it changes, at once after an
-  admin change, and at shutdown; each feedback event is appended to the feedback log at once.
+- Feedback is written before it is acknowledged: the event and the state rows it changed, in
+  one transaction. Other state changes (statistics of predictions) are written at most every
+  `flush_interval` seconds after they happen, at once after an admin change, and at shutdown.
 """
 
 from __future__ import annotations
@@ -240,12 +241,25 @@ class AppRegistry:
         value: Any = None,
         user: str | None = None,
     ) -> dict[str, Any]:
-        """Learn from one label and append the event to the feedback log."""
-        result = await self.get(name).feedback(label, query_id=query_id, value=value, user=user)
+        """Learn from one label; log the event and the state it changed before answering, so
+        acknowledged feedback survives a crash (kill -9) of the server."""
+        app = self.get(name)
+        result = await app.feedback(label, query_id=query_id, value=value, user=user)
         if self.db is not None:
-            self.db.append_feedback(
-                name, result.user, result.query_id, label, result.output, result.losses
-            )
+            states = app.take_dirty()
+            try:
+                self.db.append_feedback(
+                    name,
+                    result.user,
+                    result.query_id,
+                    label,
+                    result.output,
+                    result.losses,
+                    states=states,
+                )
+            except Exception:
+                app.mark_all_dirty()  # not written: the flusher tries again
+                raise
         return result.to_dict()
 
     # -- reporting -----------------------------------------------------------------------------

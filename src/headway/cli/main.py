@@ -9,6 +9,7 @@ import click
 from headway.cli.serve import ServeSettings, run
 from headway.control.policy import POLICIES
 from headway.errors import ConfigError
+from headway.store.db import SYNC_MODES
 
 
 @click.group(
@@ -42,6 +43,15 @@ def cli() -> None:
     default=Path(".headway/state.db"),
     show_default=True,
     help="SQLite file that keeps what was loaded across restarts.",
+)
+@click.option(
+    "--state-sync",
+    default=ServeSettings.state_sync,
+    show_default=True,
+    type=click.Choice(SYNC_MODES),
+    help="normal: what the server acknowledged survives a crash of its process (kill -9); "
+    "full: also a crash of the machine, waiting for the disk at each write "
+    "(docs/operations.md).",
 )
 @click.option(
     "--config",

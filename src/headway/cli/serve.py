@@ -49,6 +49,7 @@ class ServeSettings:
     schedule_ahead_ms: float = 0.0
     busy_poll_us: float = 0.0
     admin_token: str | None = None
+    state_sync: str = "normal"
 
 
 def build_app(settings: ServeSettings) -> HeadwayApp:
@@ -67,7 +68,7 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
         engine = InlineEngine(env=env)
     else:
         engine = LocalEngine(settings.workers, endpoint=settings.endpoint, env=env)
-    store = Store(settings.state)
+    store = Store(settings.state, sync=settings.state_sync)
     controller = Controller(
         repository,
         engine,

@@ -8,7 +8,7 @@ app-wide state) and `feedback` (append-only: one row per feedback event).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,17 +78,9 @@ class AppStore:
     ) -> None:
         """Upsert the given users' states (`''`: the app-wide one) in one transaction;
         with `replace`, the app's other stored states are dropped in the same transaction."""
-        now = time.time()
-        steps: list[tuple[str, list[tuple[Any, ...]]]] = []
+        steps = _state_steps(app, states)
         if replace:
-            steps.append(("DELETE FROM selection_state WHERE app=?", [(app,)]))
-        if states:
-            steps.append((
-                "INSERT INTO selection_state(app, user, state, updated) VALUES (?,?,?,?) "
-                "ON CONFLICT(app, user) DO UPDATE SET state=excluded.state, "
-                "updated=excluded.updated",
-                [(app, user, _dumps(state), now) for user, state in states.items()],
-            ))  # fmt: skip
+            steps.insert(0, ("DELETE FROM selection_state WHERE app=?", [(app,)]))
         if steps:
             self.store.transaction(steps)
 
@@ -108,22 +100,24 @@ class AppStore:
         label: Any,
         output: Any,
         losses: Mapping[str, float],
+        states: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
-        self.store.execute(
-            "INSERT INTO feedback(app, user, query_id, label, output, losses, ts) "
-            "VALUES (?,?,?,?,?,?,?)",
-            [
-                (
-                    app,
-                    user or APP_WIDE,
-                    query_id,
-                    _dumps(label),
-                    _dumps(output),
-                    _dumps(dict(losses)),
-                    time.time(),
-                )
-            ],
+        """Log one feedback event and, in the same transaction, the state rows it changed (as
+        `save_states`): once this returns, a crash of the process loses neither."""
+        event = (
+            app,
+            user or APP_WIDE,
+            query_id,
+            _dumps(label),
+            _dumps(output),
+            _dumps(dict(losses)),
+            time.time(),
         )
+        insert = (
+            "INSERT INTO feedback(app, user, query_id, label, output, losses, ts) "
+            "VALUES (?,?,?,?,?,?,?)"
+        )
+        self.store.transaction([(insert, [event]), *_state_steps(app, states or {})])
 
     def feedback(self, app: str, *, last: int | None = None) -> list[FeedbackRow]:
         """The app's feedback events, oldest first (only the `last` ones when given)."""
@@ -143,3 +137,17 @@ class AppStore:
 
     def feedback_count(self, app: str) -> int:
         return int(self.store.query("SELECT COUNT(*) FROM feedback WHERE app=?", (app,))[0][0])
+
+
+def _state_steps(
+    app: str, states: Mapping[str, Mapping[str, Any]]
+) -> list[tuple[str, Sequence[Sequence[Any]]]]:
+    """The statements that upsert `states` (user -> state; `''` the app-wide one)."""
+    if not states:
+        return []
+    now = time.time()
+    upsert = (
+        "INSERT INTO selection_state(app, user, state, updated) VALUES (?,?,?,?) "
+        "ON CONFLICT(app, user) DO UPDATE SET state=excluded.state, updated=excluded.updated"
+    )
+    return [(upsert, [(app, user, _dumps(state), now) for user, state in states.items()])]

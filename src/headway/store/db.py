@@ -69,17 +69,28 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 
-class Store:
-    """Durable state. Writes are rare (registrations, loads); reads happen at start-up."""
+#: SQLite's `synchronous` settings a server may choose (`--state-sync`). In WAL mode, `normal`
+#: makes every committed transaction survive a crash of the process (kill -9, out of memory)
+#: without waiting for the disk; `full` also waits for the disk at each commit, so a crash of
+#: the machine (power loss) loses nothing committed either, at the cost of a flush per write on
+#: the server's event loop.
+SYNC_MODES = ("normal", "full")
 
-    def __init__(self, path: str | Path) -> None:
+
+class Store:
+    """Durable state: registrations, loads, selection state, the feedback log. Each write is
+    one transaction, committed before the call returns (`docs/operations.md`)."""
+
+    def __init__(self, path: str | Path, *, sync: str = "normal") -> None:
+        if sync not in SYNC_MODES:
+            raise ValueError(f"state sync must be one of {SYNC_MODES}, got {sync!r}")
         self.path = Path(path)
         if str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(f"PRAGMA synchronous={sync.upper()}")
         self._migrate()
 
     def _migrate(self) -> None:
