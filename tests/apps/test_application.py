@@ -57,6 +57,9 @@ class StubController:
     def model(self, name: str) -> StubModel:
         return self.models[name]
 
+    def shares_workers(self, name: str) -> bool:
+        return False  # each model on a worker of its own: a straggler finishes late
+
     async def infer(
         self, name: str, inputs: dict[str, np.ndarray], *, version: Any, timeout: float
     ) -> Prediction:

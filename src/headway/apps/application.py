@@ -7,9 +7,12 @@ is answered, flagged, with the reason. A model call that misses the deadline is 
 cancelled: it finishes in the background under the model's own deadline (so its answer still
 lands in the prediction cache for models with `cache: true`), and its lateness is counted.
 
-Each model call is given the later of the model's `slo_ms` and the application's as its
-deadline, so the scheduler never rejects a call only because the app is in a hurry: being late
-for this query is the application's business, not a reason to waste the work.
+A model call's deadline is the application's where the model shares a worker with other
+models: the scheduler orders it by the app's deadline, and refuses at once a call that cannot
+make it, which would otherwise hold up the other models' calls behind it (on a worker that
+runs one action at a time, a 600 ms straggler makes every query's fast call late). Where the
+model has its workers to itself, the call gets the later of the model's `slo_ms` and the
+application's: being late for this query wastes nobody's time, and its answer fills the cache.
 
 Every answered query is kept in a bounded query log (query id -> selection, answers in time,
 output, user, input digest) so that feedback can be joined with what it judges, by query id or
@@ -230,7 +233,7 @@ class Application:
         started = clock.now()
         try:
             served = self.controller.model(ref.name)
-            timeout = max(served.config.slo_ms, self.config.slo_ms) / 1000.0
+            timeout = self._call_timeout(ref.name, served.config.slo_ms)
             version = None if ref.version is None else str(ref.version)
             prediction = await self.controller.infer(
                 ref.name, inputs, version=version, timeout=timeout
@@ -241,6 +244,15 @@ class Application:
             raise
         calls.latency.observe(clock.now() - started)
         return answer
+
+    def _call_timeout(self, model: str, model_slo_ms: float) -> float:
+        """Seconds a call of `model` may take: the app's SLO, where the model shares a worker
+        with other models (a run that cannot meet the app's deadline is refused at once, not
+        run late while their calls wait behind it); else the longer of the app's SLO and the
+        model's, so that a straggler's late answer still fills the cache."""
+        if self.controller.shares_workers(model):
+            return self.config.slo_ms / 1000.0
+        return max(model_slo_ms, self.config.slo_ms) / 1000.0
 
     def _late_done(self, task: asyncio.Task[Any]) -> None:
         self.late.discard(task)

@@ -1,8 +1,9 @@
 """Admission: reject at once a request that the predictions say cannot meet its deadline.
 
 Rejecting at arrival answers the client while it can still go elsewhere, and keeps hopeless
-work out of the queues (Clockwork's early rejection). Three checks, cheapest first: the request
-alone, then (for a model no worker holds) the load before it, then the rows queued ahead of it.
+work out of the queues (Clockwork's early rejection). Checks, cheapest first: the request alone,
+then (for a model no worker holds) the load before it, then the wait for a worker busy with
+another action, with the rows queued ahead of it.
 """
 
 from __future__ import annotations
@@ -23,10 +24,13 @@ def admit(
     predictions: Predictions,
     cold: bool,
     load_wait: Callable[[], float],
+    busy_wait: Callable[[], float] = lambda: 0.0,
 ) -> None:
     """Raise DeadlineUnmeetable or ColdStartTooSlow if `request` cannot make its deadline.
 
     `cold`: the model must be loaded first; `load_wait()` is then the predicted wait for that.
+    `busy_wait()`: the predicted seconds until a worker holding the model is free (a long
+    action of another model on it is known at arrival: waiting for it to pass is pointless).
     """
     service = predictions.service_time(request.model, request.rows)
     left = request.deadline - now
@@ -45,17 +49,26 @@ def admit(
                 f"model {request.model!r}: deadline cannot be met: the model is not loaded "
                 f"and loading it takes ~{load * 1e3:.0f} ms; {max(left, 0) * 1e3:.1f} ms left"
             )
-    if service is not None and model.queue.rows and model.replicas:
+    if service is None or not model.replicas:
+        return
+    busy = busy_wait()
+    if busy + service > left:
+        raise DeadlineUnmeetable(
+            f"model {request.model!r}: deadline cannot be met: its worker is busy for "
+            f"~{busy * 1e3:.1f} ms more, and the request needs ~{service * 1e3:.2f} ms; "
+            f"{left * 1e3:.1f} ms left"
+        )
+    if model.queue.rows:
         # Only the rows that run before this request delay it, and they run batched with
         # it. All queued rows bound them; count exactly only when that bound does not fit.
         finish = _finish_time(model, predictions, model.queue.rows + request.rows)
-        if finish is not None and finish > left:
+        if finish is not None and busy + finish > left:
             ahead = model.queue.rows_ahead(request.priority, request.deadline)
             finish = _finish_time(model, predictions, ahead + request.rows) if ahead else service
-            if finish is not None and finish > left:
+            if finish is not None and busy + finish > left:
                 raise DeadlineUnmeetable(
                     f"model {request.model!r}: deadline cannot be met: {ahead} rows queued "
-                    f"ahead; with them it needs ~{finish * 1e3:.1f} ms, "
+                    f"ahead; with them it needs ~{(busy + finish) * 1e3:.1f} ms, "
                     f"{left * 1e3:.1f} ms left"
                 )
 

@@ -103,7 +103,6 @@ class Controller(ModelLifecycle):
         self._all_ready: asyncio.Event | None = None
         self._in_flight: dict[bytes, asyncio.Future[Prediction]] = {}
         self._pump_scheduled = False
-        self._probed: dict[str, float] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = float("inf")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -180,6 +179,11 @@ class Controller(ModelLifecycle):
         if version is None or state is None or state.config.version == version:
             return state
         return self.versions.get(f"{name}@{version}")
+
+    def shares_workers(self, name: str) -> bool:
+        """Whether the model `name` (its default version) shares a worker with another model."""
+        state = self.models.get(name)
+        return state is not None and self.scheduler.shares_workers(state.config.key)
 
     # -- inference ---------------------------------------------------------------------------
     async def infer(
@@ -311,7 +315,7 @@ class Controller(ModelLifecycle):
         try:
             self.scheduler.submit(request)
         except DeadlineUnmeetable:
-            self._refresh_estimate(request.model)
+            self._refresh_estimate(request)
             raise
         self._kick()
         return future

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from headway.control.models import (
     Prediction,
     size_estimate,
 )
+from headway.control.probes import PROBE_PRIORITY, next_sweep_size
 from headway.control.request import Request
 from headway.control.scheduler import Scheduler
 from headway.control.stats import ModelStats
@@ -39,7 +41,6 @@ log = logging.getLogger("headway.controller")
 
 WARMUP_RUNS = 3
 WARMUP_DEADLINE_S = 30.0
-PROBE_INTERVAL_S = 0.05
 
 
 class ModelLifecycle:
@@ -60,7 +61,6 @@ class ModelLifecycle:
     _placement: dict[int, set[str]]
     _ready_workers: set[int]
     _all_ready: asyncio.Event | None
-    _probed: dict[str, float]
     _loop: asyncio.AbstractEventLoop | None
 
     def model(self, name: str, version: str | None = None) -> ModelState:
@@ -261,22 +261,46 @@ class ModelLifecycle:
         for rows, seconds in self.store.profile(config.key).items():
             self.scheduler.estimator.observe(config.key, rows, seconds)
 
-    def _warm_up(self, config: ModelConfig, runs: int) -> None:
+    def _warm_up(self, config: ModelConfig, runs: int, rows: int = 1) -> None:
         """Run a few one-row batches of zeros so the first real request meets a warm model
-        and a profile (frameworks compile or allocate lazily on their first calls)."""
+        and a profile (frameworks compile or allocate lazily on their first calls), then
+        sweep bigger batch sizes, one run each (`probes.next_sweep_size`): a size never
+        measured is otherwise estimated per row from batch 1, far too high for most models.
+        Measuring runs go after every queued request (PROBE_PRIORITY)."""
+        if runs <= 0:
+            following = next_sweep_size(
+                self.scheduler.predictions,
+                config.key,
+                rows,
+                max_batch=config.max_batch_size,
+                slo=config.slo_ms / 1000.0,
+            )
+            if following is not None:
+                self._warm_up(config, 1, following)
+            return
+        # the very first run is cold: not a measurement
+        cold = rows == 1 and runs == WARMUP_RUNS
+        self._measure(config, rows, then=lambda: self._warm_up(config, runs - 1, rows), cold=cold)
+
+    def _measure(
+        self, config: ModelConfig, rows: int, *, then: Callable[[], None], cold: bool = False
+    ) -> None:
+        """Run a batch of `rows` rows of zeros after all queued work, to measure it; `then()`
+        once it ran."""
         specs = config.inputs
-        if runs <= 0 or not specs or any(s.datatype == "BYTES" or -1 in s.shape[1:] for s in specs):
+        if not specs or any(s.datatype == "BYTES" or -1 in s.shape[1:] for s in specs):
             return
         if not self.scheduler.has_model(config.key):  # unloaded, or the server is stopping
             return
-        inputs = {s.name: np.zeros((1, *s.shape[1:]), numpy_dtype(s.datatype)) for s in specs}
+        inputs = {s.name: np.zeros((rows, *s.shape[1:]), numpy_dtype(s.datatype)) for s in specs}
         now = self.clock.now()
-        self._probed[config.key] = now
-        request = Request(config.key, inputs, 1, now, now + WARMUP_DEADLINE_S)
-        request.measured = runs < WARMUP_RUNS  # the very first run is cold: not a measurement
+        request = Request(
+            config.key, inputs, rows, now, now + WARMUP_DEADLINE_S, priority=PROBE_PRIORITY
+        )
+        request.measured = not cold
         assert self._loop is not None
         future: asyncio.Future[Prediction] = self._loop.create_future()
-        future.add_done_callback(lambda f: f.exception() or self._warm_up(config, runs - 1))
+        future.add_done_callback(lambda f: None if f.exception() else then())
         request.token = future
         try:
             self.scheduler.submit(request)
@@ -284,19 +308,14 @@ class ModelLifecycle:
             return
         self._kick()
 
-    def _refresh_estimate(self, key: str) -> None:
-        """Re-measure an idle model whose estimate turns requests away.
-
-        An estimate inflated by one slow run would otherwise reject every request, and a
-        rejected request never runs to correct it. A probe of zeros (at most one per
-        PROBE_INTERVAL_S, only while nothing is queued) brings fresh measurements instead.
-        """
-        now = self.clock.now()
-        if self.scheduler.queue_length(key) or now - self._probed.get(key, -1e9) < PROBE_INTERVAL_S:
-            return
-        model = self._states.get(key)
-        if model is not None:
-            self._warm_up(model.config, 1)
+    def _refresh_estimate(self, request: Request) -> None:
+        """Measure the size of a request refused on its estimate, when the estimate may be
+        wrong (`Scheduler.probe_wanted`): a size never measured, or an estimate inflated by
+        one slow run, would otherwise turn such requests away for ever, as a refused request
+        never runs to correct it."""
+        model = self._states.get(request.model)
+        if model is not None and self.scheduler.probe_wanted(request):
+            self._measure(model.config, request.rows, then=lambda: None)
 
     def _on_worker_ready(self, worker: int, pid: int) -> None:
         self._ready_workers.add(worker)

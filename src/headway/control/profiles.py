@@ -2,8 +2,9 @@
 
 Clockwork's rule: keep the last few measurements per batch size and predict with a high
 percentile of them, so an estimate errs on the side of meeting deadlines. Sizes never measured
-are bounded by the nearest measured size above them, or extrapolated linearly (per row) from the
-largest one measured. LOAD estimates may leave out the slowest sample (`trim`): on a machine
+are bounded by the nearest measured size above them; beyond the largest, extrapolated along the
+line through the two largest measured (a batch's cost is a fixed part plus a part per row), or
+per row from the only one measured (the most it could cost, short of a superlinear model). LOAD estimates may leave out the slowest sample (`trim`): on a machine
 shared with other work, one load slowed by a neighbour would otherwise, as the p99 of 10, turn
 that model's cold starts away until it had loaded 10 more times. A pool of the last few
 measurements of any model (`recent`) predicts for a model never measured.
@@ -159,11 +160,22 @@ class LatencyEstimator:
         above = bisect.bisect_right(sizes, batch_size)
         if above < len(sizes):  # bounded by the nearest measured size above
             value = windows.estimates[sizes[above]]
-        else:  # extrapolated per row from the largest measured
-            largest = sizes[-1]
-            value = windows.estimates[largest] * batch_size / largest
+        else:
+            value = _extrapolated(windows, batch_size)
         windows.derived[batch_size] = value
         return value
+
+    def fastest(self, model: str, batch_size: int) -> float | None:
+        """The least `batch_size` rows could take, as far as measurements tell: the fastest
+        recent run of the largest measured size not above it (more rows never run faster);
+        None when no size that small was measured."""
+        windows = self._models.get(model)
+        if windows is None:
+            return None
+        below = bisect.bisect_right(windows.sizes, batch_size)
+        if below == 0:
+            return None
+        return min(windows.by_size[windows.sizes[below - 1]])
 
     def snapshot(self) -> dict[str, dict[int, float]]:
         """Current estimates per model and measured batch size (for statistics and the store)."""
@@ -175,3 +187,19 @@ class LatencyEstimator:
         if self.trim and len(ordered) > 2 * self.trim:
             ordered = ordered[: -self.trim]
         return percentile(ordered, self.quantile)
+
+
+def _extrapolated(windows: _Windows, batch_size: int) -> float:
+    """The estimate for more rows than the largest measured size: along the line through the two
+    largest measured sizes (never steeper than per row from the largest, never falling), or per
+    row from the only size measured. Per row from a lone small size is the safe bound, but for
+    a model whose cost is mostly per call it is far too high: a sweep of sizes at warm-up gives
+    the line its second point."""
+    sizes, estimates = windows.sizes, windows.estimates
+    largest = sizes[-1]
+    per_row = estimates[largest] / largest
+    if len(sizes) > 1:
+        before = sizes[-2]
+        slope = (estimates[largest] - estimates[before]) / (largest - before)
+        per_row = min(per_row, max(0.0, slope))
+    return estimates[largest] + per_row * (batch_size - largest)

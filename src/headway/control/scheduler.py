@@ -38,6 +38,7 @@ from headway.control.predictions import (
     RECENT_LOADS,
     Predictions,
 )
+from headway.control.probes import Probes
 from headway.control.profiles import LatencyEstimator
 from headway.control.queues import DeadlineQueue
 from headway.control.request import Request
@@ -66,6 +67,7 @@ class Scheduler:
         )
         self.estimator = self.predictions.estimator
         self.loads = self.predictions.loads
+        self.probes = Probes(self.predictions)
         self.policy = policy
         self.demand_loading = demand_loading
         self.retries = retries
@@ -102,6 +104,7 @@ class Scheduler:
         """Forget a model; returns its queued requests for the caller to fail."""
         model = self._models.pop(key, None)
         self._waiting.discard(key)
+        self.probes.forget(key)
         if model is None:
             return []
         for worker in self._workers.values():
@@ -114,6 +117,15 @@ class Scheduler:
     def replicas(self, key: str) -> set[int]:
         model = self._models.get(key)
         return set(model.replicas) if model else set()
+
+    def shares_workers(self, key: str) -> bool:
+        """Whether a worker holding `key` holds another model too (whose requests a long run
+        of `key` would hold up)."""
+        model = self._models.get(key)
+        if model is None:
+            return False
+        slots = (self._workers.get(w) for w in model.replicas | model.loading)
+        return any(slot is not None and len(slot.models) > 1 for slot in slots)
 
     def add_worker(self, worker: int, memory_mb: float | None = None) -> None:
         self._workers[worker] = WorkerSlot(
@@ -207,11 +219,35 @@ class Scheduler:
                     predictions=self.predictions,
                     cold=cold,
                     load_wait=lambda: load_wait(model, self._workers, self.predictions, now),
+                    busy_wait=lambda: self._busy_wait(model, now),
                 )
             except DeadlineUnmeetable:
                 self.counters.rejected_at_admission += 1
                 raise
         self._push(model, request)
+
+    def _busy_wait(self, model: ModelSlot, now: float) -> float:
+        """Predicted seconds until a live worker holding `model` is free (0: one is idle)."""
+        waits = (
+            max(0.0, worker.free_at - now)
+            for worker in (self._workers.get(w) for w in model.replicas)
+            if worker is not None and worker.alive
+        )
+        return min(waits, default=0.0)
+
+    def probe_wanted(self, request: Request) -> bool:
+        """After `request` was refused at admission: whether to measure its size with a probe
+        (`probes.Probes.wanted`), because the refusal rests on its estimate alone, nothing of
+        its model is queued, and the fastest measured run says it might have fitted."""
+        model = self._models.get(request.model)
+        if model is None or model.queue or not model.replicas:
+            return False
+        now = self.clock.now()
+        left = request.deadline - now
+        service = self.service_time(model.key, request.rows)
+        if service is None or service <= left:
+            return False  # refused for the queue or the busy worker: the estimate is not at fault
+        return self.probes.wanted(model.key, request.rows, left, now)
 
     def start_now(self, request: Request) -> Dispatch | None:
         """Start `request` alone at once when its model has nothing queued and is profiled, has

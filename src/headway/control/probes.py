@@ -1,0 +1,63 @@
+"""Measuring runs: the warm-up sweep at load, and probes after a refusal that may be wrong.
+
+An estimate is only as good as its measurements, and a refused request never runs to correct
+one: an estimate for a batch size never measured (extrapolated from batch 1, say) or inflated
+by one slow run would turn the same requests away for ever. So the controller runs batches of
+zeros to measure: at load, Clockwork-style, a sweep of batch sizes (1, 2, 4, ... up to
+`max_batch`, stopping at the first size whose run takes a good share of the SLO: bigger batches
+would hardly fit, and measuring them holds the worker); and after a refusal that the fastest
+measured run says might have fitted, a probe of the refused size.
+
+Probes run at the lowest priority, so they never go before queued work, and take at most
+PROBE_DUTY of a worker's time; a refusal that even the fastest measured run confirms (a 1 ms
+deadline for a 600 ms model) is a verdict, and measures nothing.
+"""
+
+from __future__ import annotations
+
+from headway.control.predictions import Predictions
+
+#: The priority level of measuring runs: after every request's (Triton's levels are small).
+PROBE_PRIORITY = 2**31
+#: Seconds between two probes of one model, at least.
+PROBE_INTERVAL_S = 0.05
+#: The most of a worker's time that probes of one model take: after a probe expected to take
+#: d seconds, the next waits d / PROBE_DUTY.
+PROBE_DUTY = 0.1
+#: The sweep stops after a size whose run took more than this share of the model's SLO.
+SWEEP_SHARE = 0.25
+
+
+def next_sweep_size(
+    predictions: Predictions, key: str, rows: int, *, max_batch: int, slo: float
+) -> int | None:
+    """The batch size to measure after a sweep run of `rows` rows, or None: the sweep is done."""
+    if rows >= max_batch:
+        return None
+    took = predictions.estimator.estimate(key, rows)
+    if took is None or took > SWEEP_SHARE * slo:
+        return None
+    return min(max_batch, 2 * rows)
+
+
+class Probes:
+    """When a refused request should be answered by a probe of its size (see the module)."""
+
+    def __init__(self, predictions: Predictions) -> None:
+        self._predictions = predictions
+        self._next: dict[str, float] = {}  # model -> the earliest time of its next probe
+
+    def wanted(self, key: str, rows: int, left: float, now: float) -> bool:
+        """Whether to probe `key` at `rows` rows after refusing such a request with `left`
+        seconds to its deadline (and nothing of it queued); True counts as the probe sent."""
+        if now < self._next.get(key, float("-inf")):
+            return False
+        fastest = self._predictions.estimator.fastest(key, rows)
+        if fastest is not None and fastest + self._predictions.overhead > left:
+            return False  # even the fastest run measured would be late: a verdict
+        expected = fastest or 0.0
+        self._next[key] = now + max(PROBE_INTERVAL_S, expected / PROBE_DUTY)
+        return True
+
+    def forget(self, key: str) -> None:
+        self._next.pop(key, None)

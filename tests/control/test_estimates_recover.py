@@ -1,0 +1,160 @@
+"""Estimates that cannot lock themselves in: the warm-up sweep, the line beyond the largest
+measured size, and probes after a refusal that the measurements do not confirm.
+
+The issue's case: the demo's 50-row request to a forest that answers 150 rows in ~100 ms was
+refused for ever ("needs ~4424.85 ms"), because batch 1 alone was measured and 50 rows were
+estimated per row from it; refused sizes never run, so never get measured. Times are seconds,
+written as milliseconds (`ms(10)`); the clock is injected.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from headway.clock import ManualClock
+from headway.control.probes import PROBE_PRIORITY, next_sweep_size
+from headway.control.profiles import LatencyEstimator
+from headway.control.request import Request
+from headway.control.scheduler import Scheduler
+from headway.errors import DeadlineUnmeetable
+
+
+def ms(value: float) -> float:
+    return value / 1000.0
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+def forest(rows: int) -> float:
+    """What a batch of the issue's forest takes: mostly per call, a little per row."""
+    return ms(40) + ms(0.4) * rows
+
+
+def request(clock: ManualClock, rows: int, deadline_in: float, **options: int) -> Request:
+    now = clock.now()
+    inputs = {"x": np.zeros((rows, 4))}
+    return Request("forest", inputs, rows, now, now + deadline_in, **options)  # type: ignore[arg-type]
+
+
+def server(clock: ManualClock, *models: str) -> Scheduler:
+    s = Scheduler(clock, LatencyEstimator(window=10, quantile=99.0, min_samples=3))
+    s.add_worker(1)
+    for key in models or ("forest",):
+        s.add_model(key, max_batch=32)
+        s.placed(key, 1)
+    return s
+
+
+def run(s: Scheduler, clock: ManualClock, took: float) -> None:
+    """Let the worker run what the scheduler sends next, taking `took` seconds."""
+    [dispatch] = s.poll().dispatches
+    clock.advance(took)
+    s.complete(dispatch.id, took)
+
+
+def warm_up_at_batch_one(s: Scheduler) -> None:
+    for _ in range(3):
+        s.estimator.observe("forest", 1, forest(1))
+
+
+def test_beyond_the_largest_size_the_estimate_follows_the_line_through_the_two_largest() -> None:
+    estimator = LatencyEstimator()
+    estimator.observe("m", 16, ms(46))
+    estimator.observe("m", 32, ms(53))
+    # 53 ms + 18 rows x 7/16 ms, not 53 x 50 / 32 = 83 ms
+    assert estimator.estimate("m", 50) == pytest.approx(ms(53 + 18 * 7 / 16))
+    estimator.observe("m", 64, ms(40))  # a faster run of more rows: the line does not fall
+    assert estimator.estimate("m", 100) == pytest.approx(ms(40))
+
+
+def test_the_fastest_a_size_can_run_is_its_largest_measured_size_below() -> None:
+    estimator = LatencyEstimator()
+    assert estimator.fastest("m", 4) is None
+    for seconds in (ms(12), ms(10), ms(30)):
+        estimator.observe("m", 2, seconds)
+    assert estimator.fastest("m", 1) is None  # nothing that small measured: no bound
+    assert estimator.fastest("m", 2) == estimator.fastest("m", 50) == pytest.approx(ms(10))
+
+
+def test_the_warm_up_sweep_lets_the_demo_request_in(clock: ManualClock) -> None:
+    s = server(clock)
+    warm_up_at_batch_one(s)
+    with pytest.raises(DeadlineUnmeetable):  # per row from batch 1: 50 x 40 ms
+        s.submit(request(clock, 50, 1.0))
+    rows: int | None = 1
+    swept = []
+    while rows := next_sweep_size(s.predictions, "forest", rows, max_batch=32, slo=1.0):
+        s.submit(request(clock, rows, 30.0, priority=PROBE_PRIORITY))
+        run(s, clock, forest(rows))
+        swept.append(rows)
+    assert swept == [2, 4, 8, 16, 32]
+    s.submit(request(clock, 50, 1.0))  # ~60 ms now, along the line through 16 and 32 rows
+    assert s.service_time("forest", 50) == pytest.approx(forest(50), rel=0.01)
+
+
+def test_the_sweep_stops_at_a_size_that_takes_a_quarter_of_the_slo(clock: ManualClock) -> None:
+    s = server(clock)
+    s.estimator.observe("forest", 1, ms(100))
+    assert next_sweep_size(s.predictions, "forest", 1, max_batch=32, slo=1.0) == 2
+    s.estimator.observe("forest", 2, ms(260))
+    assert next_sweep_size(s.predictions, "forest", 2, max_batch=32, slo=1.0) is None
+    s.estimator.observe("forest", 16, ms(100))
+    assert next_sweep_size(s.predictions, "forest", 16, max_batch=20, slo=1.0) == 20
+    assert next_sweep_size(s.predictions, "forest", 20, max_batch=20, slo=1.0) is None
+
+
+def test_a_refusal_on_a_size_never_measured_is_an_occasion_to_measure(clock: ManualClock) -> None:
+    s = server(clock)
+    warm_up_at_batch_one(s)
+    demo = request(clock, 50, 1.0)
+    with pytest.raises(DeadlineUnmeetable, match="needs ~2020"):
+        s.submit(demo)
+    assert s.probe_wanted(demo)  # 40 ms measured at batch 1 could fit: measure 50 rows
+    assert not s.probe_wanted(demo)  # once: the probe is on its way
+    s.submit(request(clock, 50, 30.0, priority=PROBE_PRIORITY))
+    run(s, clock, forest(50))
+    s.submit(request(clock, 50, 1.0))  # measured now: admitted
+
+
+def test_a_refusal_that_even_the_fastest_run_confirms_measures_nothing(clock: ManualClock) -> None:
+    s = server(clock)
+    for _ in range(3):
+        s.estimator.observe("forest", 1, ms(600))
+    hopeless = request(clock, 1, ms(1))  # 20 of these a second must not keep the worker busy
+    with pytest.raises(DeadlineUnmeetable):
+        s.submit(hopeless)
+    assert not s.probe_wanted(hopeless)
+
+
+def test_probes_of_an_inflated_estimate_take_a_tenth_of_the_worker_at_most(
+    clock: ManualClock,
+) -> None:
+    s = server(clock)
+    for _ in range(9):
+        s.estimator.observe("forest", 1, ms(100))
+    s.estimator.observe("forest", 1, 4.0)  # one run slowed by a neighbour: the p99 of 10
+    wanted = []
+    for i in range(30):  # a refused request every 100 ms for 3 s
+        clock.set(i * ms(100))
+        refused = request(clock, 1, ms(500))
+        with pytest.raises(DeadlineUnmeetable):
+            s.submit(refused)
+        wanted.append(s.probe_wanted(refused))
+    # a 100 ms probe at most once a second: 10% of the worker
+    assert [i for i, w in enumerate(wanted) if w] == [0, 10, 20]
+
+
+def test_probes_wait_behind_queued_work_of_any_model(clock: ManualClock) -> None:
+    s = server(clock, "forest", "fast")
+    for key, seconds in (("forest", ms(40)), ("fast", ms(1))):
+        for _ in range(3):
+            s.estimator.observe(key, 1, seconds)
+    s.submit(request(clock, 8, 30.0, priority=PROBE_PRIORITY))
+    now = clock.now()
+    s.submit(Request("fast", {"x": np.zeros((1, 4))}, 1, now, now + ms(150), token="query"))
+    [first] = s.poll().dispatches
+    assert first.model == "fast" and [r.token for r in first.requests] == ["query"]
