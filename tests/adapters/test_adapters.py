@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -371,3 +372,53 @@ def test_demo_repository_serves_its_samples(tmp_path: Path) -> None:
         outputs = adapter.predict(sample.request())
         assert len(sample.labels) == len(sample.inputs) > 0
         assert sample.accuracy(outputs) > 0.8, name
+
+
+def test_sklearn_label_and_probabilities_from_one_pass(tmp_path: Path) -> None:
+    """Both outputs cost one `predict_proba`, and the labels are exactly `predict`'s."""
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.naive_bayes import GaussianNB
+    from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    from sklearn.svm import SVC
+
+    x, y = datasets.load_wine(return_X_y=True)
+    names = np.array(["barolo", "grignolino", "barbera"])
+    estimators = {
+        "logreg": make_pipeline(StandardScaler(), LogisticRegression(max_iter=500)),
+        "forest": RandomForestClassifier(n_estimators=15, random_state=0),
+        "knn": KNeighborsClassifier(n_neighbors=4),  # even k: ties between classes
+        "bayes": GaussianNB(),
+        "svc": make_pipeline(StandardScaler(), SVC(probability=True, random_state=0)),
+    }
+    for name, estimator in estimators.items():
+        with warnings.catch_warnings():  # scikit-learn 1.9 deprecates SVC(probability=True)
+            warnings.simplefilter("ignore", FutureWarning)
+            model = estimator.fit(x, names[y])
+        joblib.dump(model, model_folder(tmp_path, name, {"framework": "sklearn"}) / "m.joblib")
+        adapter = loaded(tmp_path / name)
+        out = adapter.predict({"input-0": x})
+        np.testing.assert_array_equal(out["label"], model.predict(x), err_msg=name)
+        np.testing.assert_allclose(out["probabilities"], model.predict_proba(x), err_msg=name)
+        # libsvm calibrates its probabilities apart from its decision: it keeps both calls
+        assert adapter.labels_follow_probabilities == (name != "svc"), name
+
+    calls: list[str] = []
+
+    class Counted(LogisticRegression):
+        def predict(self, x: Any) -> Any:
+            calls.append("predict")
+            return super().predict(x)
+
+        def predict_proba(self, x: Any) -> Any:
+            calls.append("predict_proba")
+            return super().predict_proba(x)
+
+    adapter = loaded(tmp_path / "logreg")
+    adapter.model = Counted(max_iter=5000).fit(StandardScaler().fit_transform(x), y)
+    adapter.predict({"input-0": x[:5]})
+    assert calls == ["predict_proba"]
+    adapter.predict({"input-0": x[:5]}, ["label"])
+    assert calls == ["predict_proba", "predict"]

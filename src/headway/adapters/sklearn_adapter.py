@@ -2,7 +2,8 @@
 
 Classifiers (estimators with `classes_`) answer `label` (`predict`, the predicted classes; integer
 classes as INT64) and, where they have `predict_proba`, `probabilities` (FP64, one column per
-class). Other estimators answer `output-0` (`predict`). Only the outputs asked for are computed.
+class; both from one `predict_proba` where its argmax is `predict`). Other estimators answer
+`output-0` (`predict`). Only the outputs asked for are computed, each once per batch.
 
 XGBoost and LightGBM subclass this adapter: their scikit-learn API models take the same path, and
 their native boosters (`native` patterns) answer `output-0`. Option `threads` (default 1) sets the
@@ -84,11 +85,37 @@ class SklearnAdapter(Adapter):
             if wanted(outputs, DEFAULT_OUTPUT):
                 result[DEFAULT_OUTPUT] = np.asarray(predict(x))
             return result
-        if wanted(outputs, LABEL):
-            result[LABEL] = _labels(self.model.predict(x))
+        want_label = wanted(outputs, LABEL)
         if wanted(outputs, PROBABILITIES) and hasattr(self.model, "predict_proba"):
-            result[PROBABILITIES] = np.asarray(self.model.predict_proba(x), dtype=np.float64)
+            probabilities = np.asarray(self.model.predict_proba(x), dtype=np.float64)
+            result[PROBABILITIES] = probabilities
+            if want_label and self.labels_follow_probabilities:
+                # One pass of the estimator's input checks instead of two.
+                result[LABEL] = _labels(classes[probabilities.argmax(axis=1)])
+                return result
+        if want_label:
+            result[LABEL] = _labels(self.model.predict(x))
         return result
+
+    @property
+    def labels_follow_probabilities(self) -> bool:
+        """Whether `predict` is the class of highest probability, so one call gives both.
+
+        True for scikit-learn's classifiers but those calibrated apart from their decision
+        (libsvm's `probability=True`: Platt scaling may disagree with `predict`), and for
+        single-output classifiers only.
+        """
+        cached: bool | None = getattr(self, "_labels_follow", None)
+        if cached is None:
+            final = _final_estimator(self.model)
+            classes = getattr(self.model, "classes_", None)
+            cached = (
+                isinstance(classes, np.ndarray)
+                and classes.ndim == 1
+                and not hasattr(final, "probability")
+            )
+            self._labels_follow = cached
+        return cached
 
     def signature(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         if self.booster is not None:
@@ -124,6 +151,13 @@ def probe(
         except Exception:
             pass
     return spec(name, "FP64", [-1])
+
+
+def _final_estimator(model: Any) -> Any:
+    """The estimator that decides a pipeline's answer (the model itself when not a pipeline)."""
+    while hasattr(model, "steps"):
+        model = model.steps[-1][1]
+    return model
 
 
 def _labels(values: Any) -> np.ndarray:
