@@ -90,3 +90,11 @@ def test_a_missing_profile_names_model_and_hardware() -> None:
             {"m0": {"cpu1": flat(10)}},
             np.array([0.0]),
         )
+
+
+def test_a_query_that_reaches_no_stage_is_answered_at_once() -> None:
+    pipeline = Pipeline("filtered", (Stage("s0", "m0", (), 0.5),))
+    arrivals = np.arange(1000) * 0.1
+    estimate = simulate(pipeline, one_stage(1), {"m0": {"cpu1": flat(10)}}, arrivals, seed=2)
+    assert set(np.round(estimate.latencies / MS, 6)) == {0.0, 10.0}
+    assert np.mean(estimate.latencies > 0) == pytest.approx(estimate.reached["s0"] / 1000)

@@ -228,7 +228,8 @@ class Model(Operator):
             if kind is np.ndarray:
                 columns.append(list(array))
             else:
-                columns.append([row.reshape(-1)[0].item() for row in array.reshape(len(table), -1)])
+                rows_of = array.reshape(len(table), -1) if len(table) else ()  # none: no reshape
+                columns.append([row.reshape(-1)[0].item() for row in rows_of])
         rows = [
             (*values, *(column[i] for column in columns)) for i, values in enumerate(table.rows)
         ]

@@ -6,6 +6,7 @@ cascade's second model that sees the uncertain 30%). A stage with several parent
 it runs once every parent has answered. Shares nest: a query that reaches a stage of share s
 reaches every stage of share >= s on its paths (one uncertainty draw per query, as a cascade's
 uncertain rows stay the same rows all the way down), so a stage's share is at most its parents'.
+A query that reaches no stage (a flow's filter dropped it first) is answered at once.
 
 A `Catalogue` lists the hardware kinds with their price; `Profiles` hold each model's measured
 latency per (hardware, batch size). A `Configuration` gives each stage a hardware kind, a max
@@ -126,8 +127,6 @@ class Pipeline:
                 raise ConfigError(f"{where}: the name is used twice")
             if not (0 < stage.scale <= 1):
                 raise ConfigError(f"{where}: scale must be in (0, 1], got {stage.scale}")
-            if not stage.parents and stage.scale != 1:
-                raise ConfigError(f"{where}: an input stage (no parents) sees every query: scale 1")
             for parent in stage.parents:
                 if parent not in seen:
                     raise ConfigError(f"{where}: parent {parent!r} must be a stage listed before")

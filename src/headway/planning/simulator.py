@@ -131,9 +131,14 @@ def simulate(
         deadline = float(arrivals[query]) + HORIZON
         return Request(order[stage], {}, 1, now, deadline, token=(query, stage))
 
-    def arrive(query: int, now: float) -> Request:
+    # a query that reaches no input stage (all have shares below 1) is answered at once
+    served = np.flatnonzero(reaches[:, inputs].any(axis=1))
+    finished[left == 0] = arrivals[left == 0]
+
+    def arrive(index: int, now: float) -> Request:
         # an input stage's request; the other input stages of a multi-input pipeline are
         # submitted here too (the loop submits the one returned)
+        query = int(served[index])
         first, *rest = (i for i in inputs if reaches[query, i])
         for stage in rest:
             sim.scheduler.submit(request(query, stage, now))
@@ -154,7 +159,7 @@ def simulate(
     def rejected(failed: Request, error: HeadwayError, now: float) -> None:
         raise HeadwayError(f"the simulated scheduler rejected a request: {error.message}")
 
-    sim.drive(arrivals, arrive, answered, rejected, drain=HORIZON)
+    sim.drive(arrivals[served], arrive, answered, rejected, drain=HORIZON)
     duration = float(arrivals[-1] - arrivals[0]) if queries > 1 else 1.0
     span = max(float(np.nanmax(finished) - arrivals[0]) if queries else 0.0, duration, 1e-9)
     busy = {

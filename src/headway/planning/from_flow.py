@@ -1,0 +1,87 @@
+"""A compiled flow as the planner's pipeline, with scale factors measured on sample queries.
+
+Each stage of the compiled flow that calls a model becomes a pipeline stage (the compiler puts
+at most one model in a stage). Frontend stages (filters' row dropping, unions, joins, lookups)
+and model-free actions are not planned -- they have no profile -- so a model stage's parents
+are the nearest model stages above it, through them. A join of two model branches becomes a
+stage with both as parents.
+
+A stage's scale factor is the share of sample queries whose rows reach it: each sample runs
+alone through the flow in this process (`headway.flows.local.run_stage`, the code the served
+flow runs too), and a stage counts the query when its input table has a row. A cascade's second
+model, behind a filter on confidence, sees the uncertain share. Shares are kept nested (a
+stage's at most its parents') and at least `MIN_SCALE` (a stage no sample reached would
+otherwise be planned for no load at all).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from headway.errors import ConfigError
+from headway.flows import Flow
+from headway.flows.local import run_stage
+from headway.flows.operators import Services
+from headway.flows.plan import ACTION, SOURCE
+from headway.flows.plan import Plan as FlowPlan
+from headway.flows.plan import Stage as FlowStage
+from headway.flows.types import Table
+from headway.planning.pipeline import Pipeline, Stage
+
+MIN_SCALE = 1e-3
+
+
+def model_stages(plan: FlowPlan) -> list[FlowStage]:
+    """The compiled flow's stages that call a model, in order."""
+    return [s for s in plan.stages if s.kind == ACTION and s.models]
+
+
+def measure_scales(flow: Flow, samples: Sequence[Any], services: Services) -> dict[int, float]:
+    """Per model stage id: the share of `samples` (each one query's row) whose rows reach it."""
+    if not samples:
+        raise ConfigError(f"flow {flow.name!r}: scale factors need at least one sample query")
+    plan = flow.compile()
+    wanted = {s.id for s in model_stages(plan)}
+    reached = dict.fromkeys(wanted, 0)
+    for sample in samples:
+        tables: dict[int, Table] = {}
+        for stage in plan.stages:
+            if stage.kind == SOURCE:
+                tables[stage.id] = flow.table([sample])
+                continue
+            inputs = [tables[i] for i in stage.inputs]
+            if stage.id in wanted and any(len(t) for t in inputs):
+                reached[stage.id] += 1
+            tables[stage.id] = run_stage(plan, stage, inputs, services)
+    return {stage: count / len(samples) for stage, count in reached.items()}
+
+
+def pipeline_from_flow(plan: FlowPlan, scales: Mapping[int, float] | None = None) -> Pipeline:
+    """The planner's pipeline for a compiled flow (`scales`: per model stage id; 1 without)."""
+    stages = model_stages(plan)
+    if not stages:
+        raise ConfigError(f"flow {plan.flow.name!r} calls no model: nothing to plan")
+    by_id = {s.id: s for s in plan.stages}
+    calls = [s.models[0] for s in stages]
+    # a stage is named by its model, and by its id too when the flow calls that model twice
+    names = {
+        s.id: s.models[0] if calls.count(s.models[0]) == 1 else f"{s.models[0]}#{s.id}"
+        for s in stages
+    }
+
+    def model_parents(stage_id: int) -> list[int]:
+        found: list[int] = []
+        for parent in by_id[stage_id].inputs:
+            found += [parent] if parent in names else model_parents(parent)
+        return sorted(set(found))
+
+    made: dict[int, Stage] = {}
+    for stage in stages:
+        parents = model_parents(stage.id)
+        share = 1.0 if scales is None else scales.get(stage.id, 1.0)
+        share = min([max(share, MIN_SCALE), *(made[p].scale for p in parents)])
+        made[stage.id] = Stage(
+            names[stage.id], stage.models[0], tuple(names[p] for p in parents), share
+        )
+    return Pipeline(plan.flow.name, tuple(made.values()))
