@@ -263,7 +263,9 @@ def _mlp_class() -> type:
             )
 
         def logits(self, x: torch.Tensor) -> torch.Tensor:
-            return self.net((x - self.mean) / self.std)
+            # mean and std are buffers, which torch types as Tensor | Module
+            logits: torch.Tensor = self.net((x - self.mean) / self.std)  # type: ignore[operator]
+            return logits
 
         def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
             logits = self.logits(x)

@@ -90,7 +90,8 @@ class Trace:
 def base_rates(spec: TraceSpec, rng: np.random.Generator) -> np.ndarray:
     """Heavy-tailed per-model mean rates (requests/s) that sum to `spec.rate`."""
     raw = rng.lognormal(mean=0.0, sigma=spec.sigma, size=spec.models)
-    return raw * (spec.rate / raw.sum())
+    rates: np.ndarray = raw * (spec.rate / raw.sum())
+    return rates
 
 
 def generate(spec: TraceSpec) -> Trace:

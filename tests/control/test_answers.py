@@ -1,6 +1,6 @@
 """How a batch's results become answers: inside the worker's reply, with no loop turn between.
 
-The controller runs over a fake engine whose INFER replies the test releases by hand, so the
+The controller runs over the fake engine, its INFER replies held and released by hand, so the
 order of events inside one reply is visible: whether a request's `then` ran, with its future
 done, before the reply returned, and which batches had been sent by then.
 """
@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from headway.control.actions import INFER, LOAD
 from headway.control.controller import Controller
+from headway.control.engine import Action, Tensors
 from headway.repository import Repository
+from headway.testing import FakeEngine
 
 YAML = (
     "framework: python\nentrypoint: m.py:M\nmax_batch_size: 8\n"
@@ -29,59 +30,8 @@ def row(value: float) -> dict[str, np.ndarray]:
     return {"x": np.full((1, 2), value, np.float32)}
 
 
-class HeldEngine:
-    """One worker. LOADs (and INFERs until `hold` is set) answer on the next loop turn; held
-    INFERs wait in `held` until `release` answers the oldest, inside that call."""
-
-    size = 1
-
-    def __init__(self) -> None:
-        self.hold = False
-        self.held: list[dict[str, Any]] = []
-        self.sent: list[dict[str, Any]] = []
-        self.on_ready: Any = None
-        self.on_message: Any = None
-        self.on_exit: Any = None
-
-    async def start(self) -> None:
-        asyncio.get_running_loop().call_soon(self.on_ready, 0, 1000)
-
-    async def stop(self) -> None:
-        return None
-
-    def pids(self) -> dict[int, int]:
-        return {0: 1000}
-
-    def send(self, worker: int, header: dict[str, Any], tensors: dict[str, np.ndarray]) -> bool:
-        self.sent.append(header)
-        if header["op"] == INFER and self.hold:
-            self.held.append(header | {"x": tensors["x"]})
-        else:
-            asyncio.get_running_loop().call_soon(self._reply, header, tensors.get("x"))
-        return True
-
-    def infers(self) -> list[int]:
-        """The row counts of the INFERs sent since `hold` was set."""
-        return [h["rows"] for h in self.held]
-
-    def catch_up(self) -> None:
-        """Replies that were waiting are heard now: every held INFER answers."""
-        while self.held:
-            self.release()
-
-    def release(self) -> None:
-        header = self.held.pop(0)
-        self._reply(header, header["x"])
-
-    def _reply(self, header: dict[str, Any], x: np.ndarray | None) -> None:
-        reply: dict[str, Any] = {"id": header["id"], "ok": True, "duration": 1e-3}
-        tensors: dict[str, np.ndarray] = {}
-        if header["op"] == LOAD:
-            reply.update(inputs=[], outputs=[], memory_mb=0.0)
-        elif header["op"] == INFER:
-            assert x is not None
-            tensors = {"y": x[:, :1] * 10}
-        self.on_message(0, reply, tensors)
+def tenfold(action: Action, tensors: Tensors) -> Tensors:
+    return {"y": tensors["x"][:, :1] * 10}
 
 
 @pytest.fixture
@@ -91,9 +41,9 @@ def repository(tmp_path: Path) -> Repository:
     return Repository.scan(tmp_path)
 
 
-async def started(repository: Repository) -> tuple[Controller, HeldEngine]:
+async def started(repository: Repository) -> tuple[Controller, FakeEngine]:
     """A controller whose model is loaded and warmed up, with INFER replies now held."""
-    engine = HeldEngine()
+    engine = FakeEngine(compute=tenfold, duration=1e-3)
     controller = Controller(repository, engine)
     await controller.start()
     for _ in range(100):  # the warm-up runs answer on their own

@@ -17,11 +17,12 @@ import pytest
 
 from headway.api.metrics import render
 from headway.apps import Application, parse_app
-from headway.control.actions import INFER, LOAD
 from headway.control.controller import Controller
+from headway.control.engine import Action, Tensors
 from headway.control.models import READY, UNAVAILABLE
 from headway.errors import ConfigError, InvalidInput, ModelNotFound, ModelNotReady
 from headway.repository import Repository
+from headway.testing import FakeEngine
 
 YAML = (
     "framework: python\nentrypoint: m.py:M\n"
@@ -30,50 +31,19 @@ YAML = (
 ROW = {"input-0": np.ones((1, 4), np.float32)}
 
 
-class FakeEngine:
-    """The engine interface; remembers what it was sent."""
+def version_rows(action: Action, tensors: Tensors) -> Tensors:
+    """Each row answered with the version number its model key names."""
+    version = int(action["model"].rpartition("@")[2])
+    return {"output-0": np.full((action["rows"], 1), version, np.int64)}
 
-    def __init__(self, size: int = 2, fail: tuple[int, ...] = ()) -> None:
-        self.size = size
-        self.fail = fail
-        self.sent: list[tuple[int, dict[str, Any]]] = []
-        self.on_ready: Any = None
-        self.on_message: Any = None
-        self.on_exit: Any = None
 
-    async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        for worker in range(self.size):
-            loop.call_soon(self.on_ready, worker, 1000 + worker)
+def versioned_engine(size: int = 2, fail: tuple[str, ...] = ()) -> FakeEngine:
+    return FakeEngine(size, compute=version_rows, fail_loads=fail)
 
-    async def stop(self) -> None:
-        return None
 
-    def pids(self) -> dict[int, int]:
-        return {w: 1000 + w for w in range(self.size)}
-
-    def send(self, worker: int, header: dict[str, Any], tensors: dict[str, np.ndarray]) -> bool:
-        self.sent.append((worker, header))
-        asyncio.get_running_loop().call_soon(self._reply, worker, header)
-        return True
-
-    def loads(self) -> list[tuple[int, str, str]]:
-        """(worker, model key, folder) of every LOAD sent."""
-        return [
-            (w, h["model"], Path(h["config"]["path"]).name) for w, h in self.sent if h["op"] == LOAD
-        ]
-
-    def _reply(self, worker: int, header: dict[str, Any]) -> None:
-        reply: dict[str, Any] = {"id": header["id"], "ok": True, "duration": 1e-4}
-        tensors: dict[str, np.ndarray] = {}
-        version = int(header["model"].rpartition("@")[2])
-        if header["op"] == LOAD and version in self.fail:
-            reply = {"id": header["id"], "ok": False, "error": "weights file is corrupt"}
-        elif header["op"] == LOAD:
-            reply.update(inputs=[], outputs=[], memory_mb=0.0)
-        elif header["op"] == INFER:
-            tensors = {"output-0": np.full((header["rows"], 1), version, np.int64)}
-        self.on_message(worker, reply, tensors)
+def sent_loads(engine: FakeEngine) -> list[tuple[int, str, str]]:
+    """(worker, model key, folder) of every LOAD sent."""
+    return [(w, a["model"], Path((a.get("config") or {})["path"]).name) for w, a in engine.loads()]
 
 
 @pytest.fixture
@@ -91,7 +61,7 @@ def answered(prediction: Any) -> int:
 
 
 def test_versions_resolve_to_the_default_or_their_own_state(repository: Repository) -> None:
-    controller = Controller(repository, FakeEngine())
+    controller = Controller(repository, versioned_engine())
     default = controller.model("clf")
     assert default.config.version == 3 and controller.versions == {}
     assert controller.model("clf", "3") is default
@@ -111,7 +81,7 @@ def test_versions_resolve_to_the_default_or_their_own_state(repository: Reposito
 
 
 def test_a_version_folder_added_after_the_scan_is_found(repository: Repository) -> None:
-    controller = Controller(repository, FakeEngine())
+    controller = Controller(repository, versioned_engine())
     with pytest.raises(ModelNotFound, match=r"no version 4; it has \[1, 2, 3\]"):
         controller.model("clf", "4")
     with pytest.raises(ConfigError, match=r"'clf@4': no version 4; it has \[1, 2, 3\]"):
@@ -124,7 +94,7 @@ def test_a_version_folder_added_after_the_scan_is_found(repository: Repository) 
 
 def test_each_version_answers_and_is_counted_under_its_own_key(repository: Repository) -> None:
     async def scenario() -> dict[str, Any]:
-        engine = FakeEngine()
+        engine = versioned_engine()
         controller = Controller(repository, engine)
         await controller.start()
         answers = {
@@ -137,7 +107,7 @@ def test_each_version_answers_and_is_counted_under_its_own_key(repository: Repos
         prediction = await controller.infer("clf", ROW, version="2")
         stats = controller.statistics()["models"]
         metrics = render(controller).decode()
-        loads = engine.loads()
+        loads = sent_loads(engine)
         await controller.stop()
         return {
             "answers": answers,
@@ -167,7 +137,7 @@ def test_a_version_that_fails_to_load_fails_its_waiting_requests_at_once(
     repository: Repository,
 ) -> None:
     async def scenario() -> tuple[BaseException | None, str, str]:
-        controller = Controller(repository, FakeEngine(fail=(2,)))
+        controller = Controller(repository, versioned_engine(fail=("clf@2",)))
         await controller.start()
         error: BaseException | None = None
         try:  # the first request waits for the load; the load fails
@@ -189,7 +159,7 @@ def test_under_a_memory_budget_versions_load_on_demand_and_are_evicted(
     repository: Repository,
 ) -> None:
     async def scenario() -> tuple[list[int], dict[str, int], list[str]]:
-        engine = FakeEngine(size=1)
+        engine = versioned_engine(size=1)
         # 6 MB per version, 10 MB on the one worker: one version resident at a time
         controller = Controller(repository, engine, memory_budget_mb=10)
         await controller.start()
@@ -198,7 +168,7 @@ def test_under_a_memory_budget_versions_load_on_demand_and_are_evicted(
             prediction = await controller.infer("clf", ROW, version=version, timeout=30)
             answers.append(answered(prediction))
         counters = vars(controller.scheduler.counters).copy()
-        loads = [key for _, key, _ in engine.loads()]
+        loads = [key for _, key, _ in sent_loads(engine)]
         await controller.stop()
         return answers, counters, loads
 
@@ -209,7 +179,7 @@ def test_under_a_memory_budget_versions_load_on_demand_and_are_evicted(
 
 
 def test_an_app_pinning_versions_serves_them_from_its_creation(repository: Repository) -> None:
-    controller = Controller(repository, FakeEngine())
+    controller = Controller(repository, versioned_engine())
     config = parse_app(
         "canary",
         {"models": ["clf@1", "clf@2"], "split": {"clf@1": 0.5, "clf@2": 0.5}},

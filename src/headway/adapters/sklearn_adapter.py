@@ -119,9 +119,9 @@ class SklearnAdapter(Adapter):
 
     def signature(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         if self.booster is not None:
-            n = self.native_features()
-            output = probe(DEFAULT_OUTPUT, self.native_predict, n, self.native_datatype)
-            return [spec(self.input_name, self.native_datatype, [-1, n])], [output]
+            native = self.native_features()
+            output = probe(DEFAULT_OUTPUT, self.native_predict, native, self.native_datatype)
+            return [spec(self.input_name, self.native_datatype, [-1, native])], [output]
         n = getattr(self.model, "n_features_in_", None)
         inputs = [] if n is None else [spec(self.input_name, "FP64", [-1, int(n)])]
         classes = getattr(self.model, "classes_", None)

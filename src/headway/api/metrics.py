@@ -98,5 +98,5 @@ def _buckets(cumulative: list[tuple[float, int]]) -> list[tuple[str, float]]:
 
 def render(controller: Controller) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ControllerCollector(controller))  # type: ignore[arg-type]
+    registry.register(ControllerCollector(controller))
     return bytes(generate_latest(registry))

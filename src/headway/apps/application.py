@@ -35,8 +35,8 @@ import numpy as np
 from headway.apps.config import AppConfig
 from headway.apps.records import Latencies, ModelCalls, QueryLog, QueryRecord
 from headway.apps.tensors import input_digest, model_inputs, selection_output
-from headway.control.controller import READY, Controller
-from headway.control.models import ModelState
+from headway.control.controller import Controller
+from headway.control.models import READY, ModelState
 from headway.errors import HeadwayError, InvalidInput, ModelError, ModelNotFound
 from headway.selection import NO_ANSWER, Selection, StateRegistry
 from headway.selection.losses import plain

@@ -12,13 +12,14 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from headway.clock import Clock, MonotonicClock
 from headway.control.actions import INFER, LOAD, Dispatch
 from headway.control.cache import PredictionCache, cache_key
+from headway.control.engine import Engine, Reply, Tensors
 from headway.control.lifecycle import ModelLifecycle
 from headway.control.messages import message
 from headway.control.models import (
@@ -44,20 +45,6 @@ from headway.repository import Repository
 from headway.store import Store
 
 log = logging.getLogger("headway.controller")
-
-
-class Engine(Protocol):
-    """What the controller needs from the runtime: send actions, hear replies and exits."""
-
-    size: int
-    on_ready: Any
-    on_message: Any
-    on_exit: Any
-
-    async def start(self) -> None: ...
-    async def stop(self) -> None: ...
-    def send(self, worker: int, header: dict[str, Any], tensors: dict[str, np.ndarray]) -> bool: ...
-    def pids(self) -> dict[int, int]: ...
 
 
 class Controller(ModelLifecycle):
@@ -107,9 +94,8 @@ class Controller(ModelLifecycle):
         self._timer_at = float("inf")
         self._loop: asyncio.AbstractEventLoop | None = None
         self.started = False
-        #: The engine's synchronous runner, when it runs actions in this process (inline).
-        self._run_now = getattr(engine, "run_now", None)
-        self._catch_up = getattr(engine, "catch_up", None)
+        #: Whether the engine can run an action inside `submit` (it runs them in this process).
+        self._runs_inline = engine.runs_inline
         engine.on_ready = self._on_worker_ready
         engine.on_message = self._on_reply
         engine.on_exit = self._on_worker_exit
@@ -254,13 +240,14 @@ class Controller(ModelLifecycle):
             request = Request(
                 config.key, inputs, rows, started, deadline, priority_level(priority), wanted
             )
+            future: asyncio.Future[Prediction]
             if config.cache:
                 future = asyncio.ensure_future(self._cached(model, request, stats))
                 if then is not None:
                     future.add_done_callback(then)
             else:
                 request.then = then
-                if self._run_now is not None:
+                if self._runs_inline:
                     future = self._run_alone(request) or self._enqueue(request)
                 else:
                     future = self._enqueue(request)
@@ -369,12 +356,12 @@ class Controller(ModelLifecycle):
         assert self._loop is not None
         future: asyncio.Future[Prediction] = self._loop.create_future()
         request.token = future
-        header, tensors = message(dispatch)
-        reply = self._run_now(dispatch.worker, header, tensors)  # type: ignore[misc]
-        if reply is None:  # the engine is busy after all: it queues the action as usual
-            self.engine.send(dispatch.worker, header, tensors)
+        action, tensors = message(dispatch)
+        answer = self.engine.run_now(dispatch.worker, action, tensors)
+        if answer is None:  # the engine is busy after all: it queues the action as usual
+            self.engine.send(dispatch.worker, action, tensors)
         else:
-            self._on_reply(dispatch.worker, *reply)
+            self._on_reply(dispatch.worker, *answer)
         return future
 
     def catch_up(self) -> None:
@@ -384,24 +371,21 @@ class Controller(ModelLifecycle):
         replies' requests are answered at once (their `then` runs inside the reply) and a
         freed worker gets its next batch, instead of both waiting for the turn to end. A no-op
         for an engine that has nothing to catch up on (the inline one)."""
-        if self._catch_up is None:
-            return
-        self._catch_up()
+        self.engine.catch_up()
         if self._pump_scheduled:
             self._pump()
 
     # -- engine events -----------------------------------------------------------------------
-    def _on_reply(
-        self, worker: int, header: dict[str, Any], tensors: dict[str, np.ndarray]
-    ) -> None:
-        ok = bool(header.get("ok"))
-        if header.get("late"):
-            self.scheduler.refused(int(header["id"]))
+    def _on_reply(self, worker: int, reply: Reply, tensors: Tensors) -> None:
+        ok = reply["ok"]
+        dispatch_id = reply["id"]
+        if dispatch_id is None:  # not an answer to an action of ours
+            return
+        if reply.get("late"):
+            self.scheduler.refused(dispatch_id)
             self._kick()
             return
-        dispatch = self.scheduler.complete(
-            int(header["id"]), header.get("duration") if ok else None
-        )
+        dispatch = self.scheduler.complete(dispatch_id, reply.get("duration") if ok else None)
         if dispatch is None:
             return
         if dispatch.kind == INFER:
@@ -411,14 +395,14 @@ class Controller(ModelLifecycle):
                 self.stats[dispatch.model].batch_size.observe(dispatch.rows)
                 self._answer(dispatch, tensors)
             else:
-                error = ModelError(f"model {dispatch.model!r} failed: {header.get('error')}")
+                error = ModelError(f"model {dispatch.model!r} failed: {reply.get('error')}")
                 for request in dispatch.requests:
                     self._fail(request, error)
         elif dispatch.kind == LOAD:
-            self._loaded(worker, dispatch.model, header)
+            self._loaded(worker, dispatch.model, reply)
         self._kick()
 
-    def _answer(self, dispatch: Dispatch, tensors: dict[str, np.ndarray]) -> None:
+    def _answer(self, dispatch: Dispatch, tensors: Tensors) -> None:
         name, _, version = dispatch.model.rpartition("@")
         now = self.clock.now()
         late = sum(1 for r in dispatch.requests if now > r.deadline and r.measured)

@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from headway.clock import Clock
 from headway.control.actions import LOAD, UNLOAD
+from headway.control.engine import Engine, Reply
 from headway.control.models import (
     LOADING,
     READY,
@@ -33,9 +33,6 @@ from headway.datatypes import numpy_dtype
 from headway.errors import HeadwayError, ModelNotReady, WorkerFailed
 from headway.repository import ModelConfig, Repository, TensorSpec
 from headway.store import Store
-
-if TYPE_CHECKING:
-    from headway.control.controller import Engine
 
 log = logging.getLogger("headway.controller")
 
@@ -185,22 +182,22 @@ class ModelLifecycle:
             self.store.set_model_state(name, model.config.version, "unloaded")
         self._kick()
 
-    def _loaded(self, worker: int, key: str, header: dict[str, Any]) -> None:
+    def _loaded(self, worker: int, key: str, reply: Reply) -> None:
         model = self._states.get(key)
         if model is None:
             return
         if self.on_demand:
-            self._loaded_on_demand(worker, model, header)
+            self._loaded_on_demand(worker, model, reply)
             return
         if worker not in model.loading:
             return
         model.loading.discard(worker)
-        if header.get("ok"):
+        if reply["ok"]:
             config = model.config
-            inferred_in = tuple(TensorSpec.parse(t, key) for t in header.get("inputs") or ())
-            inferred_out = tuple(TensorSpec.parse(t, key) for t in header.get("outputs") or ())
+            inferred_in = tuple(TensorSpec.parse(t, key) for t in reply.get("inputs") or ())
+            inferred_out = tuple(TensorSpec.parse(t, key) for t in reply.get("outputs") or ())
             model.config = config.with_signature(inferred_in, inferred_out)
-            model.memory_mb = max(model.memory_mb, float(header.get("memory_mb") or 0.0))
+            model.memory_mb = max(model.memory_mb, float(reply.get("memory_mb") or 0.0))
             self.scheduler.add_model(
                 config.key,
                 max_batch=config.max_batch_size,
@@ -215,7 +212,7 @@ class ModelLifecycle:
                 self._seed_profile(model.config)
                 self._warm_up(model.config, WARMUP_RUNS)
         elif not model.workers:
-            model.reason = f"failed to load: {header.get('error')}"
+            model.reason = f"failed to load: {reply.get('error')}"
             log.error("model %s %s", key, model.reason)
             self._placement[worker].discard(key)
             if not model.loading:
@@ -231,22 +228,22 @@ class ModelLifecycle:
                     waiter.set_result(None)
             model.waiters.clear()
 
-    def _loaded_on_demand(self, worker: int, model: ModelState, header: dict[str, Any]) -> None:
+    def _loaded_on_demand(self, worker: int, model: ModelState, reply: Reply) -> None:
         config = model.config
-        if not header.get("ok"):
+        if not reply["ok"]:
             self.scheduler.load_failed(config.key, worker)
             model.state = UNAVAILABLE
-            model.reason = f"failed to load: {header.get('error')}"
+            model.reason = f"failed to load: {reply.get('error')}"
             log.error("model %s %s", config.name, model.reason)
             self._fail_all(
                 self.scheduler.remove_model(config.key),
                 ModelNotReady(f"model {config.name!r} {model.reason}"),
             )
             return
-        inferred_in = tuple(TensorSpec.parse(t, config.name) for t in header.get("inputs") or ())
-        inferred_out = tuple(TensorSpec.parse(t, config.name) for t in header.get("outputs") or ())
+        inferred_in = tuple(TensorSpec.parse(t, config.name) for t in reply.get("inputs") or ())
+        inferred_out = tuple(TensorSpec.parse(t, config.name) for t in reply.get("outputs") or ())
         model.config = config.with_signature(inferred_in, inferred_out)
-        measured = float(header.get("memory_mb") or 0.0)
+        measured = float(reply.get("memory_mb") or 0.0)
         size = config.memory_mb if config.memory_mb is not None else None
         if size is None and measured > 0:
             size = max(measured, size_estimate(config))

@@ -11,15 +11,14 @@ from typing import Any
 import numpy as np
 
 from headway.control.actions import INFER, LOAD, Dispatch
+from headway.control.engine import Action, Message, Tensors
 from headway.control.request import Request
-
-Message = tuple[dict[str, Any], dict[str, np.ndarray]]
 
 
 def message(dispatch: Dispatch, config: dict[str, Any] | None = None) -> Message:
     """The header and tensors of `dispatch`; `config` is the model's wire config (LOAD)."""
-    header: dict[str, Any] = {"op": dispatch.kind, "id": dispatch.id, "model": dispatch.model}
-    tensors: dict[str, np.ndarray] = {}
+    header: Action = {"op": dispatch.kind, "id": dispatch.id, "model": dispatch.model}
+    tensors: Tensors = {}
     if dispatch.kind == INFER:
         header["rows"] = dispatch.rows
         requests = dispatch.requests

@@ -70,7 +70,8 @@ class DeadlineQueue:
 
     def remove_if(self, doomed: set[int]) -> list[Request]:
         """Remove the requests whose id() is in `doomed`; returns them."""
-        kept, removed = [], []
+        kept: list[tuple[int, float, int, Request]] = []
+        removed: list[tuple[int, float, int, Request]] = []
         for entry in self._heap:
             (removed if id(entry[3]) in doomed else kept).append(entry)
         if removed:

@@ -177,9 +177,9 @@ class Scheduler:
             self._inflight.pop(dispatch.id, None)
             for request in dispatch.requests:
                 request.attempts += 1
-                model = self._models.get(request.model)
-                if request.attempts <= self.retries and model is not None:
-                    self._push(model, request)
+                home = self._models.get(request.model)
+                if request.attempts <= self.retries and home is not None:
+                    self._push(home, request)
                     retried.append(request)
                 else:
                     failed.append(request)
@@ -446,13 +446,13 @@ class Scheduler:
             if all(r.measured for r in dispatch.requests):
                 self.estimator.observe(dispatch.model, dispatch.rows, duration)
             self.predictions.observe_round_trip(now - dispatch.sent_at - duration)
-            model = self._models.get(dispatch.model)
-            if model is not None:
-                model.finished_at = now
+            served = self._models.get(dispatch.model)
+            if served is not None:
+                served.finished_at = now
                 met = all(now <= r.deadline for r in dispatch.requests)
-                model.aimd.on_batch(met_deadlines=met)
-                model.batches += 1
-                model.late_batches += not met
+                served.aimd.on_batch(met_deadlines=met)
+                served.batches += 1
+                served.late_batches += not met
         return dispatch
 
     def refused(self, dispatch_id: int) -> Dispatch | None:

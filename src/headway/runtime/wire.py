@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from headway.control.engine import Action, Reply
 from headway.datatypes import decode_bytes_tensor, encode_bytes_tensor
 
 Frames = list[bytes | memoryview | np.ndarray]
@@ -31,7 +32,9 @@ _COUNT = struct.Struct("<I")
 READ_SIZE = 1 << 16
 
 
-def pack(header: dict[str, Any], tensors: dict[str, np.ndarray] | None = None) -> Frames:
+def pack(
+    header: Action | Reply | dict[str, Any], tensors: dict[str, np.ndarray] | None = None
+) -> Frames:
     """Frames for a header and its tensors (the header gains a `tensors` list)."""
     frames: Frames = [b""]
     specs = []
@@ -51,9 +54,10 @@ def pack(header: dict[str, Any], tensors: dict[str, np.ndarray] | None = None) -
     return frames
 
 
-def unpack(frames: Sequence[bytes]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The header and tensors of a message made by `pack` (numeric tensors are not copied)."""
-    header: dict[str, Any] = orjson.loads(frames[0])
+def unpack(frames: Sequence[bytes]) -> tuple[Any, dict[str, np.ndarray]]:
+    """The header (an `Action`, a `Reply` or a worker's hello) and tensors of a message made
+    by `pack` (numeric tensors are not copied)."""
+    header = orjson.loads(frames[0])
     tensors: dict[str, np.ndarray] = {}
     for (name, dtype, shape), buffer in zip(header.get("tensors", ()), frames[1:], strict=True):
         if dtype == "BYTES":
@@ -102,7 +106,8 @@ def connect(endpoint: str) -> socket.socket:
 
 def framed(frames: Frames) -> tuple[list[Any], int]:
     """The buffers that carry `frames` on a byte stream, and their total size in bytes."""
-    sizes = [memoryview(f).nbytes for f in frames]
+    # numpy declares ndarray a Buffer only for Python >= 3.12; it is one on 3.11 too.
+    sizes = [memoryview(f).nbytes for f in frames]  # type: ignore[arg-type]
     table = struct.pack(f"<I{len(sizes)}Q", len(sizes), *sizes)
     return [table, *frames], len(table) + sum(sizes)
 

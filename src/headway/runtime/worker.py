@@ -20,11 +20,9 @@ import struct
 import sys
 import time
 import traceback
-from typing import Any
-
-import numpy as np
 
 from headway.adapters import Adapter, adapter_class
+from headway.control.engine import Action, Answer, Reply, Tensors
 from headway.runtime.wire import READ_SIZE, FrameReader, connect, pack, send_all, unpack
 
 
@@ -78,66 +76,73 @@ class WorkerState:
     def __init__(self) -> None:
         self.models: dict[str, Adapter] = {}
 
-    def handle(
-        self, header: dict[str, Any], tensors: dict[str, np.ndarray]
-    ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-        op = header.get("op")
-        latest = header.get("latest")
+    def handle(self, action: Action, tensors: Tensors) -> Answer:
+        op = action.get("op")
+        latest = action.get("latest")
         if latest is not None and time.monotonic() > latest:
             # Clockwork's window: an action that can no longer start in time is refused, so
             # the controller can answer its requests at once instead of running them late.
-            return {"id": header.get("id"), "ok": False, "late": True, "duration": 0.0}, {}
+            return {"id": action.get("id"), "ok": False, "late": True, "duration": 0.0}, {}
         started = time.perf_counter()
+        reply: Reply
         try:
             if op not in self.OPERATIONS:
                 raise ValueError(f"unknown op {op!r}; a worker knows {sorted(self.OPERATIONS)}")
-            reply, outputs = getattr(self, f"_{op}")(header, tensors)
-            reply["ok"] = True
+            reply, outputs = getattr(self, f"_{op}")(action, tensors)
         except Exception as exc:  # the model's failure is reported, never fatal to the worker
-            reply, outputs = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}, {}
+            reply, outputs = {"id": None, "ok": False, "error": f"{type(exc).__name__}: {exc}"}, {}
             if os.environ.get("HEADWAY_WORKER_TRACEBACKS"):
                 traceback.print_exc()
-        reply["id"] = header.get("id")
+        reply["id"] = action.get("id")
         reply["duration"] = time.perf_counter() - started
         return reply, outputs
 
-    def _load(self, header: dict[str, Any], _: dict[str, np.ndarray]) -> tuple[dict, dict]:
-        config = header["config"]
-        for key in header.get("evict") or ():
+    def _load(self, action: Action, _: Tensors) -> Answer:
+        config = action["config"]
+        if config is None:
+            raise ValueError("a LOAD needs the model's config")
+        evict = action.get("evict")
+        for key in evict or ():
             self.models.pop(key, None)
-        if header.get("evict"):
+        if evict:
             # Young generation only: a full collection took ~0.1 s on every evicting LOAD in
             # the 1,000-model experiment, longer than a 100 ms SLO (bench/RESULTS-clockwork.md).
             gc.collect(0)
         before = _rss_mb()
         adapter = adapter_class(config["framework"])(config)
         adapter.load()
-        self.models[header["model"]] = adapter
+        self.models[action["model"]] = adapter
         inputs, outputs = adapter.signature()
         memory = max(0.0, _rss_mb() - before)
-        return {"inputs": inputs, "outputs": outputs, "memory_mb": memory}, {}
+        return {
+            "id": None,
+            "ok": True,
+            "inputs": inputs,
+            "outputs": outputs,
+            "memory_mb": memory,
+        }, {}
 
-    def _unload(self, header: dict[str, Any], _: dict[str, np.ndarray]) -> tuple[dict, dict]:
-        self.models.pop(header["model"], None)
+    def _unload(self, action: Action, _: Tensors) -> Answer:
+        self.models.pop(action["model"], None)
         gc.collect(0)  # as for an evicting LOAD: a full collection costs ~0.1 s here
-        return {}, {}
+        return {"id": None, "ok": True}, {}
 
-    def _infer(self, header: dict[str, Any], tensors: dict[str, np.ndarray]) -> tuple[dict, dict]:
-        adapter = self.models.get(header["model"])
+    def _infer(self, action: Action, tensors: Tensors) -> Answer:
+        adapter = self.models.get(action["model"])
         if adapter is None:
-            raise LookupError(f"model {header['model']!r} is not loaded on this worker")
-        outputs = adapter.predict(tensors, header.get("outputs"))
-        rows = header["rows"]
+            raise LookupError(f"model {action['model']!r} is not loaded on this worker")
+        outputs = adapter.predict(tensors, action.get("outputs"))
+        rows = action["rows"]
         for name, array in outputs.items():
             if array.ndim == 0 or array.shape[0] != rows:
                 raise ValueError(
                     f"output {name!r} has shape {list(array.shape)}; its first dimension must be "
                     f"the batch ({rows} rows)"
                 )
-        return {}, outputs
+        return {"id": None, "ok": True}, outputs
 
-    def _ping(self, header: dict[str, Any], _: dict[str, np.ndarray]) -> tuple[dict, dict]:
-        return {"pid": os.getpid(), "models": sorted(self.models)}, {}
+    def _ping(self, action: Action, _: Tensors) -> Answer:
+        return {"id": None, "ok": True, "pid": os.getpid(), "models": sorted(self.models)}, {}
 
 
 def serve(endpoint: str, identity: str) -> None:

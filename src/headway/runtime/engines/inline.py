@@ -14,26 +14,31 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import deque
-from typing import Any
 
-import numpy as np
-
-from headway.runtime.engines.local import OnExit, OnMessage, OnReady
+from headway.control.engine import (
+    Action,
+    Answer,
+    Engine,
+    Message,
+    OnExit,
+    OnMessage,
+    OnReady,
+    Tensors,
+)
 from headway.runtime.worker import FRAMEWORKS_ENV, WorkerState, prepare
 
-Action = tuple[dict[str, Any], dict[str, np.ndarray]]
 
-
-class InlineEngine:
+class InlineEngine(Engine):
     """One in-process worker (`size` = 1) with the engine interface the controller uses."""
 
     kind = "inline"
+    runs_inline = True
 
     def __init__(self, *, env: dict[str, str] | None = None) -> None:
         self.size = 1
         self.frameworks = (env or {}).get(FRAMEWORKS_ENV, "")
         self.state = WorkerState()
-        self._queue: deque[Action] = deque()
+        self._queue: deque[Message] = deque()
         self._busy = False
         self._stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -50,24 +55,22 @@ class InlineEngine:
         self._stopping = True
         self._queue.clear()
 
-    def send(self, worker: int, header: dict[str, Any], tensors: dict[str, np.ndarray]) -> bool:
+    def send(self, worker: int, action: Action, tensors: Tensors) -> bool:
         """Queue an action; it runs on a later turn of the loop, never inside the caller."""
         if self._stopping or self._loop is None:
             return False
-        self._queue.append((header, tensors))
+        self._queue.append((action, tensors))
         if not self._busy:
             self._busy = True
             self._loop.call_soon(self._next)
         return True
 
-    def run_now(
-        self, worker: int, header: dict[str, Any], tensors: dict[str, np.ndarray]
-    ) -> Action | None:
+    def run_now(self, worker: int, action: Action, tensors: Tensors) -> Answer | None:
         """Run an action inside this call and return its reply, when nothing else is queued
         or running; else None (the caller sends it instead)."""
         if self._busy or self._queue or self._stopping or self._loop is None:
             return None
-        return self.state.handle(header, tensors)
+        return self.state.handle(action, tensors)
 
     def pids(self) -> dict[int, int]:
         return {0: os.getpid()}
@@ -76,15 +79,15 @@ class InlineEngine:
         if not self._queue or self._stopping:
             self._busy = False
             return
-        header, tensors = self._queue.popleft()
+        action, tensors = self._queue.popleft()
         assert self._loop is not None
-        if header.get("op") in ("load", "unload"):  # seconds, perhaps: off the event loop
-            future = self._loop.run_in_executor(None, self.state.handle, header, tensors)
+        if action["op"] in ("load", "unload"):  # seconds, perhaps: off the event loop
+            future = self._loop.run_in_executor(None, self.state.handle, action, tensors)
             future.add_done_callback(lambda done: self._reply(done.result()))
             return
-        self._reply(self.state.handle(header, tensors))
+        self._reply(self.state.handle(action, tensors))
 
-    def _reply(self, result: Action) -> None:
+    def _reply(self, result: Answer) -> None:
         if not self._stopping:
             self.on_message(0, *result)
         assert self._loop is not None

@@ -22,12 +22,10 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from headway.control.engine import Action, Engine, OnExit, OnMessage, OnReady, Tensors
 from headway.runtime.wire import (
     READ_SIZE,
     FrameReader,
@@ -40,10 +38,6 @@ from headway.runtime.wire import (
 )
 
 log = logging.getLogger("headway.engine")
-
-OnReady = Callable[[int, int], None]
-OnMessage = Callable[[int, dict[str, Any], dict[str, np.ndarray]], None]
-OnExit = Callable[[int, int | None], None]
 
 #: Workers run one action at a time on one core unless a model asks for more threads.
 _WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
@@ -72,7 +66,7 @@ class _Connection:
         self.process: _Process | None = None  # known once the worker said hello
 
 
-class LocalEngine:
+class LocalEngine(Engine):
     """Starts N worker processes and moves frames between them and the controller."""
 
     kind = "local"
@@ -153,12 +147,12 @@ class LocalEngine:
         return {w: p.process.pid for w, p in self._procs.items() if p.process.poll() is None}
 
     # -- messages ----------------------------------------------------------------------------
-    def send(self, worker: int, header: dict[str, Any], tensors: dict[str, np.ndarray]) -> bool:
+    def send(self, worker: int, action: Action, tensors: Tensors) -> bool:
         """Send one action; False when the worker is not there (the watcher will report it)."""
         proc = self._procs.get(worker)
         if proc is None or not proc.ready:
             return False
-        return self._write(proc, pack(header, tensors))
+        return self._write(proc, pack(action, tensors))
 
     def _write(self, proc: _Process, frames: Frames) -> bool:
         """Write now, as far as the socket takes it; the rest when it is writable again."""

@@ -1,0 +1,107 @@
+"""The contract between control and runtime: the `Engine` protocol and the messages it carries.
+
+The controller sends a worker an `Action` (a small header) with its tensors and hears back a
+`Reply` with the action's outputs. Both are typed dicts: on the wire they are the JSON header
+frame itself (`runtime/wire.py`), so typing them costs nothing per message. Control owns this
+contract; every engine (local processes, inline, the tests' fake, the simulator's) implements it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NotRequired, Protocol, TypedDict
+
+import numpy as np
+
+Tensors = dict[str, np.ndarray]
+
+
+class Action(TypedDict):
+    """What a worker is told to do. Which keys are present depends on `op`."""
+
+    #: "load", "infer", "unload" (`control/actions.py`), "ping" or "stop".
+    op: str
+    id: NotRequired[int]
+    model: NotRequired[str]
+    #: INFER: the batch's rows, the outputs to compute (None: all) and, when the batch has a
+    #: deadline, the latest start (monotonic seconds) after which the worker refuses it.
+    rows: NotRequired[int]
+    outputs: NotRequired[list[str] | None]
+    latest: NotRequired[float]
+    #: LOAD: the model's wire config (`ModelConfig.to_wire`) and the models to evict first.
+    config: NotRequired[dict[str, Any] | None]
+    evict: NotRequired[list[str]]
+    #: Added by `wire.pack`: [name, dtype, shape] of each tensor frame.
+    tensors: NotRequired[list[Any]]
+
+
+class Reply(TypedDict):
+    """What a worker answers to an `Action`."""
+
+    id: int | None
+    ok: bool
+    #: Seconds the action ran on the worker (absent or 0.0 for a refused one).
+    duration: NotRequired[float]
+    #: The action reached the worker after its `latest` start and was not run.
+    late: NotRequired[bool]
+    error: NotRequired[str]
+    #: LOAD: the signature the model reports and the memory its load took.
+    inputs: NotRequired[list[dict[str, Any]]]
+    outputs: NotRequired[list[dict[str, Any]]]
+    memory_mb: NotRequired[float]
+    #: PING: the worker's process id and the models it holds.
+    pid: NotRequired[int]
+    models: NotRequired[list[str]]
+    tensors: NotRequired[list[Any]]
+
+
+Message = tuple[Action, Tensors]
+Answer = tuple[Reply, Tensors]
+
+OnReady = Callable[[int, int], None]
+"""(worker, pid): the worker started and can take actions."""
+OnMessage = Callable[[int, Reply, Tensors], None]
+"""(worker, reply, outputs): a worker answered an action."""
+OnExit = Callable[[int, int | None], None]
+"""(worker, exit code): the worker died; the engine starts a replacement."""
+
+
+class Engine(Protocol):
+    """What the controller needs from the runtime: start workers, send them actions, hear their
+    replies and exits. Engines subclass it to inherit the defaults of the optional parts."""
+
+    #: "local" (worker processes), "inline" (the server's own process), ...
+    kind: str
+    #: How many workers, numbered 0 .. size-1.
+    size: int
+    on_ready: OnReady
+    on_message: OnMessage
+    on_exit: OnExit
+    #: Whether `run_now` can run an action inside the caller (an in-process worker).
+    runs_inline: bool = False
+
+    async def start(self) -> None:
+        """Start the workers; each reports through `on_ready` once it can take actions."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop every worker; no callback runs afterwards."""
+        ...
+
+    def send(self, worker: int, action: Action, tensors: Tensors) -> bool:
+        """Queue `action` for `worker`; its reply comes through `on_message`, later (never
+        inside this call). False if the worker is gone (its exit is reported)."""
+        ...
+
+    def pids(self) -> dict[int, int]:
+        """The process id of each running worker."""
+        ...
+
+    def run_now(self, worker: int, action: Action, tensors: Tensors) -> Answer | None:
+        """Run `action` inside this call and return its reply, when the engine can (it runs
+        actions in this process and the worker is idle); None otherwise."""
+        return None
+
+    def catch_up(self) -> None:
+        """Hear the replies that already wait, now (through `on_message`)."""
+        return None
