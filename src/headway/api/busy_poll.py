@@ -18,23 +18,30 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Callable
 
 
 class BusyPoller:
     """Keeps `loop` turning (`call_soon`, each turn an `epoll_wait` with no timeout) until
     `seconds` after the last `arm()`."""
 
-    __slots__ = ("_loop", "_running", "_until", "seconds")
+    __slots__ = ("_loop", "_now", "_running", "_until", "seconds")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, seconds: float) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        seconds: float,
+        now: Callable[[], float] = time.perf_counter,
+    ) -> None:
         self._loop = loop
+        self._now = now
         self.seconds = seconds
         self._until = 0.0
         self._running = False
 
     def arm(self) -> None:
         """Something happened: poll for the next thing until `seconds` from now."""
-        self._until = time.perf_counter() + self.seconds
+        self._until = self._now() + self.seconds
         if not self._running:
             self._running = True
             self._loop.call_soon(self._turn)
@@ -44,7 +51,7 @@ class BusyPoller:
         return self._running
 
     def _turn(self) -> None:
-        if time.perf_counter() < self._until:
+        if self._now() < self._until:
             os.sched_yield()
             self._loop.call_soon(self._turn)
         else:
