@@ -108,7 +108,8 @@ def _headway(kind: str, paths: ModelPaths, port: int, work: Path, *extra: str) -
         Path(f"{state}{suffix}").unlink(missing_ok=True)
     return Launch(
         [sys.executable, "-m", "headway.cli.main", "serve", "--repository", str(repo),
-         "--port", str(port), "--workers", "1", "--state", str(state), *extra],
+         "--port", str(port), "--grpc-port", "0", "--workers", "1", "--state", str(state),
+         *extra],
         "/v2/models/{model}/ready",
     )  # fmt: skip
 

@@ -34,15 +34,21 @@ class ServerProcess:
         state: Path,
         workers: int = 1,
         port: int | None = None,
+        grpc_port: int | None = None,
         extra: list[str] | None = None,
         log: Path | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        #: gRPC on a free port of its own (never the fixed 8001: servers run side by side);
+        #: pass 0 to serve none.
+        self.grpc_port = free_port() if grpc_port is None else grpc_port
+        self.grpc_address = f"127.0.0.1:{self.grpc_port}"
         self.command = [
             sys.executable, "-m", "headway.cli.main", "serve",
             "--repository", str(repository), "--port", str(self.port),
+            "--grpc-port", str(self.grpc_port),
             "--workers", str(workers), "--state", str(state), *(extra or []),
         ]  # fmt: skip
         self.log = log

@@ -27,7 +27,9 @@ def test_an_inference_that_outlives_the_grace_is_answered_503_and_the_stop_compl
 ) -> None:
     root = tmp_path / "repo"
     models.sleeper(root, "slow", 0.6, extra="slo_ms: 10000\n")
-    settings = ServeSettings(repository=root, state=tmp_path / "s.db", workers=1, port=0)
+    settings = ServeSettings(
+        repository=root, state=tmp_path / "s.db", workers=1, port=0, grpc_port=0
+    )
 
     async def scenario() -> None:
         server = HttpServer(build_app(settings), port=0, grace=0.2)

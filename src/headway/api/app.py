@@ -14,7 +14,7 @@ import logging
 import zlib
 from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -26,6 +26,7 @@ from headway.api.descriptions import config, index, metadata, unready
 from headway.api.errors import JSON, Headers, Response, error_response, problem
 from headway.api.metrics import render
 from headway.api.openapi import OPENAPI
+from headway.api.statistics import statistics
 from headway.apps import AppRegistry
 from headway.control.controller import Controller
 from headway.errors import HeadwayError, InvalidInput, PayloadTooLarge, Unavailable
@@ -37,7 +38,14 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 _TEXT: Headers = [(b"content-type", b"text/plain; version=0.0.4")]
-EXTENSIONS = ["binary_tensor_data", "model_repository", "schedule_policy", "model_configuration"]
+#: Triton's protocol extensions that Headway implements (clients look here before calling them).
+EXTENSIONS = [
+    "binary_tensor_data",
+    "model_repository",
+    "schedule_policy",
+    "model_configuration",
+    "statistics",
+]
 
 
 class HeadwayApp:
@@ -59,15 +67,29 @@ class HeadwayApp:
         self.apps = apps if apps is not None else AppRegistry(controller, controller.store)
         self._apps = AppRoutes(self.apps)
         self._tasks: set[asyncio.Task[Response]] = set()  # routes still answering
+        #: Other frontends over this app (the gRPC server): started before it starts (they
+        #: answer "starting" until it has), stopped before it stops, whichever HTTP server
+        #: runs the app.
+        self.companions: list[Companion] = []
 
     async def start(self) -> None:
-        """Start the workers, load the models, restore the applications."""
-        await self.controller.start()
-        await self.apps.start()
+        """Start the companions (so a port in use fails before any worker starts), then the
+        workers; load the models, restore the applications."""
+        for companion in self.companions:
+            await companion.start()
+        try:
+            await self.controller.start()
+            await self.apps.start()
+        except BaseException:
+            for companion in self.companions:
+                await companion.stop()
+            raise
         self.started = True
 
     async def stop(self) -> None:
         self.started = False
+        for companion in self.companions:
+            await companion.stop()
         for task in list(self._tasks):
             task.cancel()
         await self.apps.stop()
@@ -233,6 +255,9 @@ class HeadwayApp:
                 JSON,
             )
         head = parts[0]
+        if parts == ["models", "stats"]:
+            _expect(method, "GET")
+            return 200, orjson.dumps(statistics(c)), JSON
         if head == "health" and len(parts) == 2 and parts[1] == "live":
             _expect(method, "GET")
             return 200, orjson.dumps({"live": True}), JSON
@@ -262,6 +287,9 @@ class HeadwayApp:
             if rest == ["config"]:
                 _expect(method, "GET")
                 return 200, orjson.dumps(config(c.model(name, version))), JSON
+            if rest == ["stats"]:
+                _expect(method, "GET")
+                return 200, orjson.dumps(statistics(c, name, version)), JSON
         if head == "repository" and method == "POST":
             if parts[1:] == ["index"]:
                 return 200, orjson.dumps(index(c)), JSON
@@ -309,7 +337,7 @@ class HeadwayApp:
                 request.all_binary = True
             else:
                 request = oip.decode_infer(body, length)
-        timeout, priority = _schedule_policy(request.parameters)
+        timeout, priority = schedule_policy(request.parameters)
         controller.submit(
             name,
             request.inputs,
@@ -326,6 +354,14 @@ class HeadwayApp:
 
 #: How a request's answer reaches its connection: called once, with (status, body, headers).
 Reply = Callable[[Response], None]
+
+
+class Companion(Protocol):
+    """A frontend that serves the same app beside HTTP (`HeadwayApp.companions`)."""
+
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+
 
 #: What a route gives: an answer now, or a coroutine to run as a task.
 Answer = Response | Coroutine[Any, Any, Response]
@@ -433,7 +469,7 @@ def _expect(method: str, allowed: str) -> None:
         raise _BadMethod(f"method {method} not allowed here; use {allowed}")
 
 
-def _schedule_policy(parameters: dict[str, Any]) -> tuple[float | None, int | None]:
+def schedule_policy(parameters: dict[str, Any]) -> tuple[float | None, int | None]:
     """Triton's `timeout` (µs) or Headway's `slo_ms` as the deadline; `priority` (1 = highest)."""
     timeout: float | None = None
     for key, scale in (("timeout", 1e-6), ("slo_ms", 1e-3)):

@@ -32,11 +32,11 @@ def config(model: ModelState) -> dict[str, Any]:
         "backend": config.framework,
         "max_batch_size": config.max_batch_size,
         "input": [
-            {"name": t.name, "data_type": f"TYPE_{t.datatype}", "dims": list(t.shape[1:])}
+            {"name": t.name, "data_type": config_type(t.datatype), "dims": list(t.shape[1:])}
             for t in config.inputs
         ],
         "output": [
-            {"name": t.name, "data_type": f"TYPE_{t.datatype}", "dims": list(t.shape[1:])}
+            {"name": t.name, "data_type": config_type(t.datatype), "dims": list(t.shape[1:])}
             for t in config.outputs
         ],
         "dynamic_batching": {"max_queue_delay_microseconds": int(config.batch_delay_ms * 1000)},
@@ -47,6 +47,11 @@ def config(model: ModelState) -> dict[str, Any]:
             "version": config.version,
         },
     }
+
+
+def config_type(datatype: str) -> str:
+    """A protocol datatype as Triton's configuration names it (BYTES is TYPE_STRING there)."""
+    return "TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}"
 
 
 def index(controller: Controller) -> list[dict[str, Any]]:

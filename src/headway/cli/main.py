@@ -29,7 +29,21 @@ def cli() -> None:
     help="Model repository folder: <model>/model.yaml, <model>/<version>/.",
 )
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535))
+@click.option(
+    "--port",
+    default=8000,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="HTTP port (REST: the Open Inference Protocol, the apps API, /metrics).",
+)
+@click.option(
+    "--grpc-port",
+    default=ServeSettings.grpc_port,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="gRPC port for the Open Inference Protocol's GRPCInferenceService, as Triton's "
+    "(tritonclient.grpc); 0 serves no gRPC.",
+)
 @click.option(
     "--workers",
     default=ServeSettings.workers,

@@ -36,6 +36,7 @@ class ServeSettings:
     repository: Path
     host: str = "127.0.0.1"
     port: int = 8000
+    grpc_port: int = 8001
     workers: int = max(1, (os.cpu_count() or 2) - 1)
     state: Path = Path(".headway/state.db")
     max_body_mb: float = 64.0
@@ -79,12 +80,17 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
         ),
     )
     apps = AppRegistry(controller, store, declared)
-    return HeadwayApp(
+    app = HeadwayApp(
         controller,
         max_body_bytes=int(settings.max_body_mb * 2**20),
         apps=apps,
         admin_token=settings.admin_token,
     )
+    if settings.grpc_port:
+        from headway.api.grpc.server import GrpcServer
+
+        app.companions.append(GrpcServer(app, host=settings.host, port=settings.grpc_port))
+    return app
 
 
 def uvicorn_config(app: HeadwayApp, settings: ServeSettings) -> uvicorn.Config:
@@ -140,6 +146,11 @@ def _announce(url: str, app: HeadwayApp) -> None:
     print(
         f"headway: serving {len(controller.repository.names)} models from "
         f"{controller.repository.root} on {url} "
+        + "".join(
+            f"and gRPC {companion.address} "
+            for companion in app.companions
+            if isinstance(getattr(companion, "address", None), str)
+        )
         + (
             "in its own process (inline engine)"
             if controller.engine.kind == "inline"

@@ -267,6 +267,7 @@ class Controller(ModelLifecycle):
             stats.latency.observe(self.clock.now() - started)
         elif isinstance(error, HeadwayError):
             stats.errors[error.reason] += 1
+            stats.failure_seconds += self.clock.now() - started
 
     async def _cached(self, model: ModelState, request: Request, stats: ModelStats) -> Prediction:
         key = cache_key(request.model, request.inputs, request.outputs)
@@ -392,8 +393,17 @@ class Controller(ModelLifecycle):
             if ok:
                 # counted when run, not when sent: a batch the worker refused (too late to
                 # start) is requeued and would otherwise count twice
-                self.stats[dispatch.model].batch_size.observe(dispatch.rows)
+                received = self.clock.now()
                 self._answer(dispatch, tensors)
+                ran = float(header.get("duration") or 0.0)
+                self.stats[dispatch.model].executed(
+                    dispatch.rows,
+                    [dispatch.sent_at - r.arrival for r in dispatch.requests],
+                    infer_s=ran,
+                    input_s=max(0.0, received - dispatch.sent_at - ran),
+                    output_s=self.clock.now() - received,
+                    at=received,
+                )
             else:
                 error = ModelError(f"model {dispatch.model!r} failed: {reply.get('error')}")
                 for request in dispatch.requests:

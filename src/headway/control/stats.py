@@ -55,6 +55,19 @@ class Histogram:
 
 
 @dataclass
+class BatchTimes:
+    """Where the time of the INFER actions of one batch size went (Triton's batch_stats)."""
+
+    count: int = 0
+    #: Sending the batch to the worker and its answer back: the round trip less the run.
+    input_s: float = 0.0
+    #: The worker running the model on the batch (the duration it measured).
+    infer_s: float = 0.0
+    #: Splitting the answer into each request's outputs and answering them.
+    output_s: float = 0.0
+
+
+@dataclass
 class ModelStats:
     """What happened to one model's requests."""
 
@@ -67,8 +80,47 @@ class ModelStats:
     cache_misses: int = 0
     latency: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS))
     batch_size: Histogram = field(default_factory=lambda: Histogram(BATCH_BUCKETS))
-    infer_seconds: float = 0.0
+    #: Seconds each request waited between its arrival and its batch leaving for a worker.
+    queue: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS))
+    #: Seconds each INFER action ran on its worker.
+    compute: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS))
+    #: Seconds from arrival to failure, summed over failed requests.
+    failure_seconds: float = 0.0
+    batches: dict[int, BatchTimes] = field(default_factory=dict)
+    #: The same times counted once per request a batch carried (Triton's inference_stats).
+    per_request: BatchTimes = field(default_factory=BatchTimes)
+    #: When the last INFER action finished (the controller's clock); 0.0: never.
     last_inference: float = 0.0
+
+    def executed(
+        self,
+        rows: int,
+        waits: list[float],
+        *,
+        infer_s: float,
+        input_s: float,
+        output_s: float,
+        at: float,
+    ) -> None:
+        """Count one INFER action that ran: its rows, each request's wait, its times."""
+        self.batch_size.observe(rows)
+        self.compute.observe(infer_s)
+        for wait in waits:
+            self.queue.observe(wait)
+        times = self.batches.get(rows)
+        if times is None:
+            times = self.batches[rows] = BatchTimes()
+        times.count += 1
+        times.input_s += input_s
+        times.infer_s += infer_s
+        times.output_s += output_s
+        carried = len(waits)
+        mine = self.per_request
+        mine.count += carried
+        mine.input_s += input_s * carried
+        mine.infer_s += infer_s * carried
+        mine.output_s += output_s * carried
+        self.last_inference = at
 
     def to_dict(self) -> dict[str, Any]:
         return {
