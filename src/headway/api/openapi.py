@@ -42,6 +42,13 @@ def _model_routes(prefix: str, params: list[dict[str, Any]]) -> dict[str, Any]:
                 "responses": {"200": _json({"type": "object"}), "404": _ERROR},
             }
         },
+        f"{prefix}/stats": {
+            "get": {
+                "summary": "Model statistics (Triton)",
+                "parameters": params,
+                "responses": {"200": _json({"type": "object"}), "404": _ERROR},
+            }
+        },
         f"{prefix}/infer": {
             "post": {
                 "summary": "Inference",
@@ -251,7 +258,8 @@ OPENAPI: dict[str, Any] = {
         "title": "Headway",
         "version": "0.1.0",
         "description": "Open Inference Protocol (KServe v2) REST, with Triton's binary "
-        "tensor, model repository and schedule-policy extensions.",
+        "tensor, model repository, schedule-policy, model-configuration and statistics "
+        "extensions.",
     },
     "paths": {
         "/v2": {
@@ -264,6 +272,12 @@ OPENAPI: dict[str, Any] = {
             "get": {
                 "summary": "Ready",
                 "responses": {"200": {"description": "ready"}, "503": {"description": "not ready"}},
+            }
+        },
+        "/v2/models/stats": {
+            "get": {
+                "summary": "Every model's statistics (Triton)",
+                "responses": {"200": _json({"type": "object"})},
             }
         },
         **_model_routes("/v2/models/{name}", [_NAME]),
