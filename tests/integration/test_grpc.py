@@ -17,6 +17,7 @@ from tritonclient.utils import InferenceServerException
 
 from headway.datatypes import numpy_dtype
 from headway.launcher import ServerProcess
+from tests.integration import models
 from tests.integration.models import BUILDERS
 
 pytestmark = pytest.mark.integration
@@ -52,7 +53,8 @@ def test_health_metadata_config_and_extensions_match_rest(
     client: triton_grpc.InferenceServerClient, rest: triton_http.InferenceServerClient
 ) -> None:
     assert client.is_server_live()
-    assert client.is_server_ready()
+    # strict readiness, as REST's: the repository's "broken" model does not serve
+    assert client.is_server_ready() is rest.is_server_ready() is False
     assert client.is_model_ready("digits-logreg")
     assert not client.is_model_ready("broken")  # failed to load
     assert not client.is_model_ready("no-such-model")
@@ -162,7 +164,7 @@ def test_errors_travel_as_status_codes_with_messages(
         client.get_model_metadata("nope")
     assert caught.value.status() == "StatusCode.NOT_FOUND"
     assert "nope" in str(caught.value.message())
-    assert client.is_server_ready()
+    assert client.is_server_live()
 
 
 def test_repository_index_unload_and_load(client: triton_grpc.InferenceServerClient) -> None:
@@ -210,3 +212,23 @@ def test_statistics_agree_over_both_protocols(
     )
     everything = client.get_inference_statistics().model_stats
     assert "wine-lightgbm" in {s.name for s in everything}
+
+
+def test_load_and_unload_need_the_admin_token_when_the_server_has_one(tmp_path: Path) -> None:
+    models.python_model(tmp_path / "repository", "doubler", "Doubler")
+    token = "grpc-admin-token"
+    with ServerProcess(
+        tmp_path / "repository", state=tmp_path / "s.db", env={"HEADWAY_ADMIN_TOKEN": token}
+    ) as server:
+        client = triton_grpc.InferenceServerClient(server.grpc_address)
+        for headers in (None, {"authorization": "Bearer wrong"}):
+            with pytest.raises(InferenceServerException) as caught:
+                client.unload_model("doubler", headers=headers)
+            assert caught.value.status() == "StatusCode.UNAUTHENTICATED"
+            assert "admin token" in str(caught.value.message())
+        assert client.is_model_ready("doubler")  # reading stays open
+        admin = {"authorization": f"Bearer {token}"}
+        client.unload_model("doubler", headers=admin)
+        assert not client.is_model_ready("doubler")
+        client.load_model("doubler", headers=admin)
+        assert client.is_model_ready("doubler")
