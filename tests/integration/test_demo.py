@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
+import click
+import httpx
+import orjson
 import pytest
 from click.testing import CliRunner
 
+from headway.cli.demo import post_retrying
 from headway.cli.main import cli
+from headway.launcher import ServerProcess
+from tests.integration import models
 
 pytestmark = pytest.mark.integration
 
@@ -36,3 +46,47 @@ def test_demo_serves_every_framework_and_prints_a_table(tmp_path: Path) -> None:
         cells = [c.strip() for c in row.split("│") if c.strip()]
         accuracy, errors = float(cells[2]), int(cells[-1])
         assert accuracy > 0.8 and errors == 0, row
+
+
+# -- the demo's requests on a busy server -------------------------------------------------------
+def _rows_body(slo_ms: float | None = None) -> bytes:
+    request: dict[str, Any] = {
+        "inputs": [{"name": "input-0", "shape": [2, 4], "datatype": "FP32", "data": [0.5] * 8}]
+    }
+    if slo_ms is not None:
+        request["parameters"] = {"slo_ms": slo_ms}
+    return orjson.dumps(request)
+
+
+@pytest.fixture(scope="module")
+def busy_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One worker shared by a model that sleeps 0.5 s and one that answers at once (150 ms SLO)."""
+    root = tmp_path_factory.mktemp("busy-repository")
+    models.sleeper(root, "slow", 0.5, "slo_ms: 5000\n")
+    models.sleeper(root, "quick", 0.0, "slo_ms: 150\n")
+    logs = tmp_path_factory.mktemp("busy")
+    with ServerProcess(root, state=logs / "state.db", workers=1, log=logs / "server.log") as srv:
+        yield srv
+
+
+def test_the_demo_retries_a_refusal_and_says_why(busy_server: ServerProcess) -> None:
+    url = busy_server.url
+    with ThreadPoolExecutor(1) as pool:
+        long_run = pool.submit(httpx.post, f"{url}/v2/models/slow/infer", content=_rows_body())
+        time.sleep(0.15)  # the worker is busy with `slow` for ~0.35 s more
+        reports: list[str] = []
+        answer = post_retrying(f"{url}/v2/models/quick/infer", _rows_body(), report=reports.append)
+        assert long_run.result().status_code == 200
+    assert answer.status_code == 200
+    # refused at arrival (its worker busy) or dropped from the queue: said, then retried
+    assert reports and all(r.startswith("503 model 'quick@1': ") for r in reports), reports
+
+
+def test_the_demo_gives_up_with_the_servers_reason(busy_server: ServerProcess) -> None:
+    with pytest.raises(click.ClickException) as refused:
+        post_retrying(
+            f"{busy_server.url}/v2/models/slow/infer", _rows_body(slo_ms=10), backoff=0.01
+        )
+    message = refused.value.format_message()
+    assert message.startswith(f"POST {busy_server.url}/v2/models/slow/infer answered 503")
+    assert "after 6 tries: model 'slow@1': deadline cannot be met" in message

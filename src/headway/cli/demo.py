@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -71,7 +73,10 @@ def demo(
         log=repository / "server.log",
     )
     with console.status(f"starting headway serve on {server.url} ..."):
-        server.start()
+        try:
+            server.start()
+        except (RuntimeError, TimeoutError) as exc:
+            raise click.ClickException(str(exc)) from None
     console.log(f"serving {len(models)} models at {server.url} (log: {repository / 'server.log'})")
     table = Table(
         title=f"Headway demo: {duration:g} s per model, {concurrency} connections, 1 row per request"
@@ -88,7 +93,7 @@ def demo(
             console=console,
         ) as progress:
             for model in models.values():
-                accuracy = _accuracy(server.url, model)
+                accuracy = _accuracy(server.url, model, report=console.log)
                 requests = [
                     http_request(
                         target,
@@ -134,13 +139,65 @@ def demo(
     )
 
 
-def _accuracy(url: str, model: DemoModel) -> float:
+def _accuracy(url: str, model: DemoModel, *, report: Callable[[str], None]) -> float:
     """Held-out accuracy through the server: one request carrying every sample row."""
-    response = httpx.post(
-        f"{url}/v2/models/{model.name}/infer", content=_body(model, model.inputs), timeout=30
+    response = post_retrying(
+        f"{url}/v2/models/{model.name}/infer", _body(model, model.inputs), report=report
     )
-    response.raise_for_status()
     outputs = {
         o["name"]: np.asarray(o["data"]).reshape(o["shape"]) for o in response.json()["outputs"]
     }
     return model.accuracy(outputs)
+
+
+#: Statuses that mean "not now": the server is busy (429) or cannot meet the deadline now (503:
+#: a worker busy with another action, an estimate being measured, a model still loading).
+RETRIED = (429, 503)
+
+
+def post_retrying(
+    url: str,
+    body: bytes,
+    *,
+    attempts: int = 6,
+    backoff: float = 0.25,
+    timeout: float = 30.0,
+    report: Callable[[str], None] = lambda line: None,
+) -> httpx.Response:
+    """POST `body`, retrying a 429 or 503 after backoff, 0.25 s doubling (or the server's
+    Retry-After), each refusal's reason given to `report`; a ClickException with the server's
+    reason when it keeps refusing or answers another error: the user reads why, not a
+    traceback."""
+    delay = backoff
+    for attempt in range(1, attempts + 1):
+        try:
+            response = httpx.post(url, content=body, timeout=timeout)
+        except httpx.HTTPError as exc:
+            raise click.ClickException(f"POST {url} failed: {exc}") from None
+        if response.is_success:
+            return response
+        if response.status_code not in RETRIED or attempt == attempts:
+            break
+        wait = _retry_after(response) or delay
+        report(f"{response.status_code} {_reason(response)}; retrying in {wait:g} s")
+        time.sleep(wait)
+        delay *= 2
+    tries = f" after {attempts} tries" if response.status_code in RETRIED else ""
+    raise click.ClickException(
+        f"POST {url} answered {response.status_code}{tries}: {_reason(response)}"
+    )
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        return min(5.0, max(0.0, float(response.headers.get("retry-after", ""))))
+    except ValueError:
+        return None
+
+
+def _reason(response: httpx.Response) -> str:
+    """The server's `{"error": ...}`, else the start of its body."""
+    try:
+        return str(response.json()["error"])
+    except (ValueError, KeyError, TypeError):
+        return response.text[:200] or response.reason_phrase
