@@ -147,9 +147,9 @@ def _announce(url: str, app: HeadwayApp) -> None:
         f"headway: serving {len(controller.repository.names)} models from "
         f"{controller.repository.root} on {url} "
         + "".join(
-            f"and gRPC {companion.address} "
-            for companion in app.companions
-            if isinstance(getattr(companion, "address", None), str)
+            f"and gRPC {address} "
+            for address in (getattr(companion, "address", None) for companion in app.companions)
+            if isinstance(address, str)
         )
         + (
             "in its own process (inline engine)"

@@ -395,7 +395,7 @@ class Controller(ModelLifecycle):
                 # start) is requeued and would otherwise count twice
                 received = self.clock.now()
                 self._answer(dispatch, tensors)
-                ran = float(header.get("duration") or 0.0)
+                ran = float(reply.get("duration") or 0.0)
                 self.stats[dispatch.model].executed(
                     dispatch.rows,
                     [dispatch.sent_at - r.arrival for r in dispatch.requests],
