@@ -4,6 +4,7 @@ Unix and TCP sockets, and messages larger than a socket buffer (partial writes).
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import socket
 import subprocess
@@ -14,8 +15,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from headway.runtime import handshake
 from headway.runtime.engines.local import LocalEngine
-from headway.runtime.wire import FrameReader, framed, listen, pack, unpack
+from headway.runtime.wire import FrameReader, framed, listen, pack, send_all, unpack
 from headway.runtime.worker import _poll
 
 
@@ -125,13 +127,17 @@ def test_a_worker_exits_when_the_frontend_goes_away(tmp_path: Any) -> None:
             endpoint,
             "--identity",
             "0.1",
-        ]
+        ],
+        env={**os.environ, handshake.SECRET_ENV: "the-secret"},
     )
     try:
         listener.settimeout(30)
         conn, _ = listener.accept()
         conn.settimeout(30)
+        challenge = handshake.challenge()
+        send_all(conn, pack(dict(challenge)))
         [hello] = FrameReader().feed(conn.recv(65536))
+        assert handshake.refusal("the-secret", challenge, unpack(hello)[0]) is None
         assert unpack(hello)[0]["identity"] == "0.1"
         conn.shutdown(socket.SHUT_RDWR)
         conn.close()

@@ -145,6 +145,11 @@ class FrameReader:
     def __init__(self) -> None:
         self._buffer = bytearray()
 
+    @property
+    def buffered(self) -> int:
+        """Bytes read of a message not yet complete."""
+        return len(self._buffer)
+
     def feed(self, data: bytes) -> list[list[bytes]]:
         """The messages that `data` completes (each a list of frames), in order."""
         if not self._buffer:

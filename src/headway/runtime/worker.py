@@ -1,7 +1,9 @@
 """A worker process: hosts models and executes one action at a time, timing each.
 
-Started by an engine as `python -m headway.runtime.worker --endpoint ENDPOINT --identity ID`.
-It connects a stream socket to the frontend's endpoint, says hello, then serves actions:
+Started by an engine as `python -m headway.runtime.worker --endpoint ENDPOINT --identity ID`,
+with the server's secret in `HEADWAY_WORKER_SECRET`. It connects a stream socket to the
+frontend's endpoint, answers its challenge with a hello that proves it holds the secret
+(`runtime.handshake`), then serves actions:
 `load` (build the framework adapter and load the artifact), `infer` (predict one batch) and
 `unload`. Each reply carries the measured duration of the action. The worker exits when its
 parent goes away, so a crashed server leaves no orphans.
@@ -20,9 +22,11 @@ import struct
 import sys
 import time
 import traceback
+from typing import Any
 
 from headway.adapters import Adapter, adapter_class
 from headway.control.engine import Action, Answer, Reply, Tensors
+from headway.runtime import handshake
 from headway.runtime.wire import READ_SIZE, FrameReader, connect, pack, send_all, unpack
 
 
@@ -145,17 +149,21 @@ class WorkerState:
         return {"id": None, "ok": True, "pid": os.getpid(), "models": sorted(self.models)}, {}
 
 
-def serve(endpoint: str, identity: str) -> None:
-    """Connect to the controller and execute actions until told to stop or orphaned."""
+def serve(endpoint: str, identity: str, secret: str) -> None:
+    """Connect to the controller, prove it holds the server's `secret` (`runtime.handshake`),
+    and execute actions until told to stop or orphaned."""
     parent = os.getppid()
     sock = connect(endpoint)
     # A blocking recv that gives up after a second (to look for the parent): no poll() call
     # before each recv, so an action costs the worker one wake-up and one read.
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 1, 0))
     prepare(os.environ.get(FRAMEWORKS_ENV, ""))
-    send_all(sock, pack({"op": "hello", "pid": os.getpid(), "identity": identity}))
-    state = WorkerState()
     reader = FrameReader()
+    first = _first_message(sock, reader, parent)
+    if first is None or first.get("op") != "challenge":
+        return  # the frontend is gone, or is not one
+    send_all(sock, pack(handshake.hello(secret, first, identity, os.getpid())))
+    state = WorkerState()
     spin = float(os.environ.get(SPIN_ENV, DEFAULT_SPIN_US)) / 1e6
     idle_since, gap = 0.0, float("inf")
     while True:
@@ -182,6 +190,23 @@ def serve(endpoint: str, identity: str) -> None:
         idle_since = time.perf_counter()
 
 
+def _first_message(sock: socket.socket, reader: FrameReader, parent: int) -> dict[str, Any] | None:
+    """The frontend's first message (its challenge); None if it went away first."""
+    while True:
+        try:
+            data = sock.recv(READ_SIZE)
+        except (BlockingIOError, InterruptedError):
+            if os.getppid() != parent:
+                return None
+            continue
+        if not data:
+            return None
+        messages = reader.feed(data)
+        if messages:  # nothing follows it until the hello is accepted
+            first: dict[str, Any] = unpack(messages[0])[0]
+            return first
+
+
 def _poll(sock: socket.socket, seconds: float) -> bytes | None:
     """What arrives on `sock` within `seconds`, found by polling without sleeping; None if
     nothing did. Yields the core between polls, so a runnable neighbour is not held up."""
@@ -200,8 +225,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--endpoint", required=True)
     parser.add_argument("--identity", required=True)
     args = parser.parse_args(argv)
+    # Not on the command line (`ps` shows it to every user), and not left in the environment
+    # for the processes a model may start.
+    secret = os.environ.pop(handshake.SECRET_ENV, "")
     with contextlib.suppress(KeyboardInterrupt):
-        serve(args.endpoint, args.identity)
+        serve(args.endpoint, args.identity, secret)
     sys.exit(0)
 
 

@@ -1,7 +1,10 @@
 """The local engine: workers as subprocesses, each on its own stream socket to the frontend.
 
 The frontend listens on `endpoint` (`ipc://PATH`, a Unix socket, by default; `tcp://HOST:PORT`
-for workers elsewhere); each worker connects and says hello with its identity. Messages are
+for workers elsewhere); each worker connects, and is accepted once it answers the frontend's
+challenge with its identity and proof that it holds this server's secret (`runtime.handshake`):
+anything else that connects is refused, and the worker it claims to be is not disturbed. A
+worker whose connection is lost is stopped and started again, like one that died. Messages are
 `wire.framed`: a gathered `sendmsg` out, one `recv` in, read by the event loop's own reader
 callback. Plain sockets and not ZeroMQ because ZeroMQ hands every message through an I/O thread
 on each side: four thread wake-ups per hop instead of one, which measured 130-175 us per round
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from headway.control.engine import Action, Engine, OnExit, OnMessage, OnReady, Tensors
+from headway.runtime import handshake
 from headway.runtime.wire import (
     READ_SIZE,
     FrameReader,
@@ -56,14 +60,20 @@ class _Process:
 class _Connection:
     """One worker's socket: what has been read of its next message, what waits to be written."""
 
-    __slots__ = ("fd", "pending", "process", "reader", "sock")
+    __slots__ = ("challenge", "fd", "peer", "pending", "process", "reader", "sock")
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, peer: str) -> None:
         self.sock = sock
         self.fd = sock.fileno()
+        self.peer = peer
         self.reader = FrameReader()
         self.pending: list[memoryview] = []  # unsent bytes, while the socket's buffer is full
         self.process: _Process | None = None  # known once the worker said hello
+        self.challenge = handshake.challenge()
+
+
+#: The most a connection may send before its hello is accepted (a hello is ~200 bytes).
+_HELLO_LIMIT = 1 << 14
 
 
 class LocalEngine(Engine):
@@ -90,7 +100,13 @@ class LocalEngine(Engine):
             endpoint = f"ipc://{self._ipc_path}"
         self.endpoint = endpoint
         self.watch_interval = watch_interval
-        self.env = {**_WORKER_ENV, **os.environ, **(env or {})}
+        self._secret = handshake.new_secret()
+        self.env = {
+            **_WORKER_ENV,
+            **os.environ,
+            **(env or {}),
+            handshake.SECRET_ENV: self._secret,
+        }
         self._procs: dict[int, _Process] = {}
         self._incarnations: dict[int, int] = {}
         self._crashes: dict[int, int] = {}
@@ -155,10 +171,13 @@ class LocalEngine(Engine):
         return self._write(proc, pack(action, tensors))
 
     def _write(self, proc: _Process, frames: Frames) -> bool:
-        """Write now, as far as the socket takes it; the rest when it is writable again."""
         connection = proc.connection
         if connection is None:
             return False
+        return self._write_to(connection, frames)
+
+    def _write_to(self, connection: _Connection, frames: Frames) -> bool:
+        """Write now, as far as the socket takes it; the rest when it is writable again."""
         buffers, total = framed(frames)
         if connection.pending:  # keep the order: behind what is already waiting
             connection.pending += remainder(buffers, 0)
@@ -193,18 +212,21 @@ class LocalEngine(Engine):
         assert self._listener is not None and self._loop is not None
         while True:
             try:
-                sock, _ = self._listener.accept()
+                sock, address = self._listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
                 log.exception("accepting a worker connection failed")
                 return
             sock.setblocking(False)
+            peer = "a local process"
             if sock.family != socket.AF_UNIX:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            connection = _Connection(sock)
+                peer = f"{address[0]}:{address[1]}"
+            connection = _Connection(sock, peer)
             self._connections.add(connection)
             self._loop.add_reader(connection.fd, self._readable, connection)
+            self._write_to(connection, pack(dict(connection.challenge)))
 
     def catch_up(self) -> None:
         """Read the replies already waiting on the workers' sockets, now, instead of on the
@@ -224,25 +246,51 @@ class LocalEngine(Engine):
         if not data:  # the worker went away: the watcher reports the exit
             self._close(connection)
             return
-        for frames in connection.reader.feed(data):
+        if connection.process is None:
+            self._greet(connection, data)
+        else:
+            self._deliver(connection, connection.reader.feed(data))
+
+    def _deliver(self, connection: _Connection, messages: list[list[bytes]]) -> None:
+        """Hand a worker's replies to the controller."""
+        proc = connection.process
+        if proc is None or self._procs.get(proc.worker) is not proc:
+            return  # a message from a worker that has since been replaced
+        for frames in messages:
             header, tensors = unpack(frames)
-            proc = connection.process
-            if proc is None:
-                if not self._hello(connection, header):
-                    return
-            elif self._procs.get(proc.worker) is proc:
-                try:
-                    self.on_message(proc.worker, header, tensors)
-                except Exception:  # one bad reply must not lose the others read with it
-                    log.exception("handling a message from worker %d failed", proc.worker)
-            # else: a message from a worker that has since been replaced
+            try:
+                self.on_message(proc.worker, header, tensors)
+            except Exception:  # one bad reply must not lose the others read with it
+                log.exception("handling a message from worker %d failed", proc.worker)
+
+    def _greet(self, connection: _Connection, data: bytes) -> None:
+        """What a connection sends before it is a worker: its hello, then (rarely, in the same
+        read) the first replies. A stray that sends too much or garbage is closed."""
+        try:
+            messages = connection.reader.feed(data)
+            if not messages:
+                if connection.reader.buffered > _HELLO_LIMIT:
+                    self._refuse(connection, "it sent more than a hello before saying hello")
+                return
+            header, _ = unpack(messages[0])
+        except Exception as exc:  # a stray's bytes must never take the engine down
+            self._refuse(connection, f"its first message is not a message: {exc!r:.200}")
+            return
+        if self._hello(connection, header) and len(messages) > 1:
+            self._deliver(connection, messages[1:])
 
     def _hello(self, connection: _Connection, header: dict[str, Any]) -> bool:
-        """Bind a new connection to the worker it says it is; False (closed) if stale or stray."""
-        worker_text, _, incarnation = str(header.get("identity", "")).partition(".")
+        """Bind a new connection to the worker it proves it is; False (closed) otherwise."""
+        reason = handshake.refusal(self._secret, connection.challenge, header)
+        identity = str(header.get("identity", ""))[:40]
+        worker_text, _, incarnation = identity.partition(".")
         proc = self._procs.get(int(worker_text)) if worker_text.isdigit() else None
-        if header.get("op") != "hello" or proc is None or str(proc.incarnation) != incarnation:
-            self._close(connection)
+        if reason is None and (proc is None or str(proc.incarnation) != incarnation):
+            reason = f"it says it is worker {identity!r}, which this server is not waiting for"
+        elif reason is None and proc is not None and proc.connection is not None:
+            reason = f"worker {identity!r} is already connected"
+        if reason is not None or proc is None:
+            self._refuse(connection, reason or "unknown worker")
             return False
         connection.process = proc
         proc.connection = connection
@@ -250,6 +298,10 @@ class LocalEngine(Engine):
         self._crashes[proc.worker] = 0
         self.on_ready(proc.worker, int(header["pid"]))
         return True
+
+    def _refuse(self, connection: _Connection, reason: str) -> None:
+        log.warning("refused a worker connection from %s: %s", connection.peer, reason)
+        self._close(connection)
 
     def _close(self, connection: _Connection) -> None:
         if connection not in self._connections:
@@ -263,6 +315,11 @@ class LocalEngine(Engine):
         if proc is not None and proc.connection is connection:
             proc.connection = None
             proc.ready = False
+            if not self._stopping and proc.process.poll() is None:
+                # Alive but unreachable: no one else may take its place, so it is restarted
+                # (the watcher sees it exit, reports it and spawns the next incarnation).
+                log.warning("lost the connection to worker %d; restarting it", proc.worker)
+                proc.process.kill()
 
     # -- processes ---------------------------------------------------------------------------
     def _spawn(self, worker: int) -> None:
