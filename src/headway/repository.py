@@ -23,6 +23,8 @@ _FRAMEWORK_LINE = re.compile(r"^framework:\s*(\S+)", re.MULTILINE)
 
 FRAMEWORKS = ("python", "sklearn", "torch", "onnx", "xgboost", "lightgbm")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+#: A version is a folder's name, so it has at most this many digits (a file name's limit).
+MAX_VERSION_DIGITS = 255
 _KNOWN_KEYS = {
     "framework",
     "inputs",

@@ -25,6 +25,8 @@ class EchoApp:
     answers paths under /now/ at once and the others from a task (as HeadwayApp answers some
     routes at once and others later)."""
 
+    max_body_bytes = LIMIT
+
     def __init__(self) -> None:
         self.started = self.stopped = False
         self.seen: list[tuple[str, str, bytes]] = []

@@ -86,3 +86,18 @@ def test_busy_polling_with_uvicorn_is_refused_before_anything_starts(tmp_path: P
     assert result.exit_code == 1
     assert "--busy-poll-us needs Headway's own HTTP server (--http native)" in result.output
     assert not (tmp_path / "s.db").exists()  # refused before the store was opened
+
+
+def test_read_timeouts_and_the_connection_cap_are_flags_and_environment_variables(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    defaults = settings_from(monkeypatch, ["--repository", str(tmp_path)], {})
+    assert (defaults.header_timeout, defaults.body_timeout) == (10.0, 60.0)
+    assert defaults.max_connections == 4096
+    settings = settings_from(
+        monkeypatch,
+        ["--repository", str(tmp_path), "--header-timeout", "2.5", "--max-connections", "64"],
+        {"HEADWAY_BODY_TIMEOUT": "7"},
+    )
+    assert (settings.header_timeout, settings.body_timeout) == (2.5, 7.0)
+    assert settings.max_connections == 64

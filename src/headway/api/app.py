@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import zlib
 from collections.abc import Awaitable, Callable, Coroutine
 from functools import partial
 from typing import Any, Protocol
@@ -23,7 +22,21 @@ from headway.api import oip
 from headway.api.apps import AppRoutes
 from headway.api.auth import AdminToken, is_admin
 from headway.api.descriptions import config, index, metadata, unready
-from headway.api.errors import JSON, Headers, Response, error_response, problem
+from headway.api.errors import (
+    JSON,
+    Headers,
+    Response,
+    error_response,
+    method_not_allowed,
+    problem,
+)
+from headway.api.limits import (
+    MAX_HEADER_BYTES,
+    MAX_URL_BYTES,
+    body_decoder,
+    headers_too_large,
+    uri_too_long,
+)
 from headway.api.metrics import render
 from headway.api.openapi import OPENAPI
 from headway.api.statistics import statistics
@@ -104,18 +117,22 @@ class HeadwayApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
-            try:
-                headers = dict(scope["headers"])
-                body = await self._read_asgi_body(headers, receive)
-            except HeadwayError as exc:
-                status, payload, extra = error_response(exc)
-            else:
-                path = scope["path"]
-                status, payload, extra = await self.handle(scope["method"], path, headers, body)
+            status, payload, extra = await self._asgi_answer(scope, receive)
             await send({"type": "http.response.start", "status": status, "headers": extra})
             await send({"type": "http.response.body", "body": payload})
         elif kind == "lifespan":
             await self._lifespan(receive, send)
+
+    async def _asgi_answer(self, scope: Scope, receive: Receive) -> Response:
+        refused = _head_refused(scope)
+        if refused is not None:
+            return refused
+        headers = dict(scope["headers"])
+        try:
+            body = await self._read_asgi_body(headers, receive)
+        except HeadwayError as exc:
+            return error_response(exc)
+        return await self.handle(scope["method"], scope["path"], headers, body)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -134,7 +151,9 @@ class HeadwayApp:
                 return
 
     async def _read_asgi_body(self, headers: dict[bytes, bytes], receive: Receive) -> bytes:
+        """The body, decoded (gzip, deflate) as it arrives, within the body limit."""
         self.check_length(headers.get(b"content-length"))
+        decoder = body_decoder(headers.get(b"content-encoding"), self.max_body_bytes)
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -143,9 +162,11 @@ class HeadwayApp:
             if chunk:
                 size += len(chunk)
                 self.check_size(size)
-                chunks.append(chunk)
+                chunks.append(chunk if decoder is None else decoder.feed(chunk))
             if not message.get("more_body"):
                 break
+        if decoder is not None:
+            decoder.finish()
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def check_length(self, declared: bytes | None) -> None:
@@ -174,7 +195,8 @@ class HeadwayApp:
     ) -> None:
         """Answer one request by calling `reply((status, body, headers))` once. Never raises.
 
-        `headers` has lower-case names; `body` is the whole request body as received;
+        `headers` has lower-case names; `body` is the whole request body, decoded by the
+        server that read it (its Content-Encoding is not looked at here);
         `received` is when its first bytes were read (the controller's clock): a deadline
         counts from then, so time spent waiting in a busy server counts against it. Most
         routes reply before this returns. An inference replies the moment its prediction is
@@ -228,10 +250,12 @@ class HeadwayApp:
         if parts and parts[0] == "v2":
             return self._v2(method, parts[1:], headers, body, received, reply)
         if parts and parts[0] == "apps":
-            return self._apps(method, parts[1:], path, _decoded(headers, body))
-        if parts == ["metrics"] and method == "GET":
+            return self._apps(method, parts[1:], path, body)
+        if parts == ["metrics"]:
+            _expect(method, "GET")
             return 200, render(self.controller), _TEXT
-        if parts == ["openapi.json"] and method == "GET":
+        if parts == ["openapi.json"]:
+            _expect(method, "GET")
             return 200, orjson.dumps(OPENAPI), JSON
         raise _NotFound(f"no route {method} {path}")
 
@@ -281,8 +305,10 @@ class HeadwayApp:
                 model = c.model(name, version)
                 ok = model.state == "READY"
                 answer = {"name": name, "ready": ok}
-                if not ok:
-                    answer["reason"] = model.reason or model.state.lower()
+                if not ok:  # an error answer: `error`, as every error, and Triton's `reason`
+                    reason = model.reason or model.state.lower()
+                    answer["reason"] = reason
+                    answer["error"] = f"model {name!r} is not ready: {reason}"
                 return (200 if ok else 400), orjson.dumps(answer), JSON
             if rest == ["config"]:
                 _expect(method, "GET")
@@ -290,10 +316,12 @@ class HeadwayApp:
             if rest == ["stats"]:
                 _expect(method, "GET")
                 return 200, orjson.dumps(statistics(c, name, version)), JSON
-        if head == "repository" and method == "POST":
+        if head == "repository":
             if parts[1:] == ["index"]:
+                _expect(method, "POST")
                 return 200, orjson.dumps(index(c)), JSON
             if len(parts) == 4 and parts[1] == "models" and parts[3] in ("load", "unload"):
+                _expect(method, "POST")
                 return self._load(parts[2]) if parts[3] == "load" else self._unload(parts[2])
         raise _NotFound(f"no route {method} /v2/{'/'.join(parts)}")
 
@@ -319,7 +347,6 @@ class HeadwayApp:
     ) -> None:
         controller = self.controller
         model = controller.model(name, version)
-        body = _decoded(headers, body)
         raw_length = headers.get(b"inference-header-content-length")
         if raw_length is None:
             request = oip.decode_infer(body)
@@ -440,20 +467,20 @@ def _failure(error: Exception, method: str, path: str) -> Response:
     if isinstance(error, _NotFound):
         return problem(404, str(error))
     if isinstance(error, _BadMethod):
-        return problem(405, str(error))
+        return method_not_allowed(error.method, (error.allowed,))
     log.error("internal error on %s %s", method, path, exc_info=error)  # never crash on one
     return problem(500, f"internal error: {type(error).__name__}: {error}")
 
 
-def _decoded(headers: dict[bytes, bytes], body: bytes) -> bytes:
-    """The body, decompressed when the client sent it gzip- or deflate-encoded."""
-    encoding = headers.get(b"content-encoding")
-    if encoding in (b"gzip", b"deflate"):
-        try:
-            return zlib.decompress(body, 16 + zlib.MAX_WBITS if encoding == b"gzip" else 15)
-        except zlib.error as exc:
-            raise InvalidInput(f"body is not valid {encoding.decode()}: {exc}") from None
-    return body
+def _head_refused(scope: Scope) -> Response | None:
+    """An ASGI server's request whose URL or headers are over `api.limits` (414, 431)."""
+    url = len(scope.get("raw_path") or scope["path"]) + len(scope.get("query_string", b""))
+    if url > MAX_URL_BYTES:
+        return problem(414, uri_too_long(url))
+    size = sum(len(name) + len(value) for name, value in scope["headers"])
+    if size > MAX_HEADER_BYTES:
+        return problem(431, headers_too_large(size))
+    return None
 
 
 class _NotFound(Exception):
@@ -461,12 +488,15 @@ class _NotFound(Exception):
 
 
 class _BadMethod(Exception):
-    pass
+    def __init__(self, method: str, allowed: str) -> None:
+        super().__init__(method, allowed)
+        self.method = method
+        self.allowed = allowed
 
 
 def _expect(method: str, allowed: str) -> None:
     if method != allowed:
-        raise _BadMethod(f"method {method} not allowed here; use {allowed}")
+        raise _BadMethod(method, allowed)
 
 
 def schedule_policy(parameters: dict[str, Any]) -> tuple[float | None, int | None]:

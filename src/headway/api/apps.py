@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from headway.api.errors import JSON, Response, problem
+from headway.api.errors import JSON, Response, method_not_allowed, problem
 from headway.apps import AppRegistry
 from headway.errors import InvalidInput
 
@@ -53,7 +53,7 @@ class AppRoutes:
         if allowed is None:
             return problem(404, f"no route {method} {path}")
         if method not in allowed:
-            return problem(405, f"method {method} not allowed here; use {' or '.join(allowed)}")
+            return method_not_allowed(method, allowed)
         if not parts:
             return _reply({"apps": self.registry.summary()})
         name = parts[0]

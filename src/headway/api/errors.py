@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import orjson
 
+from headway.api.limits import UnsupportedEncoding
 from headway.errors import (
     ConfigError,
     HeadwayError,
@@ -17,6 +18,7 @@ from headway.errors import (
 
 _STATUS: tuple[tuple[type[HeadwayError], int], ...] = (
     (PayloadTooLarge, 413),
+    (UnsupportedEncoding, 415),
     (InvalidInput, 400),
     (ConfigError, 400),
     (ModelNotFound, 404),
@@ -42,6 +44,14 @@ JSON: Headers = [(b"content-type", b"application/json")]
 def problem(status: int, message: str) -> Response:
     """The protocol's error answer: `{"error": message}` with `status`."""
     return status, orjson.dumps({"error": message}), JSON
+
+
+def method_not_allowed(method: str, allowed: tuple[str, ...]) -> Response:
+    """405 with the `Allow` header that RFC 9110 requires, naming the methods the route takes."""
+    status, body, headers = problem(
+        405, f"method {method} not allowed here; use {' or '.join(allowed)}"
+    )
+    return status, body, [*headers, (b"allow", ", ".join(allowed).encode())]
 
 
 def error_response(error: HeadwayError) -> Response:

@@ -7,11 +7,16 @@ body, reply)`, and its answer one `transport.write`, from `reply`: at once, or t
 prediction is known (no callback queue in between).
 
 What it does: keep-alive (HTTP/1.1 by default, HTTP/1.0 on request), pipelined requests
-(answered in order), chunked request bodies, `Expect: 100-continue`, a body-size limit checked
-against Content-Length before the body arrives (413, then the connection closes), 400 on
-malformed HTTP, back-pressure (a client that does not read its answers stops being read),
-idle keep-alive connections closed after `keep_alive` seconds, and a graceful stop: stop
-accepting, let requests in flight finish (up to `grace` seconds), then close.
+(answered in order), chunked request bodies, `Expect: 100-continue`, gzip and deflate bodies
+decoded as they arrive, 400 on malformed HTTP, back-pressure (a client that does not read its
+answers stops being read), idle keep-alive connections closed after `keep_alive` seconds, and a
+graceful stop: stop accepting, let requests in flight finish (up to `grace` seconds), then close.
+
+The limits of `api.limits` hold on every connection, each checked where its bytes arrive with
+an integer comparison: a body over the limit (declared, received or decoded) is 413, a long URL
+414, large headers 431 (before the parser buffers more than a read past the limit), a request
+whose head or body does not arrive in time 408, and a connection over the cap is answered 503
+and closed. Each refusal answers once, after the answers already due, and closes.
 """
 
 from __future__ import annotations
@@ -32,6 +37,18 @@ import httptools
 from headway.api.app import HeadwayApp
 from headway.api.busy_poll import BusyPoller
 from headway.api.errors import Response, error_response, problem
+from headway.api.limits import (
+    BODY_TIMEOUT_S,
+    HEADER_TIMEOUT_S,
+    MAX_CONNECTIONS,
+    MAX_HEADER_BYTES,
+    MAX_URL_BYTES,
+    BodyDecoder,
+    body_decoder,
+    connection_cap,
+    headers_too_large,
+    uri_too_long,
+)
 from headway.errors import HeadwayError
 
 log = logging.getLogger("headway.http")
@@ -42,6 +59,14 @@ STOP_POLL_S = 0.01
 CATCH_UP_S = 0.002
 #: Loop turns closer together than this count as back to back (see `arrived_since`).
 BACK_TO_BACK_S = 0.0005
+#: How long a connection turned away at the cap is read (and discarded) before it is closed:
+#: closing at once with the client's request unread would reset it before it reads the 503.
+LINGER_S = 1.0
+#: Most seconds between two sweeps for idle and slow connections.
+SWEEP_S = 1.0
+
+# Which part of a request a connection is reading (for the read timeouts).
+_BETWEEN, _HEAD, _BODY = 0, 1, 2
 
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 _STATUS_LINES: dict[int, bytes] = {}
@@ -80,6 +105,10 @@ class _Slot:
         self.close = False
 
 
+class _Refused(Exception):
+    """Raised in a parser callback once the request has been refused: stops the parse."""
+
+
 class HttpConnection(asyncio.Protocol):
     """One client connection: parse requests, hand whole ones to the app, answer in order."""
 
@@ -98,11 +127,37 @@ class HttpConnection(asyncio.Protocol):
         self._size = 0
         self._no_more = False  # a request closed the connection: ignore what follows
         self._paused_reading = False
+        self._decoder: BodyDecoder | None = None  # the body's Content-Encoding, if any
+        self._phase = _BETWEEN  # reading a request's head, its body, or between requests
+        self._phase_began = 0.0  # when this phase's first bytes were read
+        self._header_bytes = 0  # names and values of the headers parsed so far
+        self._head_read = 0  # bytes of the reads that a still unfinished head spans
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
-        self.server.connections.add(self)
+        server = self.server
+        if len(server.connections) >= server.max_connections:
+            self._turn_away()
+            return
+        server.connections.add(self)
+
+    def _turn_away(self) -> None:
+        """Over the connection cap: answer 503 with the reason, read nothing, then close."""
+        self._no_more = True
+        transport = self.transport
+        assert transport is not None
+        limit = self.server.max_connections
+        transport.write(
+            render(
+                problem(503, f"too many connections: this server serves at most {limit} at "
+                        "once (--max-connections); retry shortly"),
+                keep_alive=False,
+            )
+        )  # fmt: skip
+        if transport.can_write_eof():
+            transport.write_eof()
+        self.loop.call_later(LINGER_S, self.close)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
@@ -117,12 +172,19 @@ class HttpConnection(asyncio.Protocol):
         self.server.keep_up(now)
         if self.server.poller is not None:
             self.server.poller.arm()
+        reading_head = self._phase == _HEAD
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._refuse(problem(400, "protocol upgrades are not supported"))
         except httptools.HttpParserError as exc:
-            self._refuse(problem(400, f"malformed HTTP request: {exc}"))
+            if not self._no_more:  # not already refused by a callback (`_Refused`)
+                self._refuse(problem(400, f"malformed HTTP request: {exc}"))
+        else:
+            if reading_head and self._phase == _HEAD:  # a head longer than this whole read
+                self._head_read += len(data)
+                if self._head_read > MAX_URL_BYTES + MAX_HEADER_BYTES:
+                    self._refuse(problem(431, headers_too_large(self._head_read)))
 
     def pause_writing(self) -> None:
         """The client is not reading its answers: stop reading its requests."""
@@ -134,24 +196,39 @@ class HttpConnection(asyncio.Protocol):
     # -- httptools callbacks ---------------------------------------------------------------
     def on_message_begin(self) -> None:
         self._received = self._arrived  # when its first bytes were read: its clock starts
+        self._phase = _HEAD
+        self._phase_began = self.last_active
         self._url = b""
         self._headers = {}
         self._body = []
-        self._size = 0
+        self._size = self._header_bytes = self._head_read = 0
+        self._decoder = None
 
     def on_url(self, url: bytes) -> None:
         self._url += url
+        if len(self._url) > MAX_URL_BYTES:
+            self._refuse(problem(414, uri_too_long(len(self._url))))
+            raise _Refused
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_bytes += len(name) + len(value)
+        if self._header_bytes > MAX_HEADER_BYTES:
+            self._refuse(problem(431, headers_too_large(self._header_bytes)))
+            raise _Refused
         name = name.lower()
         previous = self._headers.get(name)
         self._headers[name] = value if previous is None else previous + b", " + value
 
     def on_headers_complete(self) -> None:
+        self._phase = _BODY
+        self._phase_began = self.last_active
         if self._no_more:
             return
         try:
             self.app.check_length(self._headers.get(b"content-length"))
+            encoding = self._headers.get(b"content-encoding")
+            if encoding is not None:
+                self._decoder = body_decoder(encoding, self.app.max_body_bytes)
         except HeadwayError as exc:  # answered before the body is read, then closed
             self._refuse(error_response(exc))
             return
@@ -165,15 +242,24 @@ class HttpConnection(asyncio.Protocol):
         self._size += len(chunk)
         try:
             self.app.check_size(self._size)
-        except HeadwayError as exc:  # a chunked body that outgrew the limit
+            if self._decoder is not None:
+                chunk = self._decoder.feed(chunk)
+        except HeadwayError as exc:  # a body that outgrew the limit, sent or decoded
             self._body = []
             self._refuse(error_response(exc))
             return
         self._body.append(chunk)
 
     def on_message_complete(self) -> None:
+        self._phase = _BETWEEN
         if self._no_more:
             return
+        if self._decoder is not None:
+            try:
+                self._decoder.finish()
+            except HeadwayError as exc:
+                self._refuse(error_response(exc))
+                return
         parser = self.parser
         keep_alive = parser.should_keep_alive() and not self.server.stopping
         http10 = parser.get_http_version() == "1.0"
@@ -254,6 +340,20 @@ class HttpConnection(asyncio.Protocol):
             with contextlib.suppress(RuntimeError):
                 self.transport.resume_reading()
 
+    def time_out(self, now: float) -> None:
+        """Close a connection whose request is not arriving in time (408), unless it is not
+        being read because its client does not read its answers."""
+        if self._phase == _BETWEEN or self._paused_reading or self._no_more:
+            return
+        server = self.server
+        if self._phase == _HEAD:
+            if now - self._phase_began > server.header_timeout:
+                self._refuse(problem(408, "the request head did not arrive within "
+                                     f"{server.header_timeout:g} s (--header-timeout)"))  # fmt: skip
+        elif now - self._phase_began > server.body_timeout:
+            self._refuse(problem(408, "the request body did not arrive within "
+                                 f"{server.body_timeout:g} s of its head (--body-timeout)"))  # fmt: skip
+
     @property
     def idle(self) -> bool:
         return not self.pending
@@ -277,11 +377,17 @@ class HttpServer:
         grace: float = 10.0,
         backlog: int = 2048,
         busy_poll: float = 0.0,
+        header_timeout: float = HEADER_TIMEOUT_S,
+        body_timeout: float = BODY_TIMEOUT_S,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         self.app = app
         self.host = host
         self.port = port
         self.keep_alive = keep_alive
+        self.header_timeout = header_timeout
+        self.body_timeout = body_timeout
+        self.max_connections = max_connections
         self.grace = grace
         self.backlog = backlog
         self.busy_poll = busy_poll  # seconds the loop polls after a read or an answer
@@ -302,6 +408,7 @@ class HttpServer:
         self.loop = asyncio.get_running_loop()
         if self.busy_poll > 0:
             self.poller = BusyPoller(self.loop, self.busy_poll)
+        self.max_connections = connection_cap(self.max_connections)
         await self.app.start()
         self._server = await self.loop.create_server(
             lambda: HttpConnection(self), self.host, self.port, backlog=self.backlog,
@@ -379,10 +486,15 @@ class HttpServer:
             await self.stop()
 
     async def _sweep(self) -> None:
-        """Close keep-alive connections idle for longer than `keep_alive` seconds."""
+        """Close keep-alive connections idle for longer than `keep_alive` seconds, and those
+        whose request does not arrive within `header_timeout` / `body_timeout` (408)."""
+        every = min(SWEEP_S, self.keep_alive, self.header_timeout, self.body_timeout) / 2
         while True:
-            await asyncio.sleep(min(5.0, self.keep_alive / 2))
-            cutoff = time.monotonic() - self.keep_alive
+            await asyncio.sleep(every)
+            now = time.monotonic()
+            cutoff = now - self.keep_alive
             for connection in list(self.connections):
                 if connection.idle and connection.last_active < cutoff:
                     connection.close()
+                else:
+                    connection.time_out(now)

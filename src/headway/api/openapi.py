@@ -8,10 +8,22 @@ _ERROR = {
     "description": "Error",
     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
 }
-_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
-_VERSION = {"name": "version", "in": "path", "required": True, "schema": {"type": "string"}}
-_APP = {"name": "app", "in": "path", "required": True, "schema": {"type": "string"}}
-_USER = {"name": "user", "in": "path", "required": True, "schema": {"type": "string"}}
+#: A model's or an application's name, as the repository and `headway.yaml` allow it.
+_NAMED = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"}
+_NAME = {"name": "name", "in": "path", "required": True, "schema": _NAMED}
+_VERSION = {
+    "name": "version",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": "^[0-9]+$"},
+}
+_APP = {"name": "app", "in": "path", "required": True, "schema": _NAMED}
+_USER = {
+    "name": "user",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": "^[^/]+$"},
+}
 
 
 def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
@@ -331,7 +343,11 @@ OPENAPI: dict[str, Any] = {
                 "properties": {
                     "id": {"type": "string"},
                     "parameters": {"type": "object"},
-                    "inputs": {"type": "array", "items": {"$ref": "#/components/schemas/Tensor"}},
+                    "inputs": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {"$ref": "#/components/schemas/Tensor"},
+                    },
                     "outputs": {"type": "array", "items": {"type": "object"}},
                 },
             },

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from headway.errors import ConfigError, ModelNotFound
-from headway.repository import Repository
+from headway.repository import MAX_VERSION_DIGITS, Repository
 from headway.selection import Policy, make_policy
 
 POLICIES = ("fixed", "exp3", "exp4")
@@ -44,6 +44,11 @@ POLICY_ONLY: dict[str, tuple[str, ...]] = {
     "active": ("fixed",),
 }
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+
+
+def _version_number(text: str) -> bool:
+    """A version as a model reference names it: a plain positive integer a folder could bear."""
+    return text.isascii() and text.isdigit() and len(text) <= MAX_VERSION_DIGITS and int(text) >= 1
 
 
 @dataclass(frozen=True)
@@ -64,7 +69,7 @@ class ModelRef:
                 f"{where}: a model must be a name like 'clf' or 'clf@2', not {text!r}"
             )
         name, at, version = text.partition("@")
-        if not _NAME.match(name) or (at and not (version.isdigit() and int(version) >= 1)):
+        if not _NAME.match(name) or (at and not _version_number(version)):
             raise ConfigError(f"{where}: {text!r} is not a model name like 'clf' or 'clf@2'")
         return cls(name, int(version) if at else None)
 

@@ -110,7 +110,36 @@ def cli() -> None:
     "took p50 at one connection from 0.65 to 0.36 ms with a worker process, for about one "
     "more core busy (bench/RESULTS.md). Native HTTP server only.",
 )
-@click.option("--max-body-mb", default=64.0, show_default=True, type=click.FloatRange(min=0.001))
+@click.option(
+    "--max-body-mb",
+    default=64.0,
+    show_default=True,
+    type=click.FloatRange(min=0.001),
+    help="Largest request body, after gzip/deflate decoding; larger is 413.",
+)
+@click.option(
+    "--header-timeout",
+    default=ServeSettings.header_timeout,
+    show_default=True,
+    type=click.FloatRange(min=0.001),
+    help="Seconds a request's head (request line and headers) may take to arrive; then 408 "
+    "and the connection closes. Native HTTP server only.",
+)
+@click.option(
+    "--body-timeout",
+    default=ServeSettings.body_timeout,
+    show_default=True,
+    type=click.FloatRange(min=0.001),
+    help="Seconds a request's body may take to arrive after its head; then 408 and the "
+    "connection closes. Native HTTP server only.",
+)
+@click.option(
+    "--max-connections",
+    default=ServeSettings.max_connections,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Client connections served at once; one more is answered 503 and closed.",
+)
 @click.option(
     "--endpoint",
     default=None,

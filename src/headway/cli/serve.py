@@ -15,6 +15,7 @@ import uvicorn
 from headway.api.app import HeadwayApp
 from headway.api.auth import exposure_warning
 from headway.api.http import HttpServer
+from headway.api.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, connection_cap
 from headway.apps import AppRegistry, load_config
 from headway.control.controller import Controller
 from headway.control.policy import POLICIES
@@ -51,6 +52,9 @@ class ServeSettings:
     busy_poll_us: float = 0.0
     admin_token: str | None = None
     state_sync: str = "normal"
+    header_timeout: float = HEADER_TIMEOUT_S
+    body_timeout: float = BODY_TIMEOUT_S
+    max_connections: int = MAX_CONNECTIONS
 
 
 def build_app(settings: ServeSettings) -> HeadwayApp:
@@ -104,6 +108,8 @@ def uvicorn_config(app: HeadwayApp, settings: ServeSettings) -> uvicorn.Config:
         access_log=False,
         log_level=settings.log_level,
         timeout_keep_alive=30,
+        # uvicorn answers 503 past this many connections and tasks; it has no read timeouts
+        limit_concurrency=connection_cap(settings.max_connections),
     )
 
 
@@ -122,7 +128,13 @@ def run(settings: ServeSettings) -> None:
         uvicorn.Server(uvicorn_config(app, settings)).run()
         return
     server = HttpServer(
-        app, host=settings.host, port=settings.port, busy_poll=settings.busy_poll_us / 1e6
+        app,
+        host=settings.host,
+        port=settings.port,
+        busy_poll=settings.busy_poll_us / 1e6,
+        header_timeout=settings.header_timeout,
+        body_timeout=settings.body_timeout,
+        max_connections=settings.max_connections,
     )
     # A frontend makes a few dozen short-lived objects per request; with thousands of requests
     # queued under overload, the collector's default thresholds ran full collections often

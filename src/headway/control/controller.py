@@ -38,10 +38,11 @@ from headway.errors import (
     HeadwayError,
     InvalidInput,
     ModelError,
+    ModelNotFound,
     ModelNotReady,
     WorkerFailed,
 )
-from headway.repository import Repository
+from headway.repository import MAX_VERSION_DIGITS, Repository
 from headway.store import Store
 
 log = logging.getLogger("headway.controller")
@@ -150,6 +151,11 @@ class Controller(ModelLifecycle):
             return found
         if not (version.isascii() and version.isdigit()):
             raise InvalidInput(f"model {name!r}: version must be an integer, got {version!r}")
+        if len(version.lstrip("0")) > MAX_VERSION_DIGITS:  # no folder is named so (int() refuses)
+            raise ModelNotFound(
+                f"model {name!r} has no version of {len(version)} digits; it has "
+                f"{list(state.config.versions)}"
+            )
         number = int(version)
         if number == state.config.version:
             return state

@@ -1,0 +1,129 @@
+"""What a client may send and for how long: sizes, encodings, read times, connections.
+
+One place for the limits that make the server safe to expose, with the status each answers:
+413 for a body over `--max-body-mb` (the decoded size of a gzip or deflate body, decoded
+piece by piece as it arrives, never all at once), 414 for a long URL, 431 for large headers,
+415 for a content coding the server does not decode, 408 for a client too slow to send its
+request (`--header-timeout`, `--body-timeout`) and 503 for a connection over
+`--max-connections`. The figures follow what nginx, Node and Envoy default to.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+
+from headway.errors import InvalidInput, PayloadTooLarge
+
+log = logging.getLogger("headway.http")
+
+#: The longest request target (path and query) answered; longer is 414.
+MAX_URL_BYTES = 8 * 1024
+#: The most header bytes (names and values) one request may carry; more is 431.
+MAX_HEADER_BYTES = 16 * 1024
+#: Seconds from a request's first byte until its whole head must have arrived (408 after).
+HEADER_TIMEOUT_S = 10.0
+#: Seconds from the end of a request's head until its whole body must have arrived.
+BODY_TIMEOUT_S = 60.0
+#: Connections served at once; one more is answered 503 and closed.
+MAX_CONNECTIONS = 4096
+#: File descriptors kept free of connections for workers, the store and logs.
+RESERVED_FDS = 256
+
+
+class UnsupportedEncoding(InvalidInput):
+    """A Content-Encoding other than gzip, deflate or identity (HTTP 415)."""
+
+    reason = "unsupported_encoding"
+
+
+def uri_too_long(size: int) -> str:
+    return f"request target of {size}+ bytes exceeds the limit of {MAX_URL_BYTES} bytes"
+
+
+def headers_too_large(size: int) -> str:
+    return f"request headers of {size}+ bytes exceed the limit of {MAX_HEADER_BYTES} bytes"
+
+
+class BodyDecoder:
+    """Decodes a gzip or deflate body as its pieces arrive, refusing it (PayloadTooLarge) the
+    moment its decoded size passes `limit`: a small compressed body cannot become a large one
+    in memory, and no call decodes more than `limit` + 1 bytes."""
+
+    __slots__ = ("_zlib", "encoding", "limit", "size")
+
+    def __init__(self, encoding: str, limit: int) -> None:
+        self.encoding = encoding
+        self.limit = limit
+        self.size = 0
+        self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS if encoding == "gzip" else 15)
+
+    def feed(self, piece: bytes) -> bytes:
+        try:
+            out = self._zlib.decompress(piece, self.limit - self.size + 1)
+        except zlib.error as exc:
+            raise InvalidInput(f"body is not valid {self.encoding}: {exc}") from None
+        self.size += len(out)
+        if self.size > self.limit:
+            raise PayloadTooLarge(
+                f"{self.encoding}-decoded request body exceeds the limit of {self.limit} bytes "
+                "(--max-body-mb)"
+            )
+        return out
+
+    def finish(self) -> bytes:
+        """What remains once the body has arrived; a truncated stream is a 400."""
+        if not self._zlib.eof:
+            raise InvalidInput(f"body is not valid {self.encoding}: the stream is truncated")
+        return b""
+
+
+def body_decoder(encoding: bytes | None, limit: int) -> BodyDecoder | None:
+    """The decoder a request's Content-Encoding asks for (None: the body is as sent)."""
+    if encoding is None:
+        return None
+    name = encoding.strip().lower().decode("latin-1")
+    if name in ("gzip", "x-gzip", "deflate"):
+        return BodyDecoder("deflate" if name == "deflate" else "gzip", limit)
+    if name in ("", "identity"):
+        return None
+    raise UnsupportedEncoding(
+        f"Content-Encoding {name!r} is not supported; send gzip, deflate or an unencoded body"
+    )
+
+
+def decode_body(encoding: bytes | None, body: bytes, limit: int) -> bytes:
+    """A whole body, decoded within `limit` (for callers that already hold all of it)."""
+    decoder = body_decoder(encoding, limit)
+    if decoder is None:
+        return body
+    out = decoder.feed(body)
+    decoder.finish()
+    return out
+
+
+def connection_cap(wanted: int) -> int:
+    """`wanted`, or fewer if the process may not open that many files: raises the soft file
+    limit towards the hard one first (as nginx's worker_rlimit_nofile does), so that the cap,
+    not EMFILE in accept, is what a flood of connections meets."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows has no file limit to raise
+        return wanted
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = wanted + RESERVED_FDS
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        cap = max(1, soft - RESERVED_FDS)
+        log.warning(
+            "--max-connections %d lowered to %d: the file limit is %d (ulimit -n)",
+            wanted, cap, soft,
+        )  # fmt: skip
+        return cap
+    return wanted
