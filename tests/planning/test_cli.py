@@ -10,6 +10,9 @@ import yaml
 from click.testing import CliRunner
 
 from headway.cli.main import cli
+from headway.cli.serve import ServeSettings, build_app
+from headway.planning.plan_file import apply_plan, read_plan
+from headway.repository import Repository
 from headway.store import Store
 from headway.store.profiles import measured
 from tests.integration import models
@@ -126,3 +129,24 @@ def test_plan_names_a_missing_profile(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, args)
     assert result.exit_code != 0
     assert "digits-logreg" in result.output and "headway profile" in result.output
+
+
+def test_serve_plan_gives_each_model_its_replicas_and_batch(profiled: Path, tmp_path: Path) -> None:
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps([i / 400 for i in range(2000)]))  # 400 queries/s for 5 s
+    plan_path = tmp_path / "plan.yaml"
+    args = ["plan", "--config", str(profiled / "headway.yaml"), "--app", "cascade"]
+    args += ["--slo-ms", "30", "--trace", str(trace), "--state", str(profiled / "state.db")]
+    result = CliRunner().invoke(cli, [*args, "-o", str(plan_path)])
+    assert result.exit_code == 0, result.output
+    plan = read_plan(plan_path)
+    repository = Repository.scan(profiled / "repo")
+    workers = apply_plan(plan, repository)
+    assert workers == sum(s.replicas for s in plan.stages)
+    for stage in plan.stages:
+        config = repository.get(stage.model)
+        assert (config.replicas, config.max_batch_size) == (stage.replicas, stage.max_batch_size)
+    settings = ServeSettings(repository=profiled / "repo", plan=plan_path, state=tmp_path / "s.db")
+    app = build_app(settings)
+    assert app.controller.engine.size == workers
+    assert app.controller.repository.get("iris-forest").replicas == plan.stages[1].replicas

@@ -169,6 +169,13 @@ def cli() -> None:
     "users cannot read in the process list (docs/security.md).",
 )
 @click.option(
+    "--plan",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="A plan file from `headway plan`: each planned model gets its replicas (one worker "
+    "process each; --workers is then their total) and max batch size.",
+)
+@click.option(
     "--log-level",
     default="warning",
     show_default=True,

@@ -20,6 +20,7 @@ from headway.apps import AppRegistry, load_config
 from headway.control.controller import Controller
 from headway.control.policy import POLICIES
 from headway.errors import ConfigError
+from headway.planning.plan_file import apply_plan, read_plan
 from headway.repository import Repository
 from headway.runtime.engines.inline import InlineEngine
 from headway.runtime.engines.local import LocalEngine
@@ -50,6 +51,7 @@ class ServeSettings:
     engine: str = "local"
     schedule_ahead_ms: float = 0.0
     busy_poll_us: float = 0.0
+    plan: Path | None = None
     admin_token: str | None = None
     state_sync: str = "normal"
     header_timeout: float = HEADER_TIMEOUT_S
@@ -61,6 +63,9 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
     # With a memory budget, models load on demand: index the folder now, read each model.yaml
     # the first time it is asked for.
     repository = Repository.scan(settings.repository, lazy=settings.memory_budget_mb is not None)
+    workers = settings.workers
+    if settings.plan is not None:  # each planned replica is a worker process of its own
+        workers = apply_plan(read_plan(settings.plan), repository)
     # a bad config file fails here, before any worker starts, with the app and key named
     declared = load_config(settings.config, repository) if settings.config else {}
     # Workers import the frameworks up front: a first import (1-4 s) inside a LOAD would hold
@@ -72,7 +77,7 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
     if settings.engine == "inline":
         engine = InlineEngine(env=env)
     else:
-        engine = LocalEngine(settings.workers, endpoint=settings.endpoint, env=env)
+        engine = LocalEngine(workers, endpoint=settings.endpoint, env=env)
     store = Store(settings.state, sync=settings.state_sync)
     controller = Controller(
         repository,

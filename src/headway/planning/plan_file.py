@@ -20,14 +20,14 @@ stages:
     cost_per_hour: 0.10
 ```
 
-`headway serve --plan` reads `stages` (replicas and max_batch_size per model); the tuner reads
-the rest.
+`headway serve --plan` reads `stages` (`apply_plan`: replicas and max_batch_size per model,
+one worker process per replica); the tuner reads the rest.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from headway.errors import ConfigError
 from headway.planning.description import read_document
 from headway.planning.pipeline import Catalogue, Configuration, Pipeline, StageConfig
 from headway.planning.planner import Plan, Planner
+from headway.repository import Repository
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,21 @@ class PlanFile:
         return Configuration(
             {s.name: StageConfig(s.hardware, s.max_batch_size, s.replicas) for s in self.stages}
         )
+
+
+def apply_plan(plan: PlanFile, repository: Repository) -> int:
+    """Give each planned model its replicas and max batch size in `repository` (in place);
+    returns the worker processes the plan needs (a replica is a worker process). A model that
+    several stages call gets their replicas together and the largest of their batch sizes."""
+    replicas: dict[str, int] = {}
+    batches: dict[str, int] = {}
+    for stage in plan.stages:
+        replicas[stage.model] = replicas.get(stage.model, 0) + stage.replicas
+        batches[stage.model] = max(batches.get(stage.model, 1), stage.max_batch_size)
+    for model, count in replicas.items():
+        config = repository.get(model)  # ModelNotFound names what the repository has
+        repository.models[model] = replace(config, replicas=count, max_batch_size=batches[model])
+    return sum(replicas.values())
 
 
 def plan_document(
