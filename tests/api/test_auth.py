@@ -56,3 +56,24 @@ def test_an_exposed_server_without_a_token_is_warned_about() -> None:
         assert exposure_warning(host, "t") is None
     for host in ("127.0.0.1", "127.0.0.2", "::1", "localhost"):
         assert exposure_warning(host, None) is None
+
+
+def test_the_openapi_document_marks_exactly_the_admin_routes() -> None:
+    from headway.api.openapi import OPENAPI
+
+    marked = {
+        f"{method.upper()} {path}"
+        for path, operations in OPENAPI["paths"].items()
+        for method, operation in operations.items()
+        if "security" in operation and "401" in operation["responses"]
+    }
+    assert marked == {
+        "POST /v2/repository/models/{name}/load",
+        "POST /v2/repository/models/{name}/unload",
+        "PUT /apps/{app}",
+        "DELETE /apps/{app}",
+        "POST /apps/{app}/feedback",
+        "POST /apps/{app}/models",
+        "POST /apps/{app}/active",
+    }
+    assert OPENAPI["components"]["securitySchemes"]["adminToken"]["scheme"] == "bearer"

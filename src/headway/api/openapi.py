@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from headway.api.auth import is_admin
+
 _ERROR = {
     "description": "Error",
     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
@@ -283,7 +285,25 @@ OPENAPI: dict[str, Any] = {
         "/v2/health/ready": {
             "get": {
                 "summary": "Ready",
-                "responses": {"200": {"description": "ready"}, "503": {"description": "not ready"}},
+                "responses": {
+                    "200": _json({"type": "object", "properties": {"ready": {"type": "boolean"}}}),
+                    "503": _json(
+                        {
+                            "type": "object",
+                            "required": ["ready", "starting", "error", "models"],
+                            "properties": {
+                                "ready": {"type": "boolean"},
+                                "starting": {"type": "boolean"},
+                                "error": {"type": "string"},
+                                "models": {
+                                    "type": "object",
+                                    "additionalProperties": {"type": "string"},
+                                },
+                            },
+                        },
+                        "not ready: the models that are not, each with the reason",
+                    ),
+                },
             }
         },
         "/v2/models/stats": {
@@ -364,3 +384,20 @@ OPENAPI: dict[str, Any] = {
         }
     },
 }
+
+
+def _mark_admin_routes(document: dict[str, Any]) -> None:
+    """Admin routes (`api.auth.is_admin`, the one list) need the bearer token when the server
+    has one: they say so, and that they may answer 401."""
+    document["components"]["securitySchemes"] = {
+        "adminToken": {"type": "http", "scheme": "bearer", "description": "--admin-token"}
+    }
+    for path, operations in document["paths"].items():
+        parts = [p for p in path.split("/") if p]
+        for method, operation in operations.items():
+            if is_admin(method.upper(), parts):
+                operation["security"] = [{"adminToken": []}, {}]  # {}: a server without one
+                operation["responses"]["401"] = _ERROR
+
+
+_mark_admin_routes(OPENAPI)
