@@ -15,11 +15,11 @@ import pytest
 
 from headway.clock import ManualClock
 from headway.control.actions import INFER, LOAD, Dispatch
-from headway.control.policy import HEADWAY
 from headway.control.predictions import DEFAULT_LOAD_SECONDS, RECENT_LOADS
 from headway.control.profiles import LatencyEstimator
 from headway.control.request import Request
 from headway.control.scheduler import Scheduler
+from headway.control.scheduling_policy import HEADWAY
 from headway.control.slots import MAX_IN_FLIGHT
 from headway.errors import ColdStartTooSlow, DeadlineUnmeetable
 

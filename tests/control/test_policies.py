@@ -14,10 +14,10 @@ import pytest
 
 from headway.clock import ManualClock
 from headway.control.actions import INFER, LOAD, Dispatch
-from headway.control.policy import CLIPPER, HEADWAY, POLICIES, SchedulingPolicy
 from headway.control.profiles import LatencyEstimator
 from headway.control.request import Request
 from headway.control.scheduler import Scheduler
+from headway.control.scheduling_policy import CLIPPER, HEADWAY, POLICIES, SchedulingPolicy
 from headway.errors import ColdStartTooSlow, DeadlineUnmeetable
 
 

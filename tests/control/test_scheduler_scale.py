@@ -12,11 +12,11 @@ import pytest
 
 from headway.clock import ManualClock
 from headway.control.actions import INFER, LOAD
-from headway.control.policy import HEADWAY
 from headway.control.predictions import UNSEEN_LOAD_QUANTILE
 from headway.control.profiles import LatencyEstimator
 from headway.control.request import Request
 from headway.control.scheduler import Scheduler
+from headway.control.scheduling_policy import HEADWAY
 from headway.errors import ColdStartTooSlow
 from headway.sim import ModelProfile, Simulation
 

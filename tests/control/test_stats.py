@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from headway.control.stats import ModelStats
+from headway.control.model_stats import ModelStats
 
 
 def test_an_execution_counts_once_per_batch_and_once_per_request_it_carried() -> None:

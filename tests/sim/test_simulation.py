@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from headway.control.actions import INFER, LOAD, Dispatch
-from headway.control.policy import CLIPPER, HEADWAY
+from headway.control.scheduling_policy import CLIPPER, HEADWAY
 from headway.sim import ModelProfile, Simulation
 from headway.sim.worker import SimulatedWorker
 

@@ -1,10 +1,9 @@
 """Busy polling: the frontend's event loop keeps turning for a while after I/O, not sleeping.
 
 Why: at low load every request finds the frontend asleep in `epoll_wait`, and a worker asleep
-in `recv`. Waking a sleeping process costs tens of microseconds on a virtual machine (an idle
-vCPU halts, and its caches go cold), paid up to three times per request with a worker process:
-on the 2-core bench machine, about as much as the whole rest of the request (bench/README.md).
-A loop that polls instead of sleeping sees the next read at once.
+in `recv`; waking a sleeping process is slow on a virtual machine, and a request with a worker
+process pays it up to three times (docs/decisions.md). A loop that polls instead of sleeping
+sees the next read at once.
 
 What it costs: up to `seconds` of one core after each read or answer, so a server answering
 one request at a time keeps a core busy. Under load the loop has work on every turn anyway and

@@ -1,10 +1,9 @@
 """Headway's HTTP/1.1 server: an asyncio protocol over httptools, straight into `HeadwayApp`.
 
-Why not uvicorn: on the hot path of a one-row prediction, the ASGI glue (a scope dict, receive
-and send coroutines, message dicts per response part) cost more of the frontend's CPU than the
-model did. Here a parsed request becomes one call, `HeadwayApp.respond(method, path, headers,
-body, reply)`, and its answer one `transport.write`, from `reply`: at once, or the moment the
-prediction is known (no callback queue in between).
+Why its own server (docs/decisions.md): a parsed request becomes one call,
+`HeadwayApp.respond(method, path, headers, body, reply)`, and its answer one `transport.write`,
+from `reply`: at once, or the moment the prediction is known, with no ASGI glue or callback
+queue in between.
 
 What it does: keep-alive (HTTP/1.1 by default, HTTP/1.0 on request), pipelined requests
 (answered in order), chunked request bodies, `Expect: 100-continue`, gzip and deflate bodies

@@ -1,5 +1,5 @@
 """Triton's statistics extension: `GET /v2/models[/{m}[/versions/{v}]]/stats` and the gRPC
-`ModelStatistics`, read from the controller's per-model counters (`control.stats`).
+`ModelStatistics`, read from the controller's per-model counters (`control.model_stats`).
 
 Durations are cumulative nanoseconds. `queue` is each request's wait from arrival until its
 batch left for a worker; `compute_infer` the worker's run of the batch; `compute_input` the
@@ -15,8 +15,8 @@ import time
 from typing import Any
 
 from headway.control.controller import Controller
+from headway.control.model_stats import BatchTimes, ModelStats
 from headway.control.models import ModelState
-from headway.control.stats import BatchTimes, ModelStats
 
 
 def statistics(

@@ -30,8 +30,9 @@ import yaml
 from headway.errors import ConfigError, ModelNotFound
 from headway.repository import MAX_VERSION_DIGITS, Repository
 from headway.selection import Policy, make_policy
+from headway.selection.registry import KINDS
 
-POLICIES = ("fixed", "exp3", "exp4")
+POLICIES = tuple(KINDS)
 #: Sections of headway.yaml: applications, and the planner's (`headway.planning.description`).
 TOP_LEVEL = ("apps", "hardware", "pipelines")
 TASKS = ("classification", "regression")

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from headway.cli.serve import ServeSettings, run
-from headway.control.policy import POLICIES
+from headway.control.scheduling_policy import POLICIES
 from headway.errors import ConfigError
 from headway.store.db import SYNC_MODES
 
@@ -96,8 +96,7 @@ def cli() -> None:
     type=click.FloatRange(min=0),
     help="Send a worker its next batch while it still runs this much predicted work, so it "
     "does not wait for a busy frontend (0: one action in flight per worker). Experimental: "
-    "under 2x overload on 2 cores, 10-20 ms gave 21-61% goodput against 18-33% without "
-    "(bench/RESULTS.md).",
+    "try 10-20 under sustained overload, when workers idle while the frontend is busy.",
 )
 @click.option(
     "--busy-poll-us",
@@ -105,10 +104,9 @@ def cli() -> None:
     show_default=True,
     type=click.FloatRange(min=0),
     help="After each read or answer, the frontend (and each worker, after each action) polls "
-    "for the next one for this many microseconds instead of sleeping: lower latency at low "
-    "load for up to that much CPU per request (0: off). On the 2-core bench machine 1000 "
-    "took p50 at one connection from 0.65 to 0.36 ms with a worker process, for about one "
-    "more core busy (bench/RESULTS.md). Native HTTP server only.",
+    "for the next one for this many microseconds instead of sleeping (0: off). Use it for "
+    "the lowest latency at low load when a core can be spared for it: it costs up to that "
+    "much CPU per request (try 1000). Native HTTP server only.",
 )
 @click.option(
     "--max-body-mb",

@@ -18,7 +18,7 @@ from headway.api.http import HttpServer
 from headway.api.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, connection_cap
 from headway.apps import AppRegistry, load_config
 from headway.control.controller import Controller
-from headway.control.policy import POLICIES
+from headway.control.scheduling_policy import POLICIES
 from headway.errors import ConfigError
 from headway.planning.plan_file import apply_plan, read_plan
 from headway.repository import Repository

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from headway.control.actions import LOAD
-from headway.control.policy import SchedulingPolicy
 from headway.control.predictions import Predictions
+from headway.control.scheduling_policy import SchedulingPolicy
 from headway.control.slots import ModelSlot, WorkerSlot
 
 HeadKey = tuple[int, float, int]

@@ -22,16 +22,16 @@ from headway.control.cache import PredictionCache, cache_key
 from headway.control.engine import Engine, Reply, Tensors
 from headway.control.lifecycle import ModelLifecycle
 from headway.control.messages import message
+from headway.control.model_stats import ModelStats
 from headway.control.models import (
     READY,
     ModelState,
     Prediction,
 )
-from headway.control.policy import HEADWAY, SchedulingPolicy
 from headway.control.profiles import LatencyEstimator
 from headway.control.request import Request, priority_level
 from headway.control.scheduler import Scheduler
-from headway.control.stats import ModelStats
+from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
 from headway.control.validate import check_inputs, check_outputs
 from headway.errors import (
     DeadlineUnmeetable,
@@ -223,11 +223,10 @@ class Controller(ModelLifecycle):
         future is done when it returns, with no loop turn between.
 
         `then(future)`, if given, is called once the future is done, at that very moment
-        (possibly inside this call): how the HTTP server answers. A done-callback would run a
-        loop turn later, and under load every turn is a full round of reads: at twice a
-        model's capacity that put ~11 ms (p50) between a batch's results and their answers, so
-        answers the scheduler had on time reached clients late. Not called when this raises.
-        (For a model with a prediction cache, it runs as a done-callback.)"""
+        (possibly inside this call), not a loop turn later as a done-callback would be: under
+        load a turn is a full round of reads (docs/decisions.md). The HTTP server answers
+        through it. Not called when this raises. (For a model with a prediction cache, it
+        runs as a done-callback.)"""
         model = self.model(name, version)
         stats = self.stats[model.config.key]
         stats.requests += 1

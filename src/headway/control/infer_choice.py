@@ -13,9 +13,9 @@ from collections.abc import Mapping
 
 from headway.control.batching import largest_batch
 from headway.control.drops import latest_start
-from headway.control.policy import SchedulingPolicy
 from headway.control.predictions import Predictions
 from headway.control.request import Request
+from headway.control.scheduling_policy import SchedulingPolicy
 from headway.control.slots import ModelSlot, WorkerSlot
 
 

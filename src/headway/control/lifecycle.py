@@ -16,6 +16,7 @@ import numpy as np
 from headway.clock import Clock
 from headway.control.actions import LOAD, UNLOAD
 from headway.control.engine import Engine, Reply
+from headway.control.model_stats import ModelStats
 from headway.control.models import (
     LOADING,
     READY,
@@ -28,7 +29,6 @@ from headway.control.models import (
 from headway.control.probes import PROBE_PRIORITY, next_sweep_size
 from headway.control.request import Request
 from headway.control.scheduler import Scheduler
-from headway.control.stats import ModelStats
 from headway.datatypes import numpy_dtype
 from headway.errors import HeadwayError, ModelNotReady, WorkerFailed
 from headway.repository import ModelConfig, Repository, TensorSpec

@@ -22,11 +22,14 @@ def percentile(values: list[float], q: float) -> float:
     """The q-th percentile (0-100) by nearest rank: with 10 samples, p99 is the maximum."""
     if not values:
         raise ValueError("percentile of no values")
-    ordered = sorted(values)
+    return ranked(sorted(values), q)
+
+
+def ranked(ordered: list[float], q: float) -> float:
+    """The q-th percentile (0-100) by nearest rank of values already sorted (not empty)."""
     # q * n / 100, not q / 100 * n: the latter rounds 55 / 100 * 100 up to rank 56. The small
     # tolerance keeps exact ranks exact for fractional q too (99.9 of 1000 is rank 999).
-    rank = max(1, math.ceil(q * len(ordered) / 100.0 - 1e-9))
-    return ordered[rank - 1]
+    return ordered[max(1, math.ceil(q * len(ordered) / 100.0 - 1e-9)) - 1]
 
 
 @dataclass
@@ -118,7 +121,7 @@ class LatencyEstimator:
         self._dirty.clear()
         if not ordered:
             return None
-        return ordered[max(1, math.ceil(q * len(ordered) / 100.0 - 1e-9)) - 1]
+        return ranked(ordered, q)
 
     def recent(self, q: float) -> float | None:
         """The q-th percentile (nearest rank) of the last `pool` measurements of any model;
@@ -126,7 +129,7 @@ class LatencyEstimator:
         ordered = self._pooled
         if not ordered:
             return None
-        return ordered[max(1, math.ceil(q * len(ordered) / 100.0 - 1e-9)) - 1]
+        return ranked(ordered, q)
 
     def profiled(self, model: str) -> bool:
         """Whether some batch size has enough measurements to trust estimates."""
@@ -186,7 +189,7 @@ class LatencyEstimator:
         ordered = sorted(samples)
         if self.trim and len(ordered) > 2 * self.trim:
             ordered = ordered[: -self.trim]
-        return percentile(ordered, self.quantile)
+        return ranked(ordered, self.quantile)
 
 
 def _extrapolated(windows: _Windows, batch_size: int) -> float:

@@ -31,7 +31,6 @@ from headway.control.cold_starts import ColdModels, load_wait
 from headway.control.drops import DropTimes
 from headway.control.infer_choice import full_batch_ahead, hold_until, most_urgent, take_batch
 from headway.control.memory import WorkerMemory
-from headway.control.policy import HEADWAY, SchedulingPolicy
 from headway.control.predictions import (
     DEFAULT_LOAD_SECONDS,
     LOAD_OUTLIERS_IGNORED,
@@ -42,6 +41,7 @@ from headway.control.probes import Probes
 from headway.control.profiles import LatencyEstimator
 from headway.control.queues import DeadlineQueue
 from headway.control.request import Request
+from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
 from headway.control.slots import ModelSlot, WorkerSlot
 from headway.errors import DeadlineUnmeetable, Overloaded
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from headway.control.actions import INFER
-from headway.control.policy import HEADWAY
 from headway.control.request import Request
+from headway.control.scheduling_policy import HEADWAY
 from headway.errors import HeadwayError
 from headway.planning.pipeline import Catalogue, Configuration, Pipeline, Profiles, profile_of
 from headway.sim import ModelProfile, Simulation

@@ -38,9 +38,9 @@ def _rss_mb() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-#: Frameworks (comma-separated) a worker imports when it starts, before it says hello. A
-#: framework's first import takes 1-4 s; in a LOAD it would block the worker's requests and land
-#: in that model's LOAD estimate (bench/RESULTS-clockwork.md).
+#: Frameworks (comma-separated) a worker imports when it starts, before it says hello: a
+#: framework's first import takes seconds, which in a LOAD would block the worker's requests
+#: and land in that model's LOAD estimate.
 FRAMEWORKS_ENV = "HEADWAY_WORKER_FRAMEWORKS"
 #: What loading a framework's models imports beyond its adapter (unpickling imports these).
 _MODEL_IMPORTS = {"sklearn": ("sklearn.ensemble", "sklearn.linear_model", "sklearn.tree")}
@@ -66,8 +66,7 @@ def prepare(frameworks: str) -> list[str]:
 #: Microseconds a worker busy-polls for its next action after finishing one, while actions
 #: come at least this close together; set by `headway serve --busy-poll-us` (with the
 #: frontend's own polling, `api/busy_poll.py`). Off by default: it costs up to that much CPU
-#: per action. Alone, 1000 us cut p50 at 1 connection by ~0.08 ms; with the frontend polling
-#: too, the 17:16 full run measured 0.360 ms against 0.650 (bench/RESULTS.md).
+#: per action (docs/decisions.md).
 SPIN_ENV = "HEADWAY_WORKER_SPIN_US"
 DEFAULT_SPIN_US = "0"
 
@@ -109,8 +108,8 @@ class WorkerState:
         for key in evict or ():
             self.models.pop(key, None)
         if evict:
-            # Young generation only: a full collection took ~0.1 s on every evicting LOAD in
-            # the 1,000-model experiment, longer than a 100 ms SLO (bench/RESULTS-clockwork.md).
+            # Young generation only: a full collection takes longer than a tight SLO on every
+            # evicting LOAD (docs/decisions.md).
             gc.collect(0)
         before = _rss_mb()
         adapter = adapter_class(config["framework"])(config)
@@ -128,7 +127,7 @@ class WorkerState:
 
     def _unload(self, action: Action, _: Tensors) -> Answer:
         self.models.pop(action["model"], None)
-        gc.collect(0)  # as for an evicting LOAD: a full collection costs ~0.1 s here
+        gc.collect(0)  # as for an evicting LOAD: a full collection takes too long here
         return {"id": None, "ok": True}, {}
 
     def _infer(self, action: Action, tensors: Tensors) -> Answer:

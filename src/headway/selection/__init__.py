@@ -15,7 +15,8 @@ from headway.selection.exp3 import Exp3Policy
 from headway.selection.exp4 import Exp4Policy
 from headway.selection.fixed import FixedPolicy
 from headway.selection.losses import LabelRange, LossRule, scaled_absolute_loss, zero_one_loss
-from headway.selection.policy import Policy, PolicyState, Selection, make_policy
+from headway.selection.policy import Policy, PolicyState, Selection
+from headway.selection.registry import make_policy
 from headway.selection.states import StateRegistry
 from headway.selection.stats import ModelStatistics, SelectionStatistics, SelectionStats
 

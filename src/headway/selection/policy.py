@@ -318,23 +318,3 @@ class WeightedPolicy(Policy):
             state.log_weights[model] -= penalty
         renormalise(state.log_weights, self.min_weight)
         state.updates += 1
-
-
-def make_policy(name: str, models: Iterable[str], **options: Any) -> Policy:
-    """A policy by name: "fixed", "exp3" or "exp4", with that policy's options."""
-    from headway.selection.exp3 import Exp3Policy
-    from headway.selection.exp4 import Exp4Policy
-    from headway.selection.fixed import FixedPolicy
-
-    kinds: dict[str, type[Policy]] = {
-        "fixed": FixedPolicy,
-        "exp3": Exp3Policy,
-        "exp4": Exp4Policy,
-    }
-    try:
-        kind = kinds[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown selection policy {name!r}; expected one of {', '.join(kinds)}"
-        ) from None
-    return kind(models, **options)

@@ -25,7 +25,8 @@ from typing import Any
 
 from headway.selection.decision import Decision
 from headway.selection.fixed import FixedPolicy
-from headway.selection.policy import Policy, PolicyState, Selection, make_policy
+from headway.selection.policy import Policy, PolicyState, Selection
+from headway.selection.registry import make_policy
 from headway.selection.stats import SelectionStatistics, SelectionStats
 
 REGISTRY_FORMAT = 1

@@ -18,10 +18,10 @@ import numpy as np
 
 from headway.clock import ManualClock
 from headway.control.actions import INFER, LOAD, Dispatch
-from headway.control.policy import HEADWAY, SchedulingPolicy
 from headway.control.predictions import TRUSTED_LOADS
 from headway.control.request import Request
 from headway.control.scheduler import Scheduler
+from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
 from headway.errors import HeadwayError
 from headway.sim.worker import Execution, SimulatedWorker
 

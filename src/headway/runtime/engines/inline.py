@@ -1,8 +1,7 @@
 """The inline engine: one worker that runs inside the frontend's process, on its event loop.
 
-Why: a hop to a worker process costs two process wake-ups and a round trip (about 0.1 ms here
-even over a Unix socket, `bench/latency_breakdown.py`), more than a small scikit-learn model
-takes to predict. For such models, where the lowest latency at low load matters more than
+Why: a hop to a worker process costs two process wake-ups and a round trip, more than a small
+scikit-learn model takes to predict (docs/decisions.md). For such models, where the lowest latency at low load matters more than
 isolation, `headway serve --engine inline` runs every action in the frontend itself. The
 scheduler, deadlines, batching and early rejection are the same; what is lost is isolation: a
 model that crashes the process takes the server with it, and an INFER holds the event loop for

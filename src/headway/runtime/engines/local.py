@@ -6,9 +6,8 @@ challenge with its identity and proof that it holds this server's secret (`runti
 anything else that connects is refused, and the worker it claims to be is not disturbed. A
 worker whose connection is lost is stopped and started again, like one that died. Messages are
 `wire.framed`: a gathered `sendmsg` out, one `recv` in, read by the event loop's own reader
-callback. Plain sockets and not ZeroMQ because ZeroMQ hands every message through an I/O thread
-on each side: four thread wake-ups per hop instead of one, which measured 130-175 us per round
-trip against 12 us here on the 2-core bench machine (bench/latency_breakdown.py).
+callback. Plain sockets and not ZeroMQ, which hands every message through an I/O thread on each
+side: four thread wake-ups per hop instead of one (docs/decisions.md).
 
 A watcher notices a dead worker within `watch_interval` seconds, reports it, and starts a
 replacement (with backoff when a worker keeps crashing at start).
