@@ -10,27 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import pytest
 
 from headway.clock import ManualClock
 from headway.control.actions import INFER, LOAD, Dispatch
 from headway.control.predictions import DEFAULT_LOAD_SECONDS, RECENT_LOADS
 from headway.control.profiles import LatencyEstimator
-from headway.control.request import Request
 from headway.control.scheduler import Scheduler
 from headway.control.scheduling_policy import HEADWAY
 from headway.control.slots import MAX_IN_FLIGHT
 from headway.errors import ColdStartTooSlow, DeadlineUnmeetable
-
-
-def ms(value: float) -> float:
-    return value / 1000.0
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
+from tests.control.helpers import ms, request, seed, tags
 
 
 def demand(
@@ -53,24 +43,6 @@ def demand(
     for key, size in sizes.items():
         s.add_model(key, size_mb=size, max_batch=max_batch)
     return s
-
-
-def seed(s: Scheduler, model: str, table: dict[int, float]) -> None:
-    for size, seconds in table.items():
-        for _ in range(3):
-            s.estimator.observe(model, size, seconds)
-
-
-def request(
-    clock: ManualClock, tag: str, deadline_in: float, *, model: str, rows: int = 1
-) -> Request:
-    now = clock.now()
-    inputs = {"x": np.zeros((rows, 1), np.float32)}
-    return Request(model, inputs, rows, now, now + deadline_in, token=tag)
-
-
-def tags(dispatch: Dispatch) -> list[str]:
-    return [r.token for r in dispatch.requests]
 
 
 def actions(dispatches: list[Dispatch]) -> list[tuple[int, str, str]]:

@@ -9,25 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import pytest
 
 from headway.clock import ManualClock
-from headway.control.actions import INFER, LOAD, Dispatch
+from headway.control.actions import INFER, LOAD
 from headway.control.profiles import LatencyEstimator
-from headway.control.request import Request
 from headway.control.scheduler import Scheduler
 from headway.control.scheduling_policy import CLIPPER, HEADWAY, POLICIES, SchedulingPolicy
 from headway.errors import ColdStartTooSlow, DeadlineUnmeetable
-
-
-def ms(value: float) -> float:
-    return value / 1000.0
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
+from tests.control.helpers import ms, request, seed, tags
 
 
 def scheduler(
@@ -52,21 +42,6 @@ def scheduler(
     for key, size in sizes.items():
         s.add_model(key, size_mb=size, max_batch=max_batch)
     return s
-
-
-def seed(s: Scheduler, model: str, table: dict[int, float]) -> None:
-    for size, seconds in table.items():
-        for _ in range(3):
-            s.estimator.observe(model, size, seconds)
-
-
-def request(clock: ManualClock, tag: str, deadline_in: float, *, model: str = "m") -> Request:
-    now = clock.now()
-    return Request(model, {"x": np.zeros((1, 1), np.float32)}, 1, now, now + deadline_in, token=tag)
-
-
-def tags(dispatch: Dispatch) -> list[str]:
-    return [r.token for r in dispatch.requests]
 
 
 def run_all(s: Scheduler, clock: ManualClock, step: float = ms(1)) -> list[list[str]]:

@@ -14,18 +14,10 @@ import pytest
 from headway.clock import ManualClock
 from headway.control.actions import INFER, LOAD, UNLOAD, Dispatch
 from headway.control.profiles import LatencyEstimator
-from headway.control.request import DEFAULT_PRIORITY, Request, priority_level
+from headway.control.request import Request, priority_level
 from headway.control.scheduler import Scheduler
 from headway.errors import DeadlineUnmeetable, Overloaded
-
-
-def ms(value: float) -> float:
-    return value / 1000.0
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
+from tests.control.helpers import ms, request, seed, tags
 
 
 def scheduler(
@@ -47,33 +39,9 @@ def scheduler(
     return s
 
 
-def seed(s: Scheduler, model: str, table: dict[int, float]) -> None:
-    for size, seconds in table.items():
-        for _ in range(3):
-            s.estimator.observe(model, size, seconds)
-
-
-def request(
-    clock: ManualClock,
-    tag: str,
-    deadline_in: float,
-    *,
-    model: str = "m",
-    rows: int = 1,
-    priority: int = DEFAULT_PRIORITY,
-) -> Request:
-    now = clock.now()
-    inputs = {"x": np.zeros((rows, 1), np.float32)}
-    return Request(model, inputs, rows, now, now + deadline_in, priority, token=tag)
-
-
 def submit(s: Scheduler, *requests: Request) -> None:
     for r in requests:
         s.submit(r)
-
-
-def tags(dispatch: Dispatch) -> list[str]:
-    return [r.token for r in dispatch.requests]
 
 
 # -- dispatch: idle workers, one action each, control first -----------------------------------

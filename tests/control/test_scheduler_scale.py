@@ -14,20 +14,11 @@ from headway.clock import ManualClock
 from headway.control.actions import INFER, LOAD
 from headway.control.predictions import UNSEEN_LOAD_QUANTILE
 from headway.control.profiles import LatencyEstimator
-from headway.control.request import Request
 from headway.control.scheduler import Scheduler
 from headway.control.scheduling_policy import HEADWAY
 from headway.errors import ColdStartTooSlow
 from headway.sim import ModelProfile, Simulation
-
-
-def ms(value: float) -> float:
-    return value / 1000.0
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
+from tests.control.helpers import ms, request
 
 
 def demand(clock: ManualClock, models: list[str], share: float | None = None) -> Scheduler:
@@ -38,11 +29,6 @@ def demand(clock: ManualClock, models: list[str], share: float | None = None) ->
         for _ in range(3):
             s.estimator.observe(key, 1, ms(10))
     return s
-
-
-def request(clock: ManualClock, tag: str, deadline_in: float, model: str) -> Request:
-    now = clock.now()
-    return Request(model, {"x": np.zeros((1, 1), np.float32)}, 1, now, now + deadline_in, token=tag)
 
 
 def test_across_is_a_percentile_over_models_of_their_highest_estimates() -> None:

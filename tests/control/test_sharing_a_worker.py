@@ -17,15 +17,7 @@ from headway.control.profiles import LatencyEstimator
 from headway.control.request import Request
 from headway.control.scheduler import Scheduler
 from headway.errors import DeadlineUnmeetable
-
-
-def ms(value: float) -> float:
-    return value / 1000.0
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
+from tests.control.helpers import ms
 
 
 def request(clock: ManualClock, model: str, deadline_in: float) -> Request:

@@ -3,72 +3,25 @@ by its `latest` time is refused unrun, and a LOAD first evicts the models it nam
 
 from __future__ import annotations
 
-import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from headway.repository import read_model
-from headway.runtime.wire import pack, unpack
 from headway.runtime.worker import WorkerState
-
-MODEL_PY = textwrap.dedent(
-    """
-    import numpy as np
-
-    class Scaler:
-        inputs = [{"name": "input-0", "datatype": "FP32", "shape": [-1, 2]}]
-        outputs = [{"name": "output-0", "datatype": "FP32", "shape": [-1, 2]}]
-
-        def load(self, path):
-            self.scale = float((path / "scale.txt").read_text())
-
-        def predict(self, batch):
-            if np.any(batch < 0):
-                raise ValueError("negative input")
-            return batch * np.float32(self.scale)
-
-    class Broken:
-        def load(self, path):
-            raise RuntimeError("no weights here")
-
-        def predict(self, batch):
-            return batch
-    """
-)
+from tests.runtime.workers import call, model_config
 
 LATE = {"ok": False, "late": True, "duration": 0.0}
 
 
-def config(tmp_path: Path, name: str, entrypoint: str = "model.py:Scaler") -> dict[str, Any]:
-    """A python model folder in tmp_path; returns its wire config."""
-    folder = tmp_path / name
-    (folder / "1").mkdir(parents=True)
-    (folder / "model.py").write_text(MODEL_PY)
-    (folder / "1" / "scale.txt").write_text("2.0")
-    (folder / "model.yaml").write_text(f"framework: python\nentrypoint: {entrypoint}\n")
-    return read_model(folder).to_wire()
-
-
-def call(
-    state: WorkerState, header: dict[str, Any], tensors: dict[str, np.ndarray] | None = None
-) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """One action through the wire format both ways, as the worker's socket loop does it."""
-    frames = pack(dict(header), tensors or {})
-    received = [f.tobytes() if isinstance(f, np.ndarray) else bytes(f) for f in frames]
-    reply, outputs = state.handle(*unpack(received))
-    frames = pack(reply, outputs)
-    reply, outputs = unpack(
-        [f.tobytes() if isinstance(f, np.ndarray) else bytes(f) for f in frames]
-    )
-    reply.pop("tensors", None)  # the wire format's own table of the tensor frames
-    return reply, outputs
-
-
 def load(state: WorkerState, tmp_path: Path, name: str, ident: int, **extra: Any) -> dict[str, Any]:
-    header = {"op": "load", "id": ident, "model": f"{name}@1", "config": config(tmp_path, name)}
+    header = {
+        "op": "load",
+        "id": ident,
+        "model": f"{name}@1",
+        "config": model_config(tmp_path, name),
+    }
     reply, _ = call(state, {**header, **extra})
     return reply
 
@@ -138,7 +91,7 @@ def test_a_failed_load_still_evicts_what_it_named(tmp_path: Path) -> None:
     # The controller counts the named models gone as soon as it sends the LOAD.
     state = WorkerState()
     assert load(state, tmp_path, "a", 1)["ok"]
-    broken = config(tmp_path, "broken", "model.py:Broken")
+    broken = model_config(tmp_path, "broken", "model.py:Broken")
     header = {"op": "load", "id": 2, "model": "broken@1", "config": broken, "evict": ["a@1"]}
     reply, _ = call(state, header)
     assert reply["ok"] is False
