@@ -216,6 +216,27 @@ def test_torch_torchscript_and_eager_modules(tmp_path: Path) -> None:
         loaded(tmp_path / "none")
 
 
+def test_torch_without_declared_inputs_reports_the_signature_its_probe_saw(
+    tmp_path: Path,
+) -> None:
+    torch = pytest.importorskip("torch")
+    net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3)).eval()
+    torch.save(net, model_folder(tmp_path, "eager", {"framework": "torch"}) / "net.pth")
+    torch.jit.script(net.double()).save(
+        str(model_folder(tmp_path, "scripted64", {"framework": "torch"}) / "model.pt")
+    )
+    assert loaded(tmp_path / "eager").signature() == (
+        [spec("input-0", "FP32", [-1, 4])],
+        [spec("output-0", "FP32", [-1, 3])],
+    )
+    inputs, _ = loaded(tmp_path / "scripted64").signature()
+    assert inputs == [spec("input-0", "FP64", [-1, 4])]
+    # an embedding's first weight is a matrix too, but it takes indices: the probe fails
+    words = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Flatten()).eval()
+    torch.save(words, model_folder(tmp_path, "words", {"framework": "torch"}) / "net.pth")
+    assert loaded(tmp_path / "words").signature() == ([], [])
+
+
 def test_torch_several_inputs_and_outputs(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from headway.control.validate import check_inputs, check_outputs
+from headway.datatypes import oip_datatype
 from headway.errors import InvalidInput
 from headway.repository import TensorSpec
 
@@ -37,7 +38,42 @@ def test_fixed_dimensions_must_match_exactly() -> None:
 def test_datatype_mismatch() -> None:
     with pytest.raises(InvalidInput) as info:
         check_inputs("m", SPECS, {"input-0": np.zeros((3, 64), np.float64)})
-    assert info.value.message == "input 'input-0': expected datatype FP32, got FP64"
+    assert info.value.message == (
+        "input 'input-0': expected datatype FP32, got FP64 "
+        "(FP64 does not convert to FP32 without loss)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("declared", "sent", "value"),
+    [
+        ("FP64", np.float32, 0.1),  # FP32's 0.1 is exactly an FP64 value
+        ("INT64", np.int32, -(2**31)),
+        ("FP64", np.int32, 2**31 - 1),
+        ("INT32", np.uint16, 65535),
+    ],
+)
+def test_a_datatype_that_converts_without_loss_is_converted(
+    declared: str, sent: type, value: float
+) -> None:
+    specs = (TensorSpec("x", declared, (-1, 2)),)
+    inputs = {"x": np.full((3, 2), value, dtype=sent)}
+    original = inputs["x"].copy()
+    assert check_inputs("m", specs, inputs) == 3
+    converted = inputs["x"]
+    assert oip_datatype(converted.dtype) == declared
+    assert (converted.astype(original.dtype) == original).all()  # the same values, exactly
+
+
+@pytest.mark.parametrize(
+    ("declared", "sent"),
+    [("INT32", np.int64), ("FP64", np.int64), ("FP32", np.int32), ("INT64", np.uint64),
+     ("INT64", np.bool_), ("FP32", np.float64)],
+)  # fmt: skip
+def test_a_datatype_that_would_lose_values_is_refused(declared: str, sent: type) -> None:
+    specs = (TensorSpec("x", declared, (-1,)),)
+    with pytest.raises(InvalidInput, match=rf"'x': expected datatype {declared}, got "):
+        check_inputs("m", specs, {"x": np.zeros(2, dtype=sent)})
 
 
 def test_bytes_input_accepts_object_and_string_arrays() -> None:

@@ -5,6 +5,12 @@ The artifact is `model.pt`, else the first `*.pt` / `*.pth`. A single-input mode
 else sorted by name. The model returns a tensor (`output-0`), a tuple or list of tensors
 (`output-0`, `output-1`, ...) or a dict of them (its names). Arrays become tensors without copies.
 Options: `threads` (default 1, `torch.set_num_threads`), `device` (default `cpu`).
+
+A model whose model.yaml declares no inputs is probed once after loading: when its first
+weight is a matrix (a Linear layer first), one row of zeros of that width and dtype runs
+through it, and the shapes and datatypes seen become its signature (reported in its metadata,
+checked on every request: a wrong datatype is a 400 naming it, not the model's traceback).
+A model the probe cannot run keeps an unknown signature.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from headway.adapters.base import DEFAULT_OUTPUT, Adapter, wanted
+from headway.adapters.base import DEFAULT_INPUT, DEFAULT_OUTPUT, Adapter, wanted
+from headway.datatypes import oip_datatype
 from headway.errors import ConfigError
 
 
@@ -45,6 +52,19 @@ class TorchAdapter(Adapter):
             )
         self.model = model.to(self.device).eval()
 
+    def signature(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        if self.config.get("inputs"):
+            return [], []  # model.yaml's declaration is the signature
+        weight = next((p for p in self.model.parameters() if p.ndim == 2), None)
+        if weight is None:
+            return [], []
+        probe = np.zeros((1, weight.shape[1]), dtype=weight.detach().cpu().numpy().dtype)
+        try:
+            outputs = self.predict({DEFAULT_INPUT: probe})
+        except Exception:  # not a Linear-first model (an embedding, a convolution ...)
+            return [], []
+        return [_spec(DEFAULT_INPUT, probe)], [_spec(k, v) for k, v in outputs.items()]
+
     def predict(
         self, inputs: dict[str, np.ndarray], outputs: Sequence[str] | None = None
     ) -> dict[str, np.ndarray]:
@@ -67,6 +87,11 @@ class TorchAdapter(Adapter):
         with warnings.catch_warnings():  # a read-only request buffer; the model does not write it
             warnings.simplefilter("ignore", UserWarning)
             return torch.from_numpy(array).to(self.device)
+
+
+def _spec(name: str, array: np.ndarray) -> dict[str, Any]:
+    """A tensor seen on the probe as a signature entry: any batch size, the rest as seen."""
+    return {"name": name, "datatype": oip_datatype(array.dtype), "shape": [-1, *array.shape[1:]]}
 
 
 def _numpy(value: Any) -> np.ndarray:

@@ -6,13 +6,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from headway.datatypes import oip_datatype
+from headway.datatypes import numpy_dtype, oip_datatype
 from headway.errors import InvalidInput
 from headway.repository import TensorSpec
 
 
 def check_inputs(model: str, specs: Sequence[TensorSpec], inputs: dict[str, np.ndarray]) -> int:
-    """Validate names, datatypes and shapes; returns the number of rows (the batch dimension)."""
+    """Validate names, datatypes and shapes; returns the number of rows (the batch dimension).
+
+    A tensor whose datatype converts to the declared one without loss (`lossless`) is
+    converted, in `inputs`; any other datatype is refused, naming both."""
     if not inputs:
         raise InvalidInput(f"model {model!r}: the request has no inputs")
     if specs:
@@ -27,7 +30,7 @@ def check_inputs(model: str, specs: Sequence[TensorSpec], inputs: dict[str, np.n
                 + (f"missing {sorted(missing)}" if missing else "")
             )
         for spec in specs:
-            _check_tensor(spec, inputs[spec.name])
+            inputs[spec.name] = _check_tensor(spec, inputs[spec.name])
     rows: int | None = None
     for name, array in inputs.items():
         if array.ndim == 0:
@@ -44,16 +47,34 @@ def check_inputs(model: str, specs: Sequence[TensorSpec], inputs: dict[str, np.n
     return rows
 
 
-def _check_tensor(spec: TensorSpec, array: np.ndarray) -> None:
-    datatype = oip_datatype(array.dtype)
-    if datatype != spec.datatype:
-        raise InvalidInput(
-            f"input {spec.name!r}: expected datatype {spec.datatype}, got {datatype}"
-        )
+def _check_tensor(spec: TensorSpec, array: np.ndarray) -> np.ndarray:
     shape = list(array.shape)
     want = list(spec.shape)
     if len(shape) != len(want) or any(w != -1 and w != s for w, s in zip(want, shape, strict=True)):
         raise InvalidInput(f"input {spec.name!r}: expected shape {want}, got {shape}")
+    datatype = oip_datatype(array.dtype)
+    if datatype == spec.datatype:
+        return array
+    if lossless(datatype, spec.datatype):
+        return array.astype(numpy_dtype(spec.datatype))
+    numeric = "BYTES" not in (datatype, spec.datatype)
+    raise InvalidInput(
+        f"input {spec.name!r}: expected datatype {spec.datatype}, got {datatype}"
+        + (f" ({datatype} does not convert to {spec.datatype} without loss)" if numeric else "")
+    )
+
+
+def lossless(sent: str, declared: str) -> bool:
+    """Whether every value of datatype `sent` is exactly a value of `declared`: a wider float
+    (FP32 -> FP64), a wider integer of a kind that holds every value (INT32 -> INT64, UINT8 ->
+    INT16), or an integer narrow enough for the float's mantissa (INT32 -> FP64, INT16 ->
+    FP32). BOOL and BYTES convert to nothing else."""
+    if "BOOL" in (sent, declared) or "BYTES" in (sent, declared):
+        return False
+    source, target = numpy_dtype(sent), numpy_dtype(declared)
+    if source.kind in "iu" and target.kind == "f" and source.itemsize >= target.itemsize:
+        return False  # numpy calls INT64 -> FP64 safe; it rounds above 2**53
+    return bool(np.can_cast(source, target, "safe"))
 
 
 def check_outputs(model: str, specs: Sequence[TensorSpec], wanted: Sequence[str] | None) -> None:
