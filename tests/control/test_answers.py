@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from headway.clock import ManualClock
 from headway.control.controller import Controller
 from headway.control.engine import Action, Tensors
 from headway.repository import Repository
@@ -44,15 +45,12 @@ def repository(tmp_path: Path) -> Repository:
 async def started(repository: Repository) -> tuple[Controller, FakeEngine]:
     """A controller whose model is loaded and warmed up, with INFER replies now held."""
     engine = FakeEngine(compute=tenfold, duration=1e-3)
-    controller = Controller(repository, engine)
+    controller = Controller(repository, engine, clock=ManualClock())
     await controller.start()
-    for _ in range(100):  # the warm-up runs answer on their own
-        await asyncio.sleep(0.01)
-        if (
-            controller.scheduler.queue_length("m@1") == 0
-            and not controller.scheduler.busy_workers()
-        ):
-            break
+    for _ in range(200):  # the warm-up runs answer on their own, one per loop turn or two
+        await asyncio.sleep(0)
+    assert controller.scheduler.queue_length("m@1") == 0
+    assert not controller.scheduler.busy_workers()
     engine.hold = True
     return controller, engine
 
@@ -72,7 +70,7 @@ def test_then_runs_inside_the_reply_and_the_next_batch_goes_out_on_the_next_turn
         await asyncio.sleep(0)  # the pump sends it: the worker is busy from now on
         assert engine.infers() == [1]
         later = [controller.submit("m", row(v), then=then) for v in (2.0, 3.0, 4.0)]
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)
         assert engine.infers() == [1]  # queued behind the busy worker (not a full batch)
 
         engine.release()  # inside this call: the first answer
@@ -130,7 +128,7 @@ def test_a_then_that_raises_is_logged_and_the_batch_is_still_answered(
         await asyncio.sleep(0)
         controller.submit("m", row(2.0), then=broken)
         controller.submit("m", row(3.0), then=then)
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)
         engine.release()
         await asyncio.sleep(0)
         engine.release()

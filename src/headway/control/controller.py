@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from headway.clock import Clock, MonotonicClock
+from headway.clock import LoopClock, Timer, TimerClock
 from headway.control.actions import INFER, LOAD, Dispatch
 from headway.control.cache import PredictionCache, cache_key
 from headway.control.engine import Engine, Reply, Tensors
@@ -57,7 +57,7 @@ class Controller(ModelLifecycle):
         engine: Engine,
         *,
         store: Store | None = None,
-        clock: Clock | None = None,
+        clock: TimerClock | None = None,
         cache_bytes: int = 32 * 1024 * 1024,
         ready_timeout: float = 60.0,
         memory_budget_mb: float | None = None,
@@ -66,7 +66,7 @@ class Controller(ModelLifecycle):
         self.repository = repository
         self.engine = engine
         self.store = store
-        self.clock = clock or MonotonicClock()
+        self.clock: TimerClock = clock or LoopClock()
         #: With a memory budget, models load on demand and are evicted to fit it.
         self.memory_budget_mb = memory_budget_mb
         self.on_demand = memory_budget_mb is not None
@@ -91,7 +91,7 @@ class Controller(ModelLifecycle):
         self._all_ready: asyncio.Event | None = None
         self._in_flight: dict[bytes, asyncio.Future[Prediction]] = {}
         self._pump_scheduled = False
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: Timer | None = None
         self._timer_at = float("inf")
         self._loop: asyncio.AbstractEventLoop | None = None
         self.started = False
@@ -334,9 +334,8 @@ class Controller(ModelLifecycle):
             return
         if self._timer is not None:
             self._timer.cancel()
-        assert self._loop is not None
         self._timer_at = when
-        self._timer = self._loop.call_later(max(0.0, when - self.clock.now()), self._on_timer)
+        self._timer = self.clock.call_at(when, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer, self._timer_at = None, float("inf")

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from headway.clock import Clock
+from headway.clock import TimerClock
 from headway.control.actions import LOAD, UNLOAD
 from headway.control.engine import Engine, Reply
 from headway.control.model_stats import ModelStats
@@ -46,7 +46,7 @@ class ModelLifecycle:
     repository: Repository
     engine: Engine
     store: Store | None
-    clock: Clock
+    clock: TimerClock
     scheduler: Scheduler
     models: dict[str, ModelState]
     versions: dict[str, ModelState]
