@@ -19,7 +19,7 @@ import orjson
 
 import headway
 from headway.api import oip
-from headway.api.apps import AppRoutes
+from headway.api.apps import AppRoutes, lookup_route
 from headway.api.auth import AdminToken, is_admin
 from headway.api.descriptions import config, index, metadata, unready
 from headway.api.errors import (
@@ -251,9 +251,11 @@ class HeadwayApp:
             return self._v2(method, parts[1:], headers, body, received, reply)
         if parts and parts[0] == "apps":
             return self._apps(method, parts[1:], path, body)
+        if parts and parts[0] == "lookups":
+            return lookup_route(self.apps, method, parts[1:], body)
         if parts == ["metrics"]:
             _expect(method, "GET")
-            return 200, render(self.controller), _TEXT
+            return 200, render(self.controller, self.apps), _TEXT
         if parts == ["openapi.json"]:
             _expect(method, "GET")
             return 200, orjson.dumps(OPENAPI), JSON

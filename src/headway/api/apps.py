@@ -9,6 +9,8 @@
     POST   /apps/{app}/models       {"model": "name[@version]"}: link one more (at the mean weight)
     POST   /apps/{app}/active       {"model": m} or {"split": {m: share}}: fixed policy's traffic
     GET    /apps/{app}/users/{user} the weights that serve one user
+    PUT    /lookups/{key}           {"value": v}: a value flows read with lookup(key)
+    GET    /lookups/{key}           that value; DELETE /lookups/{key} removes it
 
 Bodies are JSON objects; errors are `{"error": "..."}` with the status of `api.errors`.
 """
@@ -23,6 +25,7 @@ import orjson
 from headway.api.errors import JSON, Response, method_not_allowed, problem
 from headway.apps import AppRegistry
 from headway.errors import InvalidInput
+from headway.flows.serving import FlowApplication
 
 _OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
@@ -63,12 +66,14 @@ class AppRoutes:
             self.registry.delete(name)
             return _reply({"deleted": name})
         if key == (3, "users"):
-            return _reply(self.registry.get(name).user_view(parts[2]))
+            return _reply(self.registry.selection_app(name, "a user's weights").user_view(parts[2]))
         if method == "POST":
             self.registry.get(name)  # an unknown app is a 404 before the body is read
         body = _json(raw)
         if method == "PUT":
-            _, created = self.registry.put(name, body)
+            app, created = self.registry.put(name, body)
+            if isinstance(app, FlowApplication):
+                await app.start()  # answers once its stages are served (or failed to load)
             return _reply(self.registry.describe(name), 201 if created else 200)
         action = parts[1]
         if action == "predict":
@@ -150,3 +155,24 @@ def _user(body: dict[str, Any]) -> str | None:
     if user is not None and (not isinstance(user, str) or not user):
         raise InvalidInput("'user' must be a non-empty string")
     return user
+
+
+async def lookup_route(
+    registry: AppRegistry, method: str, parts: list[str], raw: bytes
+) -> Response:
+    """`/lookups/{key}`: put, read or remove a value that flows look up."""
+    if len(parts) != 1:
+        return problem(404, "lookup routes are /lookups/{key}")
+    key = parts[0]
+    lookups = registry.lookups
+    if method == "GET":
+        return _reply({"key": key, "value": lookups.get(key)})
+    if method == "DELETE":
+        lookups.delete(key)
+        return _reply({"deleted": key})
+    if method != "PUT":
+        return problem(405, f"method {method} not allowed here; use GET, PUT or DELETE")
+    body = _json(raw)
+    _fields(body, required={"value"})
+    lookups.put(key, body["value"])
+    return _reply({"key": key, "value": lookups.get(key)})

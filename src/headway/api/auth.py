@@ -5,6 +5,7 @@ Admin routes (everything that changes state; `docs/security.md` lists them):
     POST   /v2/repository/models/{m}/load, /unload
     PUT    /apps/{app}, DELETE /apps/{app}
     POST   /apps/{app}/feedback, /apps/{app}/models, /apps/{app}/active
+    GET, PUT, DELETE /lookups/{key}
 
 With a token configured (`--admin-token`, `HEADWAY_ADMIN_TOKEN`), these need
 `Authorization: Bearer <token>`; without one they get 401 and a `WWW-Authenticate` header
@@ -26,6 +27,8 @@ def is_admin(method: str, parts: list[str]) -> bool:
     """Whether the route (its path split on '/') changes the server's state."""
     if not parts:
         return False
+    if parts[0] == "lookups":
+        return True  # a flow's lookups hold users' features: reading them is an admin's too
     if parts[0] == "apps":
         if method in ("PUT", "DELETE"):
             return len(parts) == 2

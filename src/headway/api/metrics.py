@@ -18,8 +18,10 @@ from prometheus_client.core import (
     Metric,
 )
 
+from headway.apps import AppRegistry
 from headway.control.controller import Controller
 from headway.control.models import ModelState
+from headway.flows.serving import FlowApplication
 
 
 class ControllerCollector:
@@ -96,7 +98,40 @@ def _buckets(cumulative: list[tuple[float, int]]) -> list[tuple[str, float]]:
     return [("+Inf" if b == float("inf") else repr(float(b)), float(n)) for b, n in cumulative]
 
 
-def render(controller: Controller) -> bytes:
+class FlowCollector:
+    """Per-operator series of the flow applications, labelled `app` and `operator`."""
+
+    def __init__(self, apps: AppRegistry) -> None:
+        self.apps = apps
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["app", "operator"]
+        families = {
+            "calls": CounterMetricFamily("headway_flow_operator_calls", "Operator runs", labels=labels),
+            "rows_in": CounterMetricFamily("headway_flow_operator_rows_in", "Rows into the operator", labels=labels),
+            "rows_out": CounterMetricFamily("headway_flow_operator_rows_out", "Rows out of the operator", labels=labels),
+            "errors": CounterMetricFamily("headway_flow_operator_errors", "Failed stage runs (on the stage's first operator)", labels=labels),
+            "queued_s": CounterMetricFamily("headway_flow_operator_queued_seconds", "Time its stage waited before running (queue, transport)", labels=labels),
+        }  # fmt: skip
+        running = HistogramMetricFamily(
+            "headway_flow_operator_seconds", "Time the operator ran, per call", labels=labels
+        )
+        for name, app in sorted(self.apps.apps.items()):
+            if not isinstance(app, FlowApplication):
+                continue
+            for op in app.stats.operators.values():
+                for field, family in families.items():
+                    family.add_metric([name, op.operator], getattr(op, field))
+                running.add_metric(
+                    [name, op.operator], _buckets(op.histogram.cumulative()), op.histogram.total
+                )
+        yield from families.values()
+        yield running
+
+
+def render(controller: Controller, apps: AppRegistry | None = None) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ControllerCollector(controller))
+    if apps is not None:
+        registry.register(FlowCollector(apps))
     return bytes(generate_latest(registry))

@@ -44,6 +44,9 @@ POLICY_ONLY: dict[str, tuple[str, ...]] = {
     "split": ("fixed",),
     "active": ("fixed",),
 }
+#: A flow application's keys: `flow` and the compiler's switches (`headway.flows.flow.Options`).
+FLOW_OPTIONS = ("fusion", "compete", "compete_replicas", "batching")
+FLOW_KEYS = ("flow", *FLOW_OPTIONS)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 
 
@@ -93,6 +96,12 @@ class AppConfig:
     tolerance: float | None = None
     split: dict[str, float] | None = field(default=None, hash=False)
     active: str | None = None
+    #: A flow application (`headway.flows`): `path/file.py:object` and its compiler switches.
+    flow: str | None = None
+    fusion: bool | None = None
+    compete: bool | None = None
+    compete_replicas: int | None = None
+    batching: bool | None = None
 
     @property
     def refs(self) -> list[ModelRef]:
@@ -127,10 +136,17 @@ class AppConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """The same shape as the YAML entry (without its name), unset options left out."""
+        if self.flow is not None:
+            keys = ("flow", "slo_ms", *FLOW_OPTIONS)
+            return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
         out: dict[str, Any] = {}
         for item in fields(self):
             value = getattr(self, item.name)
-            if item.name == "name" or (item.name in POLICY_ONLY and value is None):
+            if (
+                item.name == "name"
+                or item.name in FLOW_KEYS
+                or (item.name in POLICY_ONLY and value is None)
+            ):
                 continue
             out[item.name] = list(value) if item.name == "models" else value
         return out
@@ -145,14 +161,19 @@ def _number(where: str, key: str, value: Any, *, low: float, high: float = math.
     return float(value)
 
 
-def parse_app(name: str, raw: Any, repository: Repository | None = None) -> AppConfig:
-    """One application entry -> AppConfig; ConfigError naming the app and the key."""
+def parse_app(
+    name: str, raw: Any, repository: Repository | None = None, base: Path | None = None
+) -> AppConfig:
+    """One application entry -> AppConfig; ConfigError naming the app and the key. A relative
+    flow path is taken from `base` (the config file's folder), else the working folder."""
     where = f"app {name!r}"
     if not isinstance(name, str) or not _NAME.match(name):
         raise ConfigError(f"{where}: an app name may use letters, digits, '_', '-', '.'")
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{where}: must be a mapping with at least 'models', not {raw!r}")
-    known = {item.name for item in fields(AppConfig)} - {"name"}
+    if "flow" in raw:
+        return parse_flow_app(name, raw, repository, base)
+    known = {item.name for item in fields(AppConfig)} - {"name", *FLOW_KEYS}
     unknown = sorted(str(key) for key in raw if key not in known)
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {sorted(known)}")
@@ -175,7 +196,7 @@ def parse_app(name: str, raw: Any, repository: Repository | None = None) -> AppC
     personalize = raw.get("personalize", False)
     if not isinstance(personalize, bool):
         raise ConfigError(f"{where}: personalize must be true or false, not {personalize!r}")
-    optional = {
+    optional: dict[str, Any] = {
         key: None if raw.get(key) is None else _number(where, key, raw[key], low=low, high=high)
         for key, low, high in (
             ("scale", 1e-300, math.inf),
@@ -213,6 +234,46 @@ def parse_app(name: str, raw: Any, repository: Repository | None = None) -> AppC
     return config
 
 
+def parse_flow_app(
+    name: str, raw: Mapping[str, Any], repository: Repository | None, base: Path | None
+) -> AppConfig:
+    """A flow application: `flow: path/file.py:object`, `slo_ms`, and compiler switches."""
+    from headway.flows.serving import check_flow
+    from headway.flows.source import split_spec
+
+    where = f"app {name!r}"
+    known = {*FLOW_KEYS, "slo_ms"}
+    unknown = sorted(str(key) for key in raw if key not in known)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key(s) {unknown} for a flow app; known: {sorted(known)}"
+        )
+    spec = raw["flow"]
+    if not isinstance(spec, str):
+        raise ConfigError(f"{where}: flow must be 'path/file.py:name', not {spec!r}")
+    path, attr = split_spec(spec, where, base)
+    switches: dict[str, Any] = {}
+    for key in ("fusion", "compete", "batching"):
+        if raw.get(key) is not None:
+            if not isinstance(raw[key], bool):
+                raise ConfigError(f"{where}: {key} must be true or false, not {raw[key]!r}")
+            switches[key] = raw[key]
+    if raw.get("compete_replicas") is not None:
+        switches["compete_replicas"] = int(
+            _number(where, "compete_replicas", raw["compete_replicas"], low=1, high=16)
+        )
+    config = AppConfig(
+        name=name,
+        models=(),
+        slo_ms=_number(where, "slo_ms", raw.get("slo_ms", 1000.0), low=1e-3),
+        flow=f"{path}:{attr}",
+        **switches,
+    )
+    if repository is not None:
+        check_flow(config, repository)
+    return config
+
+
 def check_models(config: AppConfig, repository: Repository) -> None:
     """Every linked model (and pinned version) must be in the repository."""
     for ref in config.refs:
@@ -232,7 +293,9 @@ def check_models(config: AppConfig, repository: Repository) -> None:
                 raise ConfigError(f"{where}: no version {ref.version}; it has {versions}") from None
 
 
-def parse_apps(document: Any, repository: Repository | None = None) -> dict[str, AppConfig]:
+def parse_apps(
+    document: Any, repository: Repository | None = None, base: Path | None = None
+) -> dict[str, AppConfig]:
     """The `apps:` section of a configuration document (unknown top-level keys are refused)."""
     if document is None:
         return {}
@@ -244,7 +307,7 @@ def parse_apps(document: Any, repository: Repository | None = None) -> dict[str,
     apps = document.get("apps") or {}
     if not isinstance(apps, Mapping):
         raise ConfigError("apps: must map application names to their settings")
-    return {str(name): parse_app(str(name), raw, repository) for name, raw in apps.items()}
+    return {str(name): parse_app(str(name), raw, repository, base) for name, raw in apps.items()}
 
 
 def load_config(path: Path, repository: Repository | None = None) -> dict[str, AppConfig]:
@@ -254,6 +317,6 @@ def load_config(path: Path, repository: Repository | None = None) -> dict[str, A
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: cannot be read: {exc}") from None
     try:
-        return parse_apps(document, repository)
+        return parse_apps(document, repository, Path(path).parent)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc.message}") from None

@@ -30,9 +30,13 @@ from headway.apps.config import AppConfig, ModelRef, check_models, parse_app
 from headway.apps.records import QueryLog
 from headway.control.controller import Controller
 from headway.errors import ConfigError, InvalidInput, ModelNotFound
+from headway.flows.lookups import Lookups
+from headway.flows.serving import FlowApplication
 from headway.selection import StateRegistry
 from headway.store import Store
 from headway.store.apps import AppStore
+
+Served = Application | FlowApplication
 
 log = logging.getLogger("headway.apps")
 
@@ -56,7 +60,9 @@ class AppRegistry:
         self.db = AppStore(store) if store is not None else None
         self.declared = dict(declared or {})
         self.flush_interval = flush_interval
-        self.apps: dict[str, Application] = {}
+        self.apps: dict[str, Served] = {}
+        #: Values flows look up (`PUT /lookups/{key}`), kept in the store.
+        self.lookups = Lookups(store)
         self._sources: dict[str, dict[str, Any] | None] = {}  # app -> its config-file entry
         self.late: set[asyncio.Task[Any]] = set()
         self._flusher: asyncio.Task[None] | None = None
@@ -83,7 +89,12 @@ class AppRegistry:
             else:
                 continue  # kept in the store untouched: a repaired repository restores it
             old = self._stored_state(name) if self.db else None
-            self._install(config, old, previous, source)
+            try:
+                self._install(config, old, previous, source)
+            except ConfigError as exc:  # e.g. a flow file that no longer builds
+                log.error("app %s cannot be served: %s", name, exc.message)
+        flows = [app.start() for app in self.apps.values() if isinstance(app, FlowApplication)]
+        await asyncio.gather(*flows)
         self._flusher = asyncio.ensure_future(self._flush_loop())
 
     async def stop(self) -> None:
@@ -110,7 +121,7 @@ class AppRegistry:
         for app in self.apps.values():
             self._save_state(app)
 
-    def _save_state(self, app: Application) -> None:
+    def _save_state(self, app: Served) -> None:
         rows = app.take_dirty()
         if rows and self.db is not None:
             self.db.save_states(app.name, rows)
@@ -137,8 +148,10 @@ class AppRegistry:
         previous: AppConfig | None,
         source: dict[str, Any] | None,
         query_log: QueryLog | None = None,
-    ) -> Application:
+    ) -> Served:
         """Serve `config`, carrying over `old` learned state when the policy is the same."""
+        if config.flow is not None:
+            return self._install_flow(config, source)
         policy = config.build_policy()
         registry = None
         if old is not None and old["policy"].get("name") == config.policy:
@@ -157,7 +170,7 @@ class AppRegistry:
         ):
             registry.set_split(registry.policy.split)  # type: ignore[attr-defined]
         app = Application(config, self.controller, registry, query_log=query_log, late=self.late)
-        self.apps[config.name] = app
+        self._replace(config.name, app)
         self._sources[config.name] = source
         app.mark_all_dirty()
         rows = app.take_dirty()
@@ -166,20 +179,46 @@ class AppRegistry:
             self.db.save_states(config.name, rows, replace=True)
         return app
 
+    def _install_flow(self, config: AppConfig, source: dict[str, Any] | None) -> FlowApplication:
+        app = FlowApplication(config, self.controller, self.lookups)
+        self._replace(config.name, app)
+        self._sources[config.name] = source
+        if self.db is not None:
+            self.db.save_app(config.name, config.to_dict(), source)
+            self.db.delete_states(config.name)
+        return app
+
+    def _replace(self, name: str, app: Served) -> None:
+        """Serve `app` under `name`; a flow app it replaces unloads its stage models."""
+        old = self.apps.get(name)
+        self.apps[name] = app
+        if isinstance(old, FlowApplication) and old is not app:
+            task = asyncio.ensure_future(old.stop())
+            self.late.add(task)
+            task.add_done_callback(self.late.discard)
+
     # -- the admin API -------------------------------------------------------------------------
-    def get(self, name: str) -> Application:
+    def get(self, name: str) -> Served:
         app = self.apps.get(name)
         if app is None:
             raise AppNotFound(f"unknown application {name!r}; the server has {sorted(self.apps)}")
         return app
 
-    def put(self, name: str, raw: Any) -> tuple[Application, bool]:
+    def selection_app(self, name: str, what: str) -> Application:
+        """The named app, which must be a selection app (flows have no feedback or weights)."""
+        app = self.get(name)
+        if isinstance(app, FlowApplication):
+            raise InvalidInput(f"app {name!r} is a flow; {what} belongs to selection apps")
+        return app
+
+    def put(self, name: str, raw: Any) -> tuple[Served, bool]:
         """Create or replace an application; (it, whether it is new). Learned state is kept
         when the policy stays the same."""
         config = parse_app(name, raw, self.controller.repository)
         old = self.apps.get(name)
-        if old is None:
-            return self._install(config, None, None, None), True
+        if old is None or isinstance(old, FlowApplication) or config.flow is not None:
+            source = self._sources.get(name) if old is not None else None
+            return self._install(config, None, None, source), old is None
         self._save_state(old)
         app = self._install(
             config, old.registry.to_dict(), old.config, self._sources.get(name), old.log
@@ -187,7 +226,11 @@ class AppRegistry:
         return app, False
 
     def delete(self, name: str) -> None:
-        self.get(name)
+        app = self.get(name)
+        if isinstance(app, FlowApplication):
+            task = asyncio.ensure_future(app.stop())
+            self.late.add(task)
+            task.add_done_callback(self.late.discard)
         del self.apps[name]
         self._sources.pop(name, None)
         if self.db is not None:
@@ -195,7 +238,7 @@ class AppRegistry:
 
     def add_model(self, name: str, model: Any) -> Application:
         """Link one more model; it starts at the mean weight of each state (fixed: no traffic)."""
-        app = self.get(name)
+        app = self.selection_app(name, "linking a model")
         ref = ModelRef.parse(model, f"app {name!r}: model")
         if ref.key in app.config.models:
             raise InvalidInput(f"app {name!r} already links model {ref.key!r}")
@@ -208,7 +251,7 @@ class AppRegistry:
         self, name: str, *, model: str | None = None, split: Mapping[str, float] | None = None
     ) -> Application:
         """A fixed policy's active model (a rollback or rollout) or traffic split (a canary)."""
-        app = self.get(name)
+        app = self.selection_app(name, "the traffic split")
         if app.config.policy != "fixed":
             raise InvalidInput(
                 f"app {name!r} uses policy {app.config.policy!r}; the active model and traffic "
@@ -227,7 +270,7 @@ class AppRegistry:
         self._persist(app)
         return app
 
-    def _persist(self, app: Application) -> None:
+    def _persist(self, app: Served) -> None:
         if self.db is not None:
             self.db.save_app(app.name, app.config.to_dict(), self._sources.get(app.name))
         self._save_state(app)
@@ -243,7 +286,7 @@ class AppRegistry:
     ) -> dict[str, Any]:
         """Learn from one label; log the event and the state it changed before answering, so
         acknowledged feedback survives a crash (kill -9) of the server."""
-        app = self.get(name)
+        app = self.selection_app(name, "feedback")
         result = await app.feedback(label, query_id=query_id, value=value, user=user)
         if self.db is not None:
             states = app.take_dirty()
@@ -265,6 +308,8 @@ class AppRegistry:
     # -- reporting -----------------------------------------------------------------------------
     def describe(self, name: str) -> dict[str, Any]:
         app = self.get(name)
+        if isinstance(app, FlowApplication):
+            return app.describe()
         state = app.registry.app
         return {
             "name": name,
@@ -275,8 +320,12 @@ class AppRegistry:
         }
 
     def summary(self) -> list[dict[str, Any]]:
-        out = []
+        out: list[dict[str, Any]] = []
         for name, app in sorted(self.apps.items()):
+            if isinstance(app, FlowApplication):
+                out.append({"name": name, "flow": app.config.flow, "slo_ms": app.config.slo_ms,
+                            "queries": app.stats.queries, "failed": app.stats.failed})  # fmt: skip
+                continue
             stats = app.registry.statistics()
             out.append({
                 "name": name,

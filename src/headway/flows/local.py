@@ -8,6 +8,7 @@ or in the frontend, so the two answer alike.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -63,17 +64,23 @@ class LocalServices:
 
 def run_chain(
     ops: list[tuple[Operator, str]], table: Table, services: Services
-) -> tuple[Table, list[bool] | None]:
-    """An action stage's operators over `table`: (the table, the last filter's keep mask)."""
+) -> tuple[Table, list[bool] | None, list[float]]:
+    """An action stage's operators over `table`: (the table, the last filter's keep mask, the
+    seconds each operator took)."""
+    seconds = []
+    keep = None
     for op, label in ops:
+        started = time.perf_counter()
         if isinstance(op, Filter):
-            return table, op.keep(table, label)
-        table = op.run([table], services, label)
-    return table, None
+            keep = op.keep(table, label)
+        else:
+            table = op.run([table], services, label)
+        seconds.append(time.perf_counter() - started)
+    return table, keep, seconds
 
 
 def run_action(ops: list[tuple[Operator, str]], table: Table, services: Services) -> Table:
-    table, keep = run_chain(ops, table, services)
+    table, keep, _ = run_chain(ops, table, services)
     return table if keep is None else select_rows(table, keep)
 
 

@@ -66,6 +66,13 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE profiles ADD COLUMN samples INTEGER;
     ALTER TABLE profiles ADD COLUMN source TEXT;
     """,
+    """
+    CREATE TABLE lookups (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL,          -- JSON: what a flow's lookup(key) reads
+        updated REAL NOT NULL
+    );
+    """,
 )
 
 

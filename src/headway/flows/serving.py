@@ -1,0 +1,359 @@
+"""A deployed flow: an application whose queries run the flow's compiled stages.
+
+Each action stage is served by the controller as a model (deadlines, batching across queries,
+replicas, the queue): a stage that is one model operator *is* that repository model; any other
+action stage (a fused chain, with or without a model) is registered as a model of framework
+`flow` whose worker runs the whole chain in one action (`headway.adapters.flow_adapter`). A
+competing stage is registered `compete_replicas` times (clones placed on the least loaded
+workers); every clone gets the rows and the first answer wins. Frontend stages (union, anyof,
+join, lookup, groupby, agg) run here, beside the lookups.
+
+A query is one input row: `{"input": row}` answers `{"query_id", "output": [sink rows],
+"default": false, "models": [models called]}`, the shape of a selection app's answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import uuid
+from collections.abc import Awaitable
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from headway.apps.config import AppConfig, ModelRef
+from headway.control.controller import Controller
+from headway.control.models import READY, Prediction
+from headway.errors import ConfigError, HeadwayError, ModelError
+from headway.flows.flow import Flow, Options
+from headway.flows.local import run_action, run_stage
+from headway.flows.lookups import Lookups
+from headway.flows.operators import AnyOf, Model, select_rows
+from headway.flows.plan import ACTION, SOURCE, Plan, Stage
+from headway.flows.source import load_flow, split_spec
+from headway.flows.stats import FlowStats
+from headway.flows.tensors import KEEP, TIMES, from_tensors, to_tensors
+from headway.flows.types import Table
+from headway.repository import ModelConfig
+
+log = logging.getLogger("headway.flows")
+_generations = itertools.count(1)
+#: Memory reserved for a stage model of functions only, before it is measured.
+STAGE_MB = 16.0
+
+
+class _Frontend:
+    """The services of frontend stages: lookups; models are never called here."""
+
+    def __init__(self, lookups: Lookups) -> None:
+        self.lookups = lookups
+
+    def predict(self, model: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        raise ModelError(f"model {model!r} is called by an action, not in the frontend")
+
+    def lookup(self, key: str) -> Any:
+        return self.lookups.lookup(key)
+
+
+class FlowApplication:
+    """An application that answers with a flow (see the module docstring)."""
+
+    def __init__(
+        self, config: AppConfig, controller: Controller, lookups: Lookups, flow: Flow | None = None
+    ) -> None:
+        assert config.flow is not None
+        self.config = config
+        self.controller = controller
+        self.services = _Frontend(lookups)
+        self.flow = flow or load_flow(config.flow, f"app {config.name!r}")
+        self.plan: Plan = self.flow.compile(flow_options(config, self.flow.options))
+        self.stats = FlowStats(self.plan)
+        self.stage_models: dict[int, list[str]] = {}
+        self._loading: asyncio.Future[Any] | None = None
+        self._register()
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    # -- serving the stages ------------------------------------------------------------------
+    def _register(self) -> None:
+        generation = next(_generations)
+        for stage in self.plan.stages:
+            if stage.kind != ACTION:
+                continue
+            if _direct(stage):
+                self.stage_models[stage.id] = [stage.models[0]]
+                continue
+            base = self._stage_config(stage)
+            names = []
+            for clone in range(stage.replicas):
+                name = f"flow.{self.name}.{generation}.s{stage.id}"
+                name += f".c{clone}" if stage.replicas > 1 else ""
+                self.controller.repository.models[name] = replace(base, name=name)
+                names.append(name)
+            self.stage_models[stage.id] = names
+
+    def _stage_config(self, stage: Stage) -> ModelConfig:
+        """A stage's model: its chain's models go with it; it takes their batching."""
+        repository = self.controller.repository
+        wires: dict[str, Any] = {}
+        inherit: ModelConfig | None = None
+        for key in stage.models:
+            ref = ModelRef.parse(key, f"app {self.name!r}: flow model")
+            found = repository.get(ref.name)
+            if ref.version is not None:
+                found = repository.version(ref.name, ref.version)
+            wires[key] = found.to_wire()
+            inherit = inherit or found
+        assert self.config.flow is not None
+        path, _ = split_spec(self.config.flow, f"app {self.name!r}")
+        batch = (inherit.max_batch_size if inherit else 32) if stage.batching else 1
+        return ModelConfig(
+            name=f"flow.{self.name}",
+            version=1,
+            framework="flow",
+            path=path.parent,
+            max_batch_size=batch,
+            batch_delay_ms=inherit.batch_delay_ms if inherit else 0.0,
+            slo_ms=max(inherit.slo_ms if inherit else 0.0, self.config.slo_ms),
+            replicas=inherit.replicas if inherit and stage.replicas == 1 else 1,
+            memory_mb=(inherit.memory_mb or STAGE_MB) if inherit else STAGE_MB,
+            options={
+                "flow": f"{path}:{self.config.flow.rpartition(':')[2]}",
+                "stage": stage.id,
+                "compiler": asdict(self.plan.options),
+                "models": wires,
+            },
+        )
+
+    def _own_models(self) -> list[str]:
+        return [
+            n for s in self.plan.stages if not _direct(s) for n in self.stage_models.get(s.id, [])
+        ]
+
+    def start(self) -> asyncio.Future[Any]:
+        """Load the stage models (and pinned model versions); done when all answered."""
+        if self._loading is None:
+            loads: list[Awaitable[Any]] = [self.controller.load(n) for n in self._own_models()]
+            for stage in self.plan.stages:
+                if _direct(stage):
+                    ref = ModelRef.parse(stage.models[0], f"app {self.name!r}")
+                    if ref.version is not None:
+                        loads.append(self.controller.load(ref.name, str(ref.version)))
+            self._loading = asyncio.gather(*loads, return_exceptions=True)
+        return self._loading
+
+    async def stop(self) -> None:
+        """Unload the stage models (the app was deleted or replaced)."""
+        for name in self._own_models():
+            try:
+                await self.controller.unload(name)
+            except HeadwayError as exc:
+                log.warning("app %s: unloading %s: %s", self.name, name, exc.message)
+            self.controller.repository.models.pop(name, None)
+
+    def ready_models(self) -> list[str]:
+        ready = []
+        for names in self.stage_models.values():
+            for name in names:
+                ref = ModelRef.parse(name, "") if "@" in name else ModelRef(name)
+                state = self.controller.served(ref.name, ref.version)
+                if state is not None and state.state == READY:
+                    ready.append(name)
+        return ready
+
+    # -- queries -----------------------------------------------------------------------------
+    async def predict(self, value: Any, user: str | None = None) -> dict[str, Any]:
+        return await self._answer(self.flow.table([value]))
+
+    async def predict_many(
+        self, values: list[Any], user: str | None = None
+    ) -> list[dict[str, Any]]:
+        tables = [self.flow.table([value]) for value in values]  # all checked before any runs
+        return list(await asyncio.gather(*(self._answer(t) for t in tables)))
+
+    async def _answer(self, table: Table) -> dict[str, Any]:
+        clock = self.controller.clock
+        started = clock.now()
+        called: list[str] = []
+        try:
+            output = await self.run(table, called)
+        except Exception:
+            self.stats.failed += 1
+            raise
+        self.stats.queries += 1
+        self.stats.latency.observe(clock.now() - started)
+        return {
+            "query_id": uuid.uuid4().hex,
+            "output": output.records(),
+            "default": False,
+            "models": list(dict.fromkeys(called)),
+        }
+
+    async def run(self, table: Table, called: list[str]) -> Table:
+        """The flow over one query's table: each stage starts once its inputs are done."""
+        futures: dict[int, asyncio.Future[Table]] = {}
+        loop = asyncio.get_running_loop()
+        try:
+            for stage in self.plan.stages:
+                if stage.kind == SOURCE:
+                    futures[stage.id] = loop.create_future()
+                    futures[stage.id].set_result(table)
+                else:
+                    inputs = [futures[i] for i in stage.inputs]
+                    task = asyncio.ensure_future(self._stage(stage, inputs, called))
+                    task.add_done_callback(_retrieve)
+                    futures[stage.id] = task
+            return await futures[self.plan.sink]
+        finally:
+            for future in futures.values():
+                if not future.done():
+                    future.cancel()
+
+    async def _stage(
+        self, stage: Stage, inputs: list[asyncio.Future[Table]], called: list[str]
+    ) -> Table:
+        ops = self.plan.ops(stage)
+        if isinstance(ops[0][0], AnyOf):
+            tables = [await _first(inputs)]
+        else:
+            tables = [await future for future in inputs]
+        if stage.kind == ACTION:
+            return await self._action(stage, tables[0], called)
+        clock = self.controller.clock
+        started = clock.now()
+        out = run_stage(self.plan, stage, tables, self.services)
+        rows_in = sum(len(t) for t in tables)
+        self.stats.operators[stage.operators[0]].observe(rows_in, len(out), clock.now() - started)
+        return out
+
+    async def _action(self, stage: Stage, table: Table, called: list[str]) -> Table:
+        ops = self.plan.ops(stage)
+        if not table.rows:  # nothing to send: the operators make their empty table here
+            return run_action(ops, table, self.services)
+        clock = self.controller.clock
+        started = clock.now()
+        try:
+            if _direct(stage):
+                ((op, label),) = ops
+                assert isinstance(op, Model)
+                prediction = await self._submit(op.model, op.encode(table, label))
+                out = op.decode(table, prediction.outputs, label)
+                seconds = [clock.now() - started]
+            else:
+                outputs = (await self._compete(stage, to_tensors(table, stage.name))).outputs
+                last = self.flow.nodes[stage.nodes[-1]].shape
+                out = from_tensors(last.schema, outputs, table.qids)
+                out = Table(out.schema, out.rows, out.qids, last.group)
+                if KEEP in outputs:
+                    out = select_rows(out, outputs[KEEP].tolist())
+                seconds = outputs[TIMES].sum(axis=0).tolist()
+        except Exception:
+            self.stats.failed_stage(stage.operators)
+            raise
+        called.extend(stage.models)
+        self.stats.action(stage.operators, len(table), len(out), seconds, clock.now() - started)
+        return out
+
+    def _submit(self, key: str, tensors: dict[str, np.ndarray]) -> asyncio.Future[Prediction]:
+        ref = ModelRef.parse(key, f"app {self.name!r}")
+        served = self.controller.model(ref.name)
+        timeout = max(served.config.slo_ms, self.config.slo_ms) / 1000.0
+        version = None if ref.version is None else str(ref.version)
+        return self.controller.submit(ref.name, tensors, version=version, timeout=timeout)
+
+    async def _compete(self, stage: Stage, tensors: dict[str, np.ndarray]) -> Prediction:
+        """Every clone of the stage gets the rows; the first good answer wins."""
+        futures: list[asyncio.Future[Prediction]] = []
+        refused: HeadwayError | None = None
+        for name in self.stage_models[stage.id]:
+            try:
+                futures.append(self.controller.submit(name, tensors))
+            except HeadwayError as exc:
+                refused = exc
+        if not futures:
+            assert refused is not None
+            raise refused
+        winner: Prediction = await _first(futures)
+        return winner
+
+    # -- reporting (the registry's interface) ------------------------------------------------
+    def take_dirty(self) -> dict[str, dict[str, Any]]:
+        return {}
+
+    def mark_all_dirty(self) -> None:
+        return None
+
+    def statistics(self) -> dict[str, Any]:
+        return self.stats.to_dict()
+
+    def describe(self) -> dict[str, Any]:
+        plan = self.plan.describe()
+        for stage in plan["stages"]:
+            stage["served_as"] = self.stage_models.get(stage["id"], [])
+        return {
+            "name": self.name,
+            "config": self.config.to_dict(),
+            "flow": plan,
+            "ready": self.ready_models(),
+            "statistics": self.statistics(),
+        }
+
+
+def _direct(stage: Stage) -> bool:
+    """A stage that is one model operator is served as that repository model itself (its
+    batching, replicas, cache), unless batching is off for the flow."""
+    return stage.only_model and stage.batching
+
+
+def flow_options(config: AppConfig, defaults: Options) -> Options:
+    """The flow's own options, overridden by the application's settings."""
+    chosen = {
+        key: getattr(config, key)
+        for key in ("fusion", "compete", "compete_replicas", "batching")
+        if getattr(config, key) is not None
+    }
+    return replace(defaults, **chosen)
+
+
+async def _first(futures: list[asyncio.Future[Any]]) -> Any:
+    """The result of the first future to succeed; the first error when all fail. The others
+    are left to finish (their results are ignored)."""
+    pending = set(futures)
+    errors: list[BaseException] = []
+    while pending:
+        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        for future in done:
+            error = future.exception()
+            if error is None:
+                for other in pending:
+                    other.add_done_callback(_retrieve)
+                return future.result()
+            errors.append(error)
+    raise errors[0]
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Mark a future's error as seen (it was reported through another path, or ignored)."""
+    if not future.cancelled():
+        future.exception()
+
+
+def check_flow(config: AppConfig, repository: Any, base: Path | None = None) -> None:
+    """At configuration time: the flow builds, and its models are in the repository."""
+    assert config.flow is not None
+    where = f"app {config.name!r}"
+    flow = load_flow(config.flow, where, base)
+    plan = flow.compile(flow_options(config, flow.options))
+    for stage in plan.stages:
+        for key in stage.models:
+            ref = ModelRef.parse(key, f"{where}: flow model")
+            if ref.name not in repository:
+                raise ConfigError(
+                    f"{where}: the flow calls model {key!r}, which is not in the repository"
+                )

@@ -1,0 +1,63 @@
+"""Finding a flow by its spec `path/to/file.py:object`, in the server and in workers alike.
+
+The file is imported by path as a module of its own (its folder on `sys.path` while it
+imports, so it may import files beside it); `object` is a `Flow`, or a function that takes no
+arguments and returns one. A flow file is code the server runs, as a model's Python entrypoint
+is: only who may change applications (the admin token) may name one.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import re
+import sys
+from pathlib import Path
+
+from headway.errors import ConfigError
+from headway.flows.flow import Flow
+
+_modules = itertools.count()
+
+
+def split_spec(spec: str, where: str, base: Path | None = None) -> tuple[Path, str]:
+    """(the absolute file, the object's name) of `file.py:object`."""
+    file_name, _, attr = spec.rpartition(":")
+    if not file_name.endswith(".py") or not attr.isidentifier():
+        raise ConfigError(f"{where}: flow must look like 'path/to/file.py:name', not {spec!r}")
+    path = Path(file_name)
+    if not path.is_absolute():
+        path = (base or Path.cwd()) / path
+    if not path.is_file():
+        raise ConfigError(f"{where}: flow file {str(path)!r} does not exist")
+    return path.resolve(), attr
+
+
+def load_flow(spec: str, where: str, base: Path | None = None) -> Flow:
+    """Import the file and return its flow; ConfigError saying what is wrong."""
+    path, attr = split_spec(spec, where, base)
+    stem = re.sub(r"\W", "_", path.stem)
+    module_name = f"headway_flow_{stem}_{next(_modules)}"
+    loader = importlib.util.spec_from_file_location(module_name, path)
+    if loader is None or loader.loader is None:
+        raise ConfigError(f"{where}: {path} cannot be imported")
+    module = importlib.util.module_from_spec(loader)
+    sys.modules[module_name] = module
+    sys.path.insert(0, str(path.parent))
+    try:
+        loader.loader.exec_module(module)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc.message}") from None
+    except Exception as exc:
+        raise ConfigError(f"{where}: importing {path} failed: {exc!r}") from exc
+    finally:
+        sys.path.remove(str(path.parent))
+        sys.modules.pop(module_name, None)
+    found = getattr(module, attr, None)
+    if found is None:
+        raise ConfigError(f"{where}: {path} defines no {attr!r}")
+    flow = found() if callable(found) and not isinstance(found, Flow) else found
+    if not isinstance(flow, Flow):
+        raise ConfigError(f"{where}: {spec} is a {type(flow).__name__}, not a Flow")
+    flow.sink  # noqa: B018 - a flow with several sinks fails here, at deploy time
+    return flow

@@ -1,0 +1,93 @@
+"""What each operator of a deployed flow did: calls, rows in and out, time running and queued.
+
+An operator's running time is measured where it runs (a worker's action reports each fused
+member's share of the batch; the frontend times its own operators). A stage's queued time is
+the rest of its wall time (waiting in the model's queue, travelling to the worker and back),
+counted on the stage's first operator. `branch` probabilities (rows out of an operator over
+rows in) are what a planner needs of filters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from headway.apps.records import Latencies
+from headway.control.model_stats import LATENCY_BUCKETS, Histogram
+from headway.flows.plan import Plan
+
+
+@dataclass
+class OperatorStats:
+    operator: str
+    stage: str
+    calls: int = 0
+    rows_in: int = 0
+    rows_out: int = 0
+    errors: int = 0
+    queued_s: float = 0.0
+    running_s: float = 0.0
+    latency: Latencies = field(default_factory=Latencies)
+    histogram: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS))
+
+    def observe(self, rows_in: int, rows_out: int, running: float) -> None:
+        self.calls += 1
+        self.rows_in += rows_in
+        self.rows_out += rows_out
+        self.running_s += running
+        self.latency.observe(running)
+        self.histogram.observe(running)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "operator": self.operator,
+            "stage": self.stage,
+            "calls": self.calls,
+            "rows_in": self.rows_in,
+            "rows_out": self.rows_out,
+            "errors": self.errors,
+            "selectivity": self.rows_out / self.rows_in if self.rows_in else None,
+            "running_s": self.running_s,
+            "queued_s": self.queued_s,
+            "latency": self.latency.summary(),
+        }
+
+
+class FlowStats:
+    """One `OperatorStats` per operator of a plan, by label."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.operators = {
+            label: OperatorStats(label, stage.name)
+            for stage in plan.stages
+            for label in stage.operators
+            if stage.kind != "source"
+        }
+        self.latency = Latencies()
+        self.queries = 0
+        self.failed = 0
+
+    def action(
+        self,
+        labels: tuple[str, ...],
+        rows_in: int,
+        rows_out: int,
+        seconds: list[float],
+        wall: float,
+    ) -> None:
+        """One action stage ran: each member saw every row but the closing filter's dropped."""
+        for i, (label, running) in enumerate(zip(labels, seconds, strict=False)):
+            out = rows_out if i == len(labels) - 1 else rows_in
+            self.operators[label].observe(rows_in, out, running)
+        self.operators[labels[0]].queued_s += max(0.0, wall - sum(seconds))
+
+    def failed_stage(self, labels: tuple[str, ...]) -> None:
+        self.operators[labels[0]].errors += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "queries": self.queries,
+            "failed": self.failed,
+            "latency": self.latency.summary(),
+            "operators": [op.to_dict() for op in self.operators.values()],
+        }

@@ -1,0 +1,144 @@
+"""The example flows deployed on a live server answer what `flow.local` answers.
+
+Each example is served twice: as `headway.yaml` declares it (every optimisation on) and through
+the admin API with fusion, competitive execution and batching off. Queries go concurrently, so
+actions batch rows of several queries. Lookup values are put through `PUT /lookups/{key}`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from headway.flows import LocalServices
+from headway.launcher import ServerProcess
+from tests.flows.examples import APPS, EXAMPLES, NAMES, flow, inputs, models, same
+from tests.integration.models import AppClient
+
+pytestmark = pytest.mark.integration
+OFF = {"fusion": False, "compete": False, "batching": False, "slo_ms": 20000}
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    root = tmp_path_factory.mktemp("flow-repository")
+    models.build(root)
+    tmp = tmp_path_factory.mktemp("flow-server")
+    extra = ["--config", str(EXAMPLES / "headway.yaml")]
+    with ServerProcess(root, state=tmp / "state.db", workers=2, extra=extra,
+                       log=tmp / "server.log") as server:  # fmt: skip
+        api = AppClient(server.url)
+        for key, value in models.lookups().items():
+            api.call("PUT", f"/lookups/{key}", {"value": value})
+        for name in NAMES:
+            body = {"flow": f"{EXAMPLES / name}.py:flow", **OFF}
+            api.call("PUT", f"/apps/{APPS[name]}-off", body, status=201)
+            for app in (APPS[name], APPS[name] + "-off"):
+                warm(server.url, app, inputs(name, 1)[0])
+        yield {"api": api, "local": LocalServices(lookups=models.lookups(), repository=root)}
+        api.close()
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("variant", ["", "-off"])
+def test_a_deployed_example_answers_as_flow_local(
+    deployed: dict[str, Any], name: str, variant: str
+) -> None:
+    api: AppClient = deployed["api"]
+    example = flow(name)
+    rows = inputs(name, 24)
+    app = APPS[name] + variant
+
+    def ask(row: Any) -> Any:
+        value = row.tolist() if hasattr(row, "tolist") else row
+        return api.call("POST", f"/apps/{app}/predict", {"input": value})
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(ask, rows))
+    for row, answer in zip(rows, answers, strict=True):
+        assert same(answer["output"], example.local([row], deployed["local"]).records()), row
+        assert answer["default"] is False and len(answer["query_id"]) == 32
+    many = api.call("POST", f"/apps/{app}/predict",
+                    {"inputs": [r.tolist() if hasattr(r, "tolist") else r for r in rows[:3]]})  # fmt: skip
+    assert same([a["output"] for a in many["outputs"]], [a["output"] for a in answers[:3]])
+
+
+def test_the_app_describes_its_plan_and_each_operators_statistics(deployed: dict[str, Any]) -> None:
+    api: AppClient = deployed["api"]
+    for row in inputs("cascade", 30):
+        api.call("POST", "/apps/cascade/predict", {"input": row.tolist()})
+    described = api.call("GET", "/apps/cascade")
+    stages = {s["name"]: s for s in described["flow"]["stages"]}
+    assert stages["model:digits-fast+map:top"]["kind"] == "action"
+    assert stages["join"]["kind"] == "frontend"
+    assert len(described["ready"]) == 4  # the four action stages are served
+    ops = {o["operator"]: o for o in described["statistics"]["operators"]}
+    assert ops["model:digits-fast"]["rows_in"] >= 30
+    unsure = ops["filter:unsure"]
+    assert 0 < unsure["rows_out"] < unsure["rows_in"]  # a branch probability for a planner
+    assert ops["model:digits-slow"]["rows_in"] == unsure["rows_out"]
+    assert ops["join"]["calls"] == ops["map:pick"]["calls"] >= 30
+    metrics = api_text(api, "/metrics")
+    assert 'headway_flow_operator_calls_total{app="cascade",operator="filter:unsure"}' in metrics
+    assert 'headway_flow_operator_seconds_count{app="cascade",operator="map:top"}' in metrics
+
+
+def test_competing_clones_serve_the_high_variance_stage(deployed: dict[str, Any]) -> None:
+    stages = deployed["api"].call("GET", "/apps/heavy-tail")["flow"]["stages"]
+    (stage,) = [s for s in stages if s["high_variance"]]
+    assert stage["replicas"] == 2 and len(stage["served_as"]) == 2
+    off = deployed["api"].call("GET", "/apps/heavy-tail-off")["flow"]["stages"]
+    assert [len(s["served_as"]) for s in off if s["high_variance"]] == [1]
+
+
+def test_bad_input_and_bad_flows_are_4xx_naming_the_problem(
+    deployed: dict[str, Any], tmp_path: Path
+) -> None:
+    api: AppClient = deployed["api"]
+    error = api.call("POST", "/apps/recommender/predict", {"input": 3}, status=400)["error"]
+    assert "column 'user': expected str, got int" in error
+    error = api.call("POST", "/apps/cascade/predict", {"input": {"img": [1]}}, status=400)["error"]
+    assert "missing ['image']" in error and "unknown ['img']" in error
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from headway.flows import Flow, Row\n"
+        "def f(row: Row) -> float:\n    return 1.0\n"
+        "flow = Flow('bad', {'x': float})\nflow.map(f, col='y')\n"
+    )
+    error = api.call("PUT", "/apps/bad", {"flow": f"{bad}:flow"}, status=400)["error"]
+    assert "operator 'map:f'" in error and "col 'y' is not a column" in error
+    unknown = tmp_path / "unknown.py"
+    unknown.write_text(
+        "import numpy as np\nfrom headway.flows import Flow, Model\n"
+        "flow = Flow('u', {'x': np.ndarray})\nflow.map(Model('no-such-model', {'y': float}))\n"
+    )
+    error = api.call("PUT", "/apps/unknown", {"flow": f"{unknown}:flow"}, status=400)["error"]
+    assert "no-such-model" in error
+    error = api.call("POST", "/apps/cascade/feedback", {"query_id": "x", "label": 1}, status=400)
+    assert "is a flow" in error["error"]
+    assert api.call("GET", "/lookups/user:1")["value"] == models.lookups()["user:1"]
+    api.call("GET", "/lookups/never-put", status=404)
+
+
+def warm(url: str, app: str, row: Any, timeout: float = 60.0) -> None:
+    """Wait until the app answers: a stage's first actions are cold (no warm-up runs for a
+    stage, whose inputs the controller cannot make up), and on a busy machine their inflated
+    estimate turns requests away early (503) until the next ones run."""
+    value = row.tolist() if hasattr(row, "tolist") else row
+    deadline = time.monotonic() + timeout
+    while True:
+        response = httpx.post(f"{url}/apps/{app}/predict", json={"input": value}, timeout=30)
+        if response.status_code == 200:
+            return
+        assert response.status_code == 503 and time.monotonic() < deadline, response.text
+        time.sleep(0.2)
+
+
+def api_text(api: AppClient, path: str) -> str:
+    return httpx.get(api.url + path, timeout=30).text
