@@ -72,7 +72,7 @@ def demo(
         workers=workers or ServeSettings.workers,
         log=repository / "server.log",
     )
-    with console.status(f"starting headway serve on {server.url} ..."):
+    with console.status("starting headway serve ..."):
         try:
             server.start()
         except (RuntimeError, TimeoutError) as exc:
