@@ -14,7 +14,8 @@ model name picks a deterministic pattern, decided by a per-model request counter
 - ``stall``: never answers.
 
 ``GET /stats`` gives per-model counts (``requests``, ``statuses``, ``rows``, ``binary``,
-``dropped``); ``POST /reset`` zeroes them.
+``dropped``, and ``slo_ms``: requests per ``parameters.slo_ms`` sent, "none" without one);
+``POST /reset`` zeroes them.
 """
 
 from __future__ import annotations
@@ -74,13 +75,25 @@ def _rows(body: bytes, header_length: int | None) -> tuple[int, bool]:
     return rows, True
 
 
+def _parameters(body: bytes, header_length: int | None) -> dict[str, Any]:
+    header = orjson.loads(body if header_length is None else body[:header_length])
+    return header.get("parameters") or {}  # type: ignore[no-any-return]
+
+
 class _Stats:
     def __init__(self) -> None:
         self.reset()
 
     def reset(self) -> None:
         self.models: dict[str, dict[str, Any]] = {
-            name: {"requests": 0, "statuses": {}, "rows": 0, "binary": 0, "dropped": 0}
+            name: {
+                "requests": 0,
+                "statuses": {},
+                "rows": 0,
+                "binary": 0,
+                "dropped": 0,
+                "slo_ms": {},
+            }
             for name in MODELS
         }
 
@@ -131,6 +144,8 @@ class _Handler(asyncio.Protocol):
             rows, binary = _rows(body, self.header_length)
             model["rows"] += rows
             model["binary"] += binary
+            slo = str(_parameters(body, self.header_length).get("slo_ms", "none"))
+            model["slo_ms"][slo] = model["slo_ms"].get(slo, 0) + 1
             status = 200
         except (ValueError, KeyError, TypeError, orjson.JSONDecodeError):
             status = 400

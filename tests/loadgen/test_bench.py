@@ -267,6 +267,14 @@ def test_unanswered_requests_time_out(oip: OipServer) -> None:
     assert figures["ok"] == 0
 
 
+def test_the_slo_is_sent_to_the_server_as_a_parameter(oip: OipServer) -> None:
+    figures = closed(oip, "m", "--slo-ms", "50")
+    assert oip.stats("m")["slo_ms"] == {"50.0": figures["requests"]}
+    oip.reset()
+    figures = closed(oip, "m", "--binary")  # no --slo-ms: the server's own
+    assert oip.stats("m")["slo_ms"] == {"none": figures["requests"]}
+
+
 def test_goodput_counts_answers_within_the_slo(oip: OipServer) -> None:
     tight = closed(oip, "slow", "--slo-ms", "5")
     assert tight["ok"] > 0 and tight["goodput_rps"] == 0 and tight["slo_attainment"] == 0

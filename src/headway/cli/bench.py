@@ -16,7 +16,14 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from headway.loadgen import arrivals, report
 from headway.loadgen.client import Tally, Target, http_request, run
 from headway.loadgen.trace import run_trace_command
-from headway.loadgen.workload import WorkloadError, encode, fetch_metadata, from_file, from_metadata
+from headway.loadgen.workload import (
+    WorkloadError,
+    encode,
+    fetch_metadata,
+    from_file,
+    from_metadata,
+    with_parameters,
+)
 
 
 def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -159,7 +166,8 @@ class _Live:
     type=float,
     default=None,
     callback=_positive,
-    help="Latency SLO in ms: goodput counts 200 answers within it.",
+    help="Latency SLO in ms: sent as each request's parameters.slo_ms (the deadline the "
+    "server schedules it by), and goodput counts 200 answers within it.",
 )
 @click.option(
     "--max-connections",
@@ -249,6 +257,8 @@ def bench(
             requests = from_file(input_data, metadata, batch, variants)
     except WorkloadError as exc:
         raise click.ClickException(str(exc)) from None
+    if slo_ms is not None:
+        requests = [with_parameters(r, slo_ms=slo_ms) for r in requests]
     path = target.infer_path(model, model_version)
     wire = [http_request(target, path, encode(r, binary)) for r in requests]
 

@@ -41,6 +41,7 @@ from headway.loadgen.workload import (
     fetch_metadata,
     from_file,
     from_metadata,
+    with_parameters,
 )
 from headway.traces import read
 
@@ -149,9 +150,7 @@ def encode_requests(
     for _, model, slo_ms in rows:
         wire = cache.get((model, slo_ms))
         if wire is None:
-            base = body_of(model)
-            parameters = {**base.extra.get("parameters", {}), "slo_ms": slo_ms}
-            body = encode(Request(base.inputs, {**base.extra, "parameters": parameters}), binary)
+            body = encode(with_parameters(body_of(model), slo_ms=slo_ms), binary)
             wire = cache[model, slo_ms] = http_request(target, target.infer_path(model), body)
         wires.append(wire)
     return wires

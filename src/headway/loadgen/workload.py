@@ -238,6 +238,12 @@ def _raw(tensor: Tensor) -> bytes:
     return np.ascontiguousarray(tensor.data).tobytes()
 
 
+def with_parameters(request: Request, **parameters: Any) -> Request:
+    """`request` with `parameters` added to its OIP request parameters (e.g. slo_ms)."""
+    merged = {**request.extra.get("parameters", {}), **parameters}
+    return Request(request.inputs, {**request.extra, "parameters": merged})
+
+
 def encode(request: Request, binary: bool = False) -> Body:
     """The request as an OIP JSON body, or as the binary tensor extension."""
     inputs: list[dict[str, Any]] = []
