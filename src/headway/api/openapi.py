@@ -180,24 +180,42 @@ def _app_routes() -> dict[str, Any]:
     }  # fmt: skip
 
 
+#: A model as an application names it: `name` or `name@version`.
+_MODEL_REF = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(@[1-9][0-9]{0,17})?$"
+
 _APP_SCHEMAS: dict[str, Any] = {
     "AppConfig": {
         "type": "object",
         "required": ["models"],
         "properties": {
-            "models": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            "models": {
+                "type": "array",
+                "items": {"type": "string", "pattern": _MODEL_REF},
+                "minItems": 1,
+                "uniqueItems": True,
+            },
             "policy": {"type": "string", "enum": ["fixed", "exp3", "exp4"]},
-            "slo_ms": {"type": "number"},
+            "slo_ms": {"type": "number", "minimum": 0.001},
             "default_output": {},
             "confidence_threshold": {"type": "number", "minimum": 0, "maximum": 1},
             "personalize": {"type": "boolean"},
             "task": {"type": "string", "enum": ["classification", "regression"]},
-            "scale": {"type": "number"},
-            "eta": {"type": "number"},
-            "min_weight": {"type": "number"},
-            "tolerance": {"type": "number"},
-            "split": {"type": "object", "additionalProperties": {"type": "number"}},
-            "active": {"type": "string"},
+            "scale": {"type": "number", "exclusiveMinimum": True, "minimum": 0},
+            "eta": {"type": "number", "exclusiveMinimum": True, "minimum": 0},
+            "min_weight": {
+                "type": "number",
+                "exclusiveMinimum": True,
+                "minimum": 0,
+                "exclusiveMaximum": True,
+                "maximum": 1,
+            },
+            "tolerance": {"type": "number", "minimum": 0},
+            "split": {
+                "type": "object",
+                "minProperties": 1,
+                "additionalProperties": {"type": "number", "minimum": 0},
+            },
+            "active": {"type": "string", "pattern": _MODEL_REF},
         },
     },
     "AppDescription": {
@@ -241,7 +259,7 @@ _TENSOR = {
     "type": "object",
     "required": ["name", "shape", "datatype"],
     "properties": {
-        "name": {"type": "string"},
+        "name": {"type": "string", "minLength": 1},
         "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}},
         "datatype": {
             "type": "string",
@@ -347,6 +365,9 @@ OPENAPI: dict[str, Any] = {
                 "properties": {"error": {"type": "string"}},
             },
             "Tensor": _TENSOR,
+            # a JSON request's tensors carry their `data`; binary ones (`binary_data_size`)
+            # travel with Inference-Header-Content-Length, which this description leaves out
+            "InputTensor": {**_TENSOR, "required": [*_TENSOR["required"], "data"]},
             "ModelMetadata": {
                 "type": "object",
                 "properties": {
@@ -366,7 +387,7 @@ OPENAPI: dict[str, Any] = {
                     "inputs": {
                         "type": "array",
                         "minItems": 1,
-                        "items": {"$ref": "#/components/schemas/Tensor"},
+                        "items": {"$ref": "#/components/schemas/InputTensor"},
                     },
                     "outputs": {"type": "array", "items": {"type": "object"}},
                 },
