@@ -98,3 +98,15 @@ def test_a_query_that_reaches_no_stage_is_answered_at_once() -> None:
     estimate = simulate(pipeline, one_stage(1), {"m0": {"cpu1": flat(10)}}, arrivals, seed=2)
     assert set(np.round(estimate.latencies / MS, 6)) == {0.0, 10.0}
     assert np.mean(estimate.latencies > 0) == pytest.approx(estimate.reached["s0"] / 1000)
+
+
+def test_an_overloaded_replay_gives_up_once_the_p99_is_known_to_exceed() -> None:
+    profiles = {"m0": {"cpu1": flat(10)}}
+    arrivals = np.arange(2000) * 0.005  # 200 queries/s at 100/s of capacity
+    full = simulate(chain(1.0), one_stage(1), profiles, arrivals)
+    early = simulate(chain(1.0), one_stage(1), profiles, arrivals, give_up=0.05)
+    assert full.complete and full.p99 > 5.0
+    assert not early.complete and early.p99 == float("inf")
+    assert np.sum(np.isfinite(early.latencies)) < len(arrivals) / 2  # it stopped early
+    calm = simulate(chain(1.0), one_stage(1), profiles, arrivals * 4, give_up=0.05)
+    assert calm.complete and calm.p99 == pytest.approx(0.010)

@@ -99,6 +99,7 @@ class Planner:
                 seed=self.seed,
                 rpc_seconds=self.rpc_seconds,
                 catalogue=self.catalogue,
+                give_up=self.slo,
             )
         return found
 

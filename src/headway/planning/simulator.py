@@ -41,17 +41,24 @@ class Estimate:
     reached: dict[str, int]  # stage -> queries that reached it
     busy: dict[str, float]  # stage -> share of its replicas' time spent computing
     duration: float  # seconds from the first arrival to the last
+    complete: bool = True  # False: stopped early, too many queries were late (`give_up`)
 
     @property
     def p99(self) -> float:
-        return float(np.percentile(self.latencies, 99)) if self.latencies.size else 0.0
+        return self.percentile(99)
 
     def percentile(self, q: float) -> float:
+        if not self.complete:
+            return float("inf")
         return float(np.percentile(self.latencies, q)) if self.latencies.size else 0.0
 
     def attainment(self, slo: float) -> float:
         """The share of queries answered within `slo` seconds."""
         return float(np.mean(self.latencies <= slo + 1e-12)) if self.latencies.size else 1.0
+
+
+class _GaveUp(Exception):
+    """Enough queries were late: the estimate's P99 is over `give_up`."""
 
 
 def reach_draws(queries: int, seed: int) -> np.ndarray:
@@ -70,8 +77,13 @@ def simulate(
     rpc_seconds: float = 0.0,
     noise: float = 0.0,
     catalogue: Catalogue | None = None,
+    give_up: float | None = None,
 ) -> Estimate:
     """Replay `arrivals` (sorted seconds) through `pipeline` under `config`.
+
+    With `give_up` (seconds), the replay stops as soon as enough queries took longer for the
+    P99 to exceed it (the planner's infeasible candidates end early); such an estimate is
+    incomplete, its P99 infinite.
 
     `rpc_seconds` is the one-way delay between the scheduler and a worker; `noise` multiplies
     each action's profiled duration by (1 + noise * |N(0, 1)|), drawn from `seed`. `catalogue`,
@@ -144,11 +156,20 @@ def simulate(
             sim.scheduler.submit(request(query, stage, now))
         return request(query, first, now)
 
+    late = 0
+    # more than this many over `give_up` and the P99 (interpolated) is over it too
+    too_many = 0.01 * queries + 2
+
     def answered(done: Request, now: float) -> None:
+        nonlocal late
         query, stage = done.token
         left[query] -= 1
         if left[query] == 0:
             finished[query] = now
+            if give_up is not None and now - arrivals[query] > give_up:
+                late += 1
+                if late >= too_many:
+                    raise _GaveUp
         for child in children[stage]:
             if not reaches[query, child]:
                 continue
@@ -159,7 +180,16 @@ def simulate(
     def rejected(failed: Request, error: HeadwayError, now: float) -> None:
         raise HeadwayError(f"the simulated scheduler rejected a request: {error.message}")
 
-    sim.drive(arrivals[served], arrive, answered, rejected, drain=HORIZON)
+    try:
+        sim.drive(arrivals[served], arrive, answered, rejected, drain=HORIZON)
+    except _GaveUp:
+        return Estimate(
+            latencies=np.where(np.isnan(finished), np.inf, finished - arrivals),
+            reached={},
+            busy={},
+            duration=0.0,
+            complete=False,
+        )
     duration = float(arrivals[-1] - arrivals[0]) if queries > 1 else 1.0
     span = max(float(np.nanmax(finished) - arrivals[0]) if queries else 0.0, duration, 1e-9)
     busy = {
