@@ -10,8 +10,8 @@ jumps from one event to the next; between two, the event loop runs only what is 
 from __future__ import annotations
 
 import asyncio
-from functools import partial
 from collections.abc import Coroutine, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
