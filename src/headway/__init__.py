@@ -17,7 +17,19 @@ from headway.errors import (
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> object:
+    """`headway.Client` and `headway.AsyncClient`, imported when first asked for (a server or
+    worker never pays for the client's imports)."""
+    if name in ("Client", "AsyncClient"):
+        from headway import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'headway' has no attribute {name!r}")
+
 __all__ = [
+    "AsyncClient",
+    "Client",
     "DeadlineUnmeetable",
     "HeadwayError",
     "InvalidInput",

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
-import httpx
 import numpy as np
 import orjson
 from rich.console import Console
@@ -15,8 +14,10 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from headway.cli.serve import ServeSettings
+from headway.client import Answer, Client
 from headway.datatypes import oip_datatype
 from headway.demo import DemoModel, build_demo_repository
+from headway.errors import HeadwayError
 from headway.launcher import ServerProcess
 from headway.loadgen.client import Target, http_request, run
 from headway.loadgen.report import summarize
@@ -141,63 +142,17 @@ def demo(
 
 def _accuracy(url: str, model: DemoModel, *, report: Callable[[str], None]) -> float:
     """Held-out accuracy through the server: one request carrying every sample row."""
-    response = post_retrying(
-        f"{url}/v2/models/{model.name}/infer", _body(model, model.inputs), report=report
-    )
-    outputs = {
-        o["name"]: np.asarray(o["data"]).reshape(o["shape"]) for o in response.json()["outputs"]
-    }
-    return model.accuracy(outputs)
+    with Client(url, on_retry=report) as client:
+        answer = ask(client, model.name, model.request())
+    return model.accuracy(answer.outputs)
 
 
-#: Statuses that mean "not now": the server is busy (429) or cannot meet the deadline now (503:
-#: a worker busy with another action, an estimate being measured, a model still loading).
-RETRIED = (429, 503)
-
-
-def post_retrying(
-    url: str,
-    body: bytes,
-    *,
-    attempts: int = 6,
-    backoff: float = 0.25,
-    timeout: float = 30.0,
-    report: Callable[[str], None] = lambda line: None,
-) -> httpx.Response:
-    """POST `body`, retrying a 429 or 503 after backoff, 0.25 s doubling (or the server's
-    Retry-After), each refusal's reason given to `report`; a ClickException with the server's
-    reason when it keeps refusing or answers another error: the user reads why, not a
-    traceback."""
-    delay = backoff
-    for attempt in range(1, attempts + 1):
-        try:
-            response = httpx.post(url, content=body, timeout=timeout)
-        except httpx.HTTPError as exc:
-            raise click.ClickException(f"POST {url} failed: {exc}") from None
-        if response.is_success:
-            return response
-        if response.status_code not in RETRIED or attempt == attempts:
-            break
-        wait = _retry_after(response) or delay
-        report(f"{response.status_code} {_reason(response)}; retrying in {wait:g} s")
-        time.sleep(wait)
-        delay *= 2
-    tries = f" after {attempts} tries" if response.status_code in RETRIED else ""
-    raise click.ClickException(
-        f"POST {url} answered {response.status_code}{tries}: {_reason(response)}"
-    )
-
-
-def _retry_after(response: httpx.Response) -> float | None:
+def ask(client: Client, model: str, inputs: dict[str, np.ndarray], **options: Any) -> Answer:
+    """`client.infer`, which retries a 429 or 503 (saying why to its `on_retry`), with a
+    ClickException carrying the server's reason when it keeps refusing or answers another
+    error: the user reads why, not a traceback."""
     try:
-        return min(5.0, max(0.0, float(response.headers.get("retry-after", ""))))
-    except ValueError:
-        return None
-
-
-def _reason(response: httpx.Response) -> str:
-    """The server's `{"error": ...}`, else the start of its body."""
-    try:
-        return str(response.json()["error"])
-    except (ValueError, KeyError, TypeError):
-        return response.text[:200] or response.reason_phrase
+        answer: Answer = client.infer(model, inputs, **options)
+        return answer
+    except HeadwayError as exc:
+        raise click.ClickException(exc.message) from None

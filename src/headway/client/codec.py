@@ -1,0 +1,136 @@
+"""The client's half of the Open Inference Protocol over REST: numpy inputs to a request body
+(binary tensors, Triton's extension, asking for binary outputs) and an answer back to numpy;
+an error answer to the Headway error its status means."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import orjson
+
+from headway.datatypes import (
+    decode_bytes_tensor,
+    encode_bytes_tensor,
+    numpy_dtype,
+    oip_datatype,
+)
+from headway.errors import (
+    HeadwayError,
+    InvalidInput,
+    ModelError,
+    ModelNotFound,
+    Overloaded,
+    PayloadTooLarge,
+    Unavailable,
+)
+
+_HEADER = "inference-header-content-length"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An inference's answer: which model version answered, and its outputs as numpy."""
+
+    model: str
+    version: str
+    outputs: dict[str, np.ndarray]
+    id: str | None = None
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.outputs[name]
+
+
+def encode_infer(
+    inputs: Mapping[str, np.ndarray],
+    *,
+    outputs: Sequence[str] | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    request_id: str | None = None,
+) -> tuple[bytes, dict[str, str]]:
+    """The request body and its headers: every tensor binary, every output asked binary."""
+    described: list[dict[str, Any]] = []
+    blobs: list[bytes] = []
+    for name, value in inputs.items():
+        array = np.asarray(value)
+        datatype = oip_datatype(array.dtype)
+        if datatype == "BYTES":
+            raw = encode_bytes_tensor(array)
+        else:
+            raw = np.ascontiguousarray(array, dtype=numpy_dtype(datatype)).tobytes()
+        described.append(
+            {
+                "name": name,
+                "shape": list(array.shape),
+                "datatype": datatype,
+                "parameters": {"binary_data_size": len(raw)},
+            }
+        )
+        blobs.append(raw)
+    document: dict[str, Any] = {
+        "inputs": described,
+        "parameters": {**(parameters or {}), "binary_data_output": True},
+    }
+    if outputs is not None:
+        document["outputs"] = [{"name": o, "parameters": {"binary_data": True}} for o in outputs]
+    if request_id is not None:
+        document["id"] = request_id
+    head = orjson.dumps(document)
+    headers = {"content-type": "application/octet-stream", _HEADER: str(len(head))}
+    return head + b"".join(blobs), headers
+
+
+def decode_infer(body: bytes, headers: Mapping[str, str]) -> Answer:
+    """An answer's outputs as numpy arrays, from JSON `data` or binary tensors."""
+    length = headers.get(_HEADER)
+    head = body if length is None else body[: int(length)]
+    document = orjson.loads(head)
+    offset = len(head)
+    outputs: dict[str, np.ndarray] = {}
+    for tensor in document.get("outputs", []):
+        shape = tuple(tensor["shape"])
+        datatype = tensor["datatype"]
+        size = (tensor.get("parameters") or {}).get("binary_data_size")
+        if size is not None:
+            raw = body[offset : offset + size]
+            offset += size
+            if datatype == "BYTES":
+                outputs[tensor["name"]] = decode_bytes_tensor(raw, shape)
+            else:
+                outputs[tensor["name"]] = np.frombuffer(raw, numpy_dtype(datatype)).reshape(shape)
+        elif datatype == "BYTES":
+            outputs[tensor["name"]] = np.array(tensor["data"], dtype=object).reshape(shape)
+        else:
+            outputs[tensor["name"]] = np.asarray(tensor["data"], numpy_dtype(datatype)).reshape(
+                shape
+            )
+    return Answer(
+        model=document.get("model_name", ""),
+        version=str(document.get("model_version", "")),
+        outputs=outputs,
+        id=document.get("id"),
+        parameters=document.get("parameters") or {},
+    )
+
+
+_ERRORS: dict[int, type[HeadwayError]] = {
+    400: InvalidInput,
+    404: ModelNotFound,
+    413: PayloadTooLarge,
+    429: Overloaded,
+    500: ModelError,
+    503: Unavailable,
+}
+
+
+def error_for(status: int, body: bytes) -> HeadwayError:
+    """The Headway error an error answer means, with the server's message."""
+    try:
+        message = str(orjson.loads(body)["error"])
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        message = body[:200].decode(errors="replace") or f"HTTP {status}"
+    kind = _ERRORS.get(status)
+    return kind(message) if kind is not None else HeadwayError(f"HTTP {status}: {message}")

@@ -1,0 +1,50 @@
+"""`Client`: the blocking client, over one pool of kept-alive connections."""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from headway.client.calls import Call, Tries
+from headway.client.operations import Operations
+
+T = TypeVar("T")
+
+
+class Client(Operations):
+    __doc__ = (Operations.__doc__ or "") + "\n    Blocking: each call returns its answer.\n"
+
+    def __init__(self, url: str = "http://127.0.0.1:8000", **settings: Any) -> None:
+        super().__init__(url, **settings)
+        self._http = httpx.Client(base_url=self.url, timeout=self.timeout)
+
+    # -- plumbing --------------------------------------------------------------------------------
+    def _run(self, call: Call[T]) -> T:
+        tries = Tries(call, self.retry, self.on_retry)
+        while True:
+            request = tries.next_request(self.timeout)
+            try:
+                response = self._http.request(**request)
+            except httpx.ConnectError as exc:
+                time.sleep(tries.wait_after(None, exc))
+                continue
+            if response.status_code in call.settles:
+                return call.read(response)
+            time.sleep(tries.wait_after(response, None))
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.close()
