@@ -141,7 +141,11 @@ def write_plan(document: Mapping[str, Any], path: Path) -> None:
 
 def read_plan(path: Path) -> PlanFile:
     """A plan file, checked; a ConfigError names the file and the key."""
-    document = read_document(path)
+    return parse_plan(read_document(path), str(path))
+
+
+def parse_plan(document: Any, path: str = "the plan") -> PlanFile:
+    """A plan file's content (`plan_document`'s), checked."""
     if not isinstance(document, Mapping):
         raise ConfigError(f"{path}: not a plan file (expected a mapping)")
     if not document.get("feasible", False):

@@ -16,6 +16,7 @@ stage's max batch allows. Everything else (queues, batching, dispatch) is the se
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
 
@@ -57,6 +58,22 @@ class Estimate:
         return float(np.mean(self.latencies <= slo + 1e-12)) if self.latencies.size else 1.0
 
 
+class Scaling(Protocol):
+    """Changes replica counts during a replay: `start` is given the simulation, each stage's
+    active workers and `spare` idle ones per stage, and the arrivals; it schedules its own
+    decisions with `Simulation.at`."""
+
+    spare: int
+
+    def start(
+        self,
+        sim: Simulation,
+        active: dict[str, list[int]],
+        idle: dict[str, list[int]],
+        arrivals: np.ndarray,
+    ) -> None: ...
+
+
 class _GaveUp(Exception):
     """Enough queries were late: the estimate's P99 is over `give_up`."""
 
@@ -78,12 +95,14 @@ def simulate(
     noise: float = 0.0,
     catalogue: Catalogue | None = None,
     give_up: float | None = None,
+    scaling: Scaling | None = None,
 ) -> Estimate:
     """Replay `arrivals` (sorted seconds) through `pipeline` under `config`.
 
     With `give_up` (seconds), the replay stops as soon as enough queries took longer for the
     P99 to exceed it (the planner's infeasible candidates end early); such an estimate is
-    incomplete, its P99 infinite.
+    incomplete, its P99 infinite. `scaling` changes replica counts while the replay runs
+    (`headway.planning.scaling`).
 
     `rpc_seconds` is the one-way delay between the scheduler and a worker; `noise` multiplies
     each action's profiled duration by (1 + noise * |N(0, 1)|), drawn from `seed`. `catalogue`,
@@ -101,7 +120,8 @@ def simulate(
             size_mb=0.0,
             max_batch=stage_config.max_batch,
         )
-    total_replicas = sum(config[s.name].replicas for s in stages)
+    spare = scaling.spare if scaling is not None else 0
+    total_replicas = sum(config[s.name].replicas + spare for s in stages)
     sim = Simulation(
         models,
         workers=total_replicas,
@@ -114,15 +134,17 @@ def simulate(
         seed=seed,
     )
     replicas_of: dict[str, list[int]] = {}
+    idle: dict[str, list[int]] = {}
     next_worker = 0
     for stage in stages:
         sim.register(stage.name)
         count = config[stage.name].replicas
         replicas_of[stage.name] = list(range(next_worker, next_worker + count))
+        idle[stage.name] = list(range(next_worker + count, next_worker + count + spare))
         for worker in replicas_of[stage.name]:
             sim.scheduler.placed(stage.name, worker)
             sim.workers[worker].resident.add(stage.name)
-        next_worker += count
+        next_worker += count + spare
 
     queries = len(arrivals)
     arrivals = np.asarray(arrivals, dtype=np.float64)
@@ -180,6 +202,8 @@ def simulate(
     def rejected(failed: Request, error: HeadwayError, now: float) -> None:
         raise HeadwayError(f"the simulated scheduler rejected a request: {error.message}")
 
+    if scaling is not None:
+        scaling.start(sim, replicas_of, idle, arrivals)
     try:
         sim.drive(arrivals[served], arrive, answered, rejected, drain=HORIZON)
     except _GaveUp:

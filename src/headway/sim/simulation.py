@@ -205,6 +205,11 @@ class Simulation:
             extra={"utilisation": {kind: t / span for kind, t in busy.items()}},
         )
 
+    def at(self, when: float, action: Callable[[float], None]) -> None:
+        """Call `action(now)` at virtual time `when` during `drive` (then decide): what changes
+        the cluster while it runs, e.g. an autoscaler placing a model on one more worker."""
+        heapq.heappush(self._events, (when, next(self._seq), 3, action))
+
     def drive(
         self,
         arrivals: np.ndarray,
@@ -256,6 +261,8 @@ class Simulation:
             if kind == 2:
                 if when >= self._wakeup:
                     self._wakeup = float("inf")
+            elif kind == 3:
+                payload(when)
             else:
                 self._complete(payload, when, answered)
             decide(when)

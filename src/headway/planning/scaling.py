@@ -1,0 +1,183 @@
+"""Replica counts that change during a replay: the tuner, and a utilisation-based baseline.
+
+A `Scaling` (see `headway.planning.simulator.simulate`) decides every `interval` seconds of
+simulated time. A new replica serves `startup` seconds after it was asked for (a worker process
+starts and loads its model) and is paid from the moment it was asked for; a removed replica
+takes no new batch and finishes the one it runs. `cost_per_hour()` is the time-average of the
+replicas' prices over the replay; `timeline` holds every change.
+
+- `TunerScaling` runs InferLine's tuner (`headway.planning.tuner`) on the arrivals as they come.
+- `UtilisationScaling` is a reactive autoscaler of the usual kind (Ray Serve's, Kubernetes'
+  HPA): each stage's busy share over the last `window` seconds; k' = ceil(k * busy / target);
+  up at once, down after the same hold-down as the tuner.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from functools import partial
+
+import numpy as np
+
+from headway.clock import ManualClock
+from headway.control.actions import INFER
+from headway.planning.plan_file import PlanFile
+from headway.planning.tuner import HOLD_DOWN, Tuner
+from headway.sim import Simulation
+
+
+class _Scaling:
+    """What both autoscalers share: ticking, starting and retiring replicas, the cost."""
+
+    def __init__(
+        self,
+        prices: Mapping[str, float],
+        *,
+        interval: float = 0.5,
+        startup: float = 2.0,
+        spare: int = 32,
+    ) -> None:
+        self.prices = dict(prices)  # stage -> $/h of one replica
+        self.interval = interval
+        self.startup = startup
+        self.spare = spare
+        self.timeline: list[tuple[float, dict[str, int]]] = []
+        self.reasons: list[tuple[float, str, int, int, str]] = []
+
+    def start(
+        self,
+        sim: Simulation,
+        active: dict[str, list[int]],
+        idle: dict[str, list[int]],
+        arrivals: np.ndarray,
+    ) -> None:
+        self.sim, self.active, self.idle = sim, active, idle
+        self.arrivals = arrivals
+        self.first, self.end = float(arrivals[0]), float(arrivals[-1])
+        self.asked = {stage: len(workers) for stage, workers in active.items()}
+        self.timeline.append((self.first, dict(self.asked)))
+        sim.at(self.first + self.interval, self._tick)
+
+    def decide(self, now: float) -> tuple[dict[str, int], str]:
+        raise NotImplementedError
+
+    def _tick(self, now: float) -> None:
+        target, reason = self.decide(now)
+        changed = False
+        for stage, count in target.items():
+            count = max(1, min(count, len(self.active[stage]) + len(self.idle[stage])))
+            before = self.asked[stage]
+            if count > before:
+                for _ in range(count - before):
+                    worker = self.idle[stage].pop()
+                    self.sim.at(now + self.startup, partial(self._up, stage, worker))
+            elif count < before:
+                for _ in range(before - count):
+                    self._down(stage)
+            if count != before:
+                self.reasons.append((now, stage, before, count, reason))
+                self.asked[stage] = count
+                changed = True
+        if changed:
+            self.timeline.append((now, dict(self.asked)))
+        if now + self.interval <= self.end:
+            self.sim.at(now + self.interval, self._tick)
+
+    def _up(self, stage: str, worker: int, _now: float) -> None:
+        self.sim.scheduler.placed(stage, worker)
+        self.sim.workers[worker].resident.add(stage)
+        self.active[stage].append(worker)
+
+    def _down(self, stage: str) -> None:
+        if len(self.active[stage]) <= 1:  # the replica asked for has not started yet
+            return
+        worker = self.active[stage].pop()
+        self.sim.scheduler.unplaced(stage, worker)
+        self.idle[stage].append(worker)
+
+    def replicas_at(self, times: np.ndarray) -> dict[str, np.ndarray]:
+        """Replicas asked for per stage at each of `times`."""
+        starts = np.array([t for t, _ in self.timeline])
+        where = np.clip(np.searchsorted(starts, times, side="right") - 1, 0, None)
+        return {
+            stage: np.array([self.timeline[i][1][stage] for i in where]) for stage in self.prices
+        }
+
+    def cost_per_hour(self) -> float:
+        """The replicas' prices averaged over the replay (first to last arrival)."""
+        total = 0.0
+        for (start, counts), (end, _) in zip(
+            self.timeline, [*self.timeline[1:], (self.end, {})], strict=True
+        ):
+            total += (end - start) * sum(counts[s] * self.prices[s] for s in counts)
+        return total / max(self.end - self.first, 1e-9)
+
+
+class TunerScaling(_Scaling):
+    """InferLine's tuner, fed the arrivals as simulated time passes."""
+
+    def __init__(self, plan: PlanFile, prices: Mapping[str, float], **options: float) -> None:
+        super().__init__(prices, **options)  # type: ignore[arg-type]
+        self.clock = ManualClock()
+        self.tuner = Tuner(plan, self.clock)
+        self._cursor = 0
+
+    def decide(self, now: float) -> tuple[dict[str, int], str]:
+        times = self.arrivals
+        while self._cursor < len(times) and times[self._cursor] <= now:
+            self.clock.set(float(times[self._cursor]))
+            self.tuner.arrived()
+            self._cursor += 1
+        self.clock.set(now)
+        changes = self.tuner.tick()
+        return dict(self.tuner.replicas), changes[0].reason if changes else ""
+
+
+class UtilisationScaling(_Scaling):
+    """Each stage's busy share over the last `window` s against a `target` share."""
+
+    def __init__(
+        self,
+        prices: Mapping[str, float],
+        *,
+        target: float = 0.7,
+        window: float = 10.0,
+        hold_down: float = HOLD_DOWN,
+        **options: float,
+    ) -> None:
+        super().__init__(prices, **options)  # type: ignore[arg-type]
+        self.target = target
+        self.window = window
+        self.hold_down = hold_down
+        self._history: list[tuple[float, dict[str, float]]] = []
+        self._last_change = 0.0
+
+    def _busy(self) -> dict[str, float]:
+        return {
+            stage: sum(
+                self.sim.workers[w].busy[INFER] for w in self.active[stage] + self.idle[stage]
+            )
+            for stage in self.active
+        }
+
+    def decide(self, now: float) -> tuple[dict[str, int], str]:
+        busy = self._busy()
+        self._history.append((now, busy))
+        while self._history and self._history[0][0] < now - self.window:
+            self._history.pop(0)
+        then, before = self._history[0]
+        span = max(now - then, self.interval)
+        target: dict[str, int] = {}
+        shares = []
+        for stage, current in self.asked.items():
+            share = (busy[stage] - before[stage]) / (span * max(len(self.active[stage]), 1))
+            shares.append(f"{stage} {share:.0%}")
+            wanted = max(1, math.ceil(len(self.active[stage]) * share / self.target - 1e-9))
+            if wanted > current or (wanted < current and now - self._last_change >= self.hold_down):
+                target[stage] = wanted
+            else:
+                target[stage] = current
+        if any(target[s] != self.asked[s] for s in target):
+            self._last_change = now
+        return target, f"busy over the last {self.window:g} s: " + ", ".join(shares)
