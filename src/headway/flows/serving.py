@@ -4,8 +4,8 @@ Each action stage is served by the controller as a model (deadlines, batching ac
 replicas, the queue): a stage that is one model operator *is* that repository model; any other
 action stage (a fused chain, with or without a model) is registered as a model of framework
 `flow` whose worker runs the whole chain in one action (`headway.adapters.flow_adapter`). A
-competing stage is registered `compete_replicas` times (clones placed on the least loaded
-workers); every clone gets the rows and the first answer wins. Frontend stages (union, anyof,
+competing stage's model has `compete_replicas` replicas (distinct workers) and batch size 1;
+each query sends it that many copies, and the first answer wins. Frontend stages (union, anyof,
 join, lookup, groupby, agg) run here, beside the lookups.
 
 A query is one input row: `{"input": row}` answers `{"query_id", "output": [sink rows],
@@ -89,14 +89,9 @@ class FlowApplication:
             if _direct(stage):
                 self.stage_models[stage.id] = [stage.models[0]]
                 continue
-            base = self._stage_config(stage)
-            names = []
-            for clone in range(stage.replicas):
-                name = f"flow.{self.name}.{generation}.s{stage.id}"
-                name += f".c{clone}" if stage.replicas > 1 else ""
-                self.controller.repository.models[name] = replace(base, name=name)
-                names.append(name)
-            self.stage_models[stage.id] = names
+            name = f"flow.{self.name}.{generation}.s{stage.id}"
+            self.controller.repository.models[name] = replace(self._stage_config(stage), name=name)
+            self.stage_models[stage.id] = [name]
 
     def _stage_config(self, stage: Stage) -> ModelConfig:
         """A stage's model: its chain's models go with it; it takes their batching."""
@@ -113,6 +108,9 @@ class FlowApplication:
         assert self.config.flow is not None
         path, _ = split_spec(self.config.flow, f"app {self.name!r}")
         batch = (inherit.max_batch_size if inherit else 32) if stage.batching else 1
+        replicas = inherit.replicas if inherit else 1
+        if stage.replicas > 1:  # competing copies of a query run apart, one per worker
+            batch, replicas = 1, stage.replicas
         return ModelConfig(
             name=f"flow.{self.name}",
             version=1,
@@ -121,7 +119,7 @@ class FlowApplication:
             max_batch_size=batch,
             batch_delay_ms=inherit.batch_delay_ms if inherit else 0.0,
             slo_ms=max(inherit.slo_ms if inherit else 0.0, self.config.slo_ms),
-            replicas=inherit.replicas if inherit and stage.replicas == 1 else 1,
+            replicas=replicas,
             memory_mb=(inherit.memory_mb or STAGE_MB) if inherit else STAGE_MB,
             options={
                 "flow": f"{path}:{self.config.flow.rpartition(':')[2]}",
@@ -268,10 +266,13 @@ class FlowApplication:
         return self.controller.submit(ref.name, tensors, version=version, timeout=timeout)
 
     async def _compete(self, stage: Stage, tensors: dict[str, np.ndarray]) -> Prediction:
-        """Every clone of the stage gets the rows; the first good answer wins."""
+        """The rows go to the stage `replicas` times (a competing stage's model has that many
+        replicas and batches nothing, so the copies run on different workers); the first good
+        answer wins."""
         futures: list[asyncio.Future[Prediction]] = []
         refused: HeadwayError | None = None
-        for name in self.stage_models[stage.id]:
+        (name,) = self.stage_models[stage.id]
+        for _ in range(stage.replicas):
             try:
                 futures.append(self.controller.submit(name, tensors))
             except HeadwayError as exc:

@@ -1,0 +1,241 @@
+"""Flows experiments (issue 14), side by side in one run, as ratios; writes `RESULTS-flows.md`.
+
+    python bench/flows.py [--duration 8] [--rounds 3] [--ray]
+
+One `headway serve` (2 workers) serves the example flows (`examples/flows/`) twice each:
+- **fusion**: `chain` (pre-process -> model -> post-process -> format) with fusion on (one
+  worker action) and off (four actions), closed loop at 32 and at 1 connection;
+- **competitive execution**: `heavy-tail` (a Pareto-latency function) with k=2 competing
+  clones and with competition off, open loop (Poisson) at the same offered rate;
+- with `--ray`: the `cascade` against the same pipeline composed with Ray Serve deployment
+  handles (`bench/peers/ray/cascade.py`, in the Ray venv), closed loop at 32 connections.
+Answers are checked equal (to `flow.local`, and across the variants) before anything is timed.
+Rounds alternate the variants, so a busy moment of the shared machine hits both; each figure
+is the median over rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import orjson
+import yaml
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+sys.path.insert(0, str(ROOT))
+
+from headway.flows import LocalServices  # noqa: E402
+from headway.launcher import ServerProcess  # noqa: E402
+from headway.loadgen import arrivals, report  # noqa: E402
+from headway.loadgen.client import Target, http_request, run  # noqa: E402
+from headway.loadgen.workload import Body  # noqa: E402
+from tests.flows.examples import EXAMPLES, flow, inputs, models, same  # noqa: E402
+
+WORK = BENCH / ".work" / "flows"
+APPS = {
+    "chain": {"flow": "chain.py:flow"},
+    "chain-unfused": {"flow": "chain.py:flow", "fusion": False},
+    "heavy-k2": {"flow": "heavy_tail.py:flow", "slo_ms": 5000},
+    "heavy-k1": {"flow": "heavy_tail.py:flow", "compete": False, "slo_ms": 5000},
+    "cascade": {"flow": "cascade.py:flow"},
+}
+EXAMPLE_OF = {"chain": "chain", "chain-unfused": "chain", "heavy-k2": "heavy_tail",
+              "heavy-k1": "heavy_tail", "cascade": "cascade"}  # fmt: skip
+
+
+def machine() -> dict[str, Any]:
+    model = next(
+        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+         if line.startswith("model name")), platform.processor(),
+    )  # fmt: skip
+    return {"cpus": os.cpu_count(), "cpu": model, "python": platform.python_version(),
+            "load_1m": os.getloadavg()[0]}  # fmt: skip
+
+
+def payloads(app: str, count: int = 64) -> list[bytes]:
+    rows = inputs(EXAMPLE_OF[app], count)
+    return [orjson.dumps({"input": r.tolist() if hasattr(r, "tolist") else r}) for r in rows]
+
+
+def wire(url: str, app: str) -> list[bytes]:
+    target = Target.parse(url)
+    return [http_request(target, f"/apps/{app}/predict", Body(p)) for p in payloads(app)]
+
+
+def check(url: str, repository: Path) -> None:
+    """Every variant answers as `flow.local` does, before anything is timed."""
+    local = LocalServices(lookups=models.lookups(), repository=repository)
+    client = httpx.Client(timeout=60)
+    for app, name in EXAMPLE_OF.items():
+        example = flow(name)
+        for row in inputs(name, 16):
+            value = row.tolist() if hasattr(row, "tolist") else row
+            deadline = time.monotonic() + 60
+            while True:  # the first actions of a stage are cold: 503 until it is measured
+                answer = client.post(f"{url}/apps/{app}/predict", json={"input": value})
+                if answer.status_code == 200 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert answer.status_code == 200, answer.text
+            expected = example.local([row], local).records()
+            assert same(answer.json()["output"], expected), (app, answer.text, expected)
+    client.close()
+
+
+def closed(url: str, app: str, concurrency: int, duration: float) -> dict[str, Any]:
+    tally = run(Target.parse(url), wire(url, app), duration=duration, warmup=1.0,
+                concurrency=concurrency)  # fmt: skip
+    return report.summarize(tally, duration)
+
+
+def open_loop(url: str, app: str, rate: float, duration: float, seed: int) -> dict[str, Any]:
+    schedule = arrivals.schedule(rate, 1.0 + duration, "poisson", seed=seed)
+    tally = run(Target.parse(url), wire(url, app), duration=duration, warmup=1.0,
+                schedule=schedule, drain_timeout=10.0)  # fmt: skip
+    return report.summarize(tally, duration)
+
+
+def median(runs: list[dict[str, Any]], *path: str) -> float | None:
+    values = []
+    for figures in runs:
+        value: Any = figures
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is not None:
+            values.append(float(value))
+    return statistics.median(values) if values else None
+
+
+def rounds(count: int, variants: list[str], measure: Any) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
+    for number in range(count):
+        order = variants if number % 2 == 0 else variants[::-1]
+        for variant in order:
+            figures = measure(variant, number)
+            out[variant].append(figures)
+            print(variant, json.dumps({k: figures.get(k) for k in ("throughput_rps", "rejected",
+                  "errors", "latency_ms")}), flush=True)  # fmt: skip
+    return out
+
+
+def operators(url: str, app: str) -> list[dict[str, Any]]:
+    described = httpx.get(f"{url}/apps/{app}", timeout=30).json()
+    return described["statistics"]["operators"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=8.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rate", type=float, default=20.0, help="heavy-tail offered req/s")
+    parser.add_argument("--ray", action="store_true", help="also the cascade on Ray Serve")
+    args = parser.parse_args()
+    WORK.mkdir(parents=True, exist_ok=True)
+    repository = WORK / "repository"
+    if not repository.exists():
+        models.build(repository)
+    apps = {name: {**app, "flow": str(EXAMPLES / app["flow"])} for name, app in APPS.items()}
+    (WORK / "headway.yaml").write_text(yaml.safe_dump({"apps": apps}))
+    (WORK / "state.db").unlink(missing_ok=True)
+    started = machine()
+    results: dict[str, Any] = {"machine": started, "args": vars(args)}
+    server = ServerProcess(repository, state=WORK / "state.db", workers=2,
+                           extra=["--config", str(WORK / "headway.yaml")], log=WORK / "server.log")  # fmt: skip
+    with server:
+        check(server.url, repository)
+        print("answers checked equal to flow.local", flush=True)
+        fusion: dict[str, Any] = {}
+        for concurrency in (32, 1):
+            fusion[str(concurrency)] = rounds(
+                args.rounds, ["chain", "chain-unfused"],
+                lambda app, _, c=concurrency: closed(server.url, app, c, args.duration),
+            )  # fmt: skip
+        results["fusion"] = fusion
+        results["competitive"] = rounds(
+            args.rounds, ["heavy-k2", "heavy-k1"],
+            lambda app, n: open_loop(server.url, app, args.rate, args.duration, seed=n),
+        )  # fmt: skip
+        results["operators"] = {app: operators(server.url, app) for app in APPS}
+        if args.ray:
+            from bench.peers.ray_cascade import compare
+
+            results["cascade"] = compare(server.url, repository, args)
+    results["machine"]["load_1m_after"] = os.getloadavg()[0]
+    (WORK / "results.json").write_text(json.dumps(results, indent=1))
+    write_results(results)
+
+
+def _row(label: str, runs: list[dict[str, Any]]) -> str:
+    tput = median(runs, "throughput_rps")
+    p50, p99 = median(runs, "latency_ms", "p50"), median(runs, "latency_ms", "p99")
+    rejected = sum(r.get("rejected", 0) + r.get("errors", 0) for r in runs)
+    return f"| {label} | {tput:.1f} | {p50:.2f} | {p99:.2f} | {rejected} |"
+
+
+def write_results(results: dict[str, Any]) -> None:
+    m = results["machine"]
+    args = results["args"]
+    lines = [
+        "# Flows experiments (issue 14)",
+        "",
+        f"`python bench/flows.py --duration {args['duration']:g} --rounds {args['rounds']}"
+        f"{' --ray' if args['ray'] else ''}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+        f"Machine: {m['cpus']} CPUs ({m['cpu']}), Python {m['python']}; **shared** with other "
+        f"engineers' test runs (load average {m['load_1m']:.1f} at the start, "
+        f"{m['load_1m_after']:.1f} at the end), so absolute figures are noisy; each figure is the "
+        "median over rounds that alternate the variants.",
+        "One `headway serve` with 2 workers; answers of every variant checked equal to "
+        "`flow.local` first.",
+        "",
+        "## Fusion: pre-process -> model -> post-process -> format (`examples/flows/chain.py`)",
+        "",
+        "| variant | throughput (req/s) | p50 (ms) | p99 (ms) | rejected+errors |",
+        "|---|---|---|---|---|",
+    ]
+    fusion = results["fusion"]
+    for c in ("32", "1"):
+        lines.append(_row(f"fused (1 action), {c} conn.", fusion[c]["chain"]))
+        lines.append(_row(f"unfused (4 actions), {c} conn.", fusion[c]["chain-unfused"]))
+    t32 = median(fusion["32"]["chain"], "throughput_rps") or 0.0
+    u32 = median(fusion["32"]["chain-unfused"], "throughput_rps") or 1.0
+    p1 = median(fusion["1"]["chain"], "latency_ms", "p50") or 1.0
+    q1 = median(fusion["1"]["chain-unfused"], "latency_ms", "p50") or 0.0
+    lines += [
+        "",
+        f"Fused / unfused throughput at 32 connections: **{t32 / u32:.2f}x**; unfused / fused "
+        f"p50 at 1 connection: **{q1 / p1:.2f}x** (target: >= 1.5x on either).",
+        "",
+        "## Competitive execution: the heavy-tailed operator (`examples/flows/heavy_tail.py`)",
+        "",
+        f"Open loop, Poisson at {args['rate']:g} req/s for each variant (equal offered load). "
+        "k=2: the stage runs on two clones (one per worker), the first answer wins; k=1: one.",
+        "",
+        "| variant | throughput (req/s) | p50 (ms) | p99 (ms) | rejected+errors |",
+        "|---|---|---|---|---|",
+    ]
+    comp = results["competitive"]
+    lines.append(_row("k=2 (compete)", comp["heavy-k2"]))
+    lines.append(_row("k=1", comp["heavy-k1"]))
+    k2 = median(comp["heavy-k2"], "latency_ms", "p99") or 1.0
+    k1 = median(comp["heavy-k1"], "latency_ms", "p99") or 0.0
+    lines += ["", f"p99 k=1 / k=2: **{k1 / k2:.2f}x** (target: >= 2x).", ""]
+    cascade = results.get("cascade")
+    if cascade:
+        lines += cascade["lines"]
+    (BENCH / "RESULTS-flows.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
