@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 import orjson
 import yaml
 
@@ -35,12 +34,13 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.flows.examples import EXAMPLES, flow, inputs, models, same  # noqa: E402
+
 from headway.flows import LocalServices  # noqa: E402
 from headway.launcher import ServerProcess  # noqa: E402
 from headway.loadgen import arrivals, report  # noqa: E402
 from headway.loadgen.client import Target, http_request, run  # noqa: E402
 from headway.loadgen.workload import Body  # noqa: E402
-from tests.flows.examples import EXAMPLES, flow, inputs, models, same  # noqa: E402
 
 WORK = BENCH / ".work" / "flows"
 APPS = {
