@@ -22,7 +22,8 @@ def client(server: ServerProcess) -> triton.InferenceServerClient:
 
 def test_health_and_metadata(client: triton.InferenceServerClient) -> None:
     assert client.is_server_live()
-    assert client.is_server_ready()
+    # strict readiness: the shared repository's `broken` model fails to load
+    assert not client.is_server_ready()
     assert client.is_model_ready("digits-logreg")
     assert not client.is_model_ready("broken")
     metadata = client.get_model_metadata("digits-logreg")
