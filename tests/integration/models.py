@@ -6,6 +6,7 @@ framework itself, in this process, so the server's answers can be checked agains
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -307,3 +308,11 @@ def serve_apps(root: Path, tmp: Path, apps: dict[str, Any], name: str) -> Server
         root, state=tmp / "state.db", workers=2, extra=["--config", str(tmp / "headway.yaml")],
         log=tmp / f"{name}.log",
     )  # fmt: skip
+
+
+def batches_run(url: str, model: str) -> float:
+    """How many INFER actions of `model` ran (Prometheus' headway_batch_size_count), warm-up
+    runs and probes included."""
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    found = re.search(rf'^headway_batch_size_count\{{model="{model}"\}} (\S+)$', text, re.M)
+    return float(found.group(1)) if found else 0.0

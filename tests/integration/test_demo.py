@@ -20,6 +20,7 @@ from headway.cli.main import cli
 from headway.client import Client, Retry
 from headway.launcher import ServerProcess
 from tests.integration import models
+from tests.integration.models import batches_run
 
 pytestmark = pytest.mark.integration
 
@@ -98,3 +99,18 @@ def test_the_demo_gives_up_with_the_servers_reason(busy_server: ServerProcess) -
     assert message.startswith(
         "POST /v2/models/slow/infer after 6 tries: model 'slow@1': deadline cannot be met"
     )
+
+
+def test_a_batch_larger_than_any_measured_is_served_once_measured(
+    busy_server: ServerProcess,
+) -> None:
+    """The issue's demo failure: measured at batch 1 only, 50 rows of a model whose cost is
+    per call (0.5 s) were estimated per row (25 s) and refused for ever; the sweep at load and
+    the probe after a doubtful refusal measure them, and a retry is served."""
+    url = busy_server.url
+    while batches_run(url, "slow") < 3:  # the warm-up runs at batch 1 measured it
+        time.sleep(0.1)
+    rows = {"input-0": np.full((50, 4), 0.5, np.float32)}
+    with Client(url, retry=Retry(attempts=7)) as client:
+        answer = ask(client, "slow", rows)
+    assert answer["output-0"].shape == (50, 1)

@@ -8,7 +8,6 @@ made the server probe it, 0.6 s each, taking the worker from the fast model.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -22,7 +21,7 @@ from sklearn.naive_bayes import GaussianNB
 
 from headway.launcher import ServerProcess
 from tests.integration import models
-from tests.integration.models import AppClient, warm_models
+from tests.integration.models import AppClient, batches_run, warm_models
 
 pytestmark = pytest.mark.integration
 
@@ -70,7 +69,7 @@ def test_hopeless_requests_do_not_make_the_server_probe_the_slow_model(
                     "data": ROWS[0].tolist()}],
         "parameters": {"slo_ms": 1},
     })  # fmt: skip
-    before = ran(url, "digits-slow")
+    before = batches_run(url, "digits-slow")
     with httpx.Client(timeout=30) as client:
         for _ in range(10):
             response = client.post(f"{url}/v2/models/digits-slow/infer", content=body)
@@ -78,12 +77,4 @@ def test_hopeless_requests_do_not_make_the_server_probe_the_slow_model(
             assert "deadline cannot be met" in response.json()["error"]
             time.sleep(0.05)  # 20 a second, as in the issue
     time.sleep(2 * SLOW_SECONDS)  # a probe sent would have run by now
-    assert ran(url, "digits-slow") == before  # no 0.6 s probe took the worker
-
-
-def ran(url: str, model: str) -> float:
-    """How many INFER actions of `model` ran (Prometheus' headway_batch_size_count)."""
-    text = httpx.get(f"{url}/metrics", timeout=30).text
-    found = re.search(rf'^headway_batch_size_count\{{model="{model}"\}} (\S+)$', text, re.M)
-    assert found, text[:2000]
-    return float(found.group(1))
+    assert batches_run(url, "digits-slow") == before  # no 0.6 s probe took the worker
