@@ -88,11 +88,11 @@ def test_the_warm_up_sweep_lets_the_demo_request_in(clock: ManualClock) -> None:
     assert s.service_time("forest", 50) == pytest.approx(forest(50), rel=0.01)
 
 
-def test_the_sweep_stops_at_a_size_that_takes_a_quarter_of_the_slo(clock: ManualClock) -> None:
+def test_the_sweep_stops_at_a_size_that_takes_half_the_slo(clock: ManualClock) -> None:
     s = server(clock)
-    s.estimator.observe("forest", 1, ms(100))
+    s.estimator.observe("forest", 1, ms(300))
     assert next_sweep_size(s.predictions, "forest", 1, max_batch=32, slo=1.0) == 2
-    s.estimator.observe("forest", 2, ms(260))
+    s.estimator.observe("forest", 2, ms(510))
     assert next_sweep_size(s.predictions, "forest", 2, max_batch=32, slo=1.0) is None
     s.estimator.observe("forest", 16, ms(100))
     assert next_sweep_size(s.predictions, "forest", 16, max_batch=20, slo=1.0) == 20
@@ -150,3 +150,31 @@ def test_probes_wait_behind_queued_work_of_any_model(clock: ManualClock) -> None
     s.submit(Request("fast", {"x": np.zeros((1, 4))}, 1, now, now + ms(150), token="query"))
     [first] = s.poll().dispatches
     assert first.model == "fast" and [r.token for r in first.requests] == ["query"]
+
+
+def test_simultaneous_requests_to_a_slow_model_are_batched_not_refused(
+    clock: ManualClock,
+) -> None:
+    """The issue's 8 requests at once to a 0.2 s model (1 s SLO): 5 were refused, estimated
+    per row from batch 1, that one batch would have served."""
+    s = server(clock)
+    for _ in range(2):  # its warm-up runs (the first, cold, is not a measurement)
+        s.estimator.observe("forest", 1, 0.2)
+    rows: int | None = 1
+    while (rows := next_sweep_size(s.predictions, "forest", rows, max_batch=32, slo=1.0)):
+        s.submit(request(clock, rows, 30.0, priority=PROBE_PRIORITY))
+        run(s, clock, 0.2)
+    burst = [request(clock, 1, 1.0) for _ in range(8)]
+    for r in burst:
+        s.submit(r)  # none refused
+    answered = 0
+    while True:
+        decisions = s.poll()
+        assert not decisions.rejected
+        if not decisions.dispatches:
+            break
+        [dispatch] = decisions.dispatches
+        clock.advance(0.2)
+        s.complete(dispatch.id, 0.2)
+        answered += sum(clock.now() <= r.deadline for r in dispatch.requests)
+    assert answered == 8

@@ -4,7 +4,7 @@ An estimate is only as good as its measurements, and a refused request never run
 one: an estimate for a batch size never measured (extrapolated from batch 1, say) or inflated
 by one slow run would turn the same requests away for ever. So the controller runs batches of
 zeros to measure: at load, Clockwork-style, a sweep of batch sizes (1, 2, 4, ... up to
-`max_batch`, stopping at the first size whose run takes a good share of the SLO: bigger batches
+`max_batch`, stopping at the first size whose run takes half the SLO or more: bigger batches
 would hardly fit, and measuring them holds the worker); and after a refusal that the fastest
 measured run says might have fitted, a probe of the refused size.
 
@@ -25,7 +25,7 @@ PROBE_INTERVAL_S = 0.05
 #: d seconds, the next waits d / PROBE_DUTY.
 PROBE_DUTY = 0.1
 #: The sweep stops after a size whose run took more than this share of the model's SLO.
-SWEEP_SHARE = 0.25
+SWEEP_SHARE = 0.5
 
 
 def next_sweep_size(
