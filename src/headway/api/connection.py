@@ -1,0 +1,346 @@
+"""One client connection of Headway's HTTP/1.1 server (`api.http`): parse, limit, answer.
+
+An asyncio protocol over httptools: a whole request becomes one call to
+`HeadwayApp.respond(method, path, headers, body, reply)`, and its answer one `transport.write`
+from `reply`. Pipelined requests are answered in order; a client that does not read its
+answers stops being read (back-pressure).
+
+The limits of `api.limits` are checked where their bytes arrive, each with an integer
+comparison: a body over the limit (declared, received or decoded) is 413, a long URL 414,
+large headers 431 (before the parser buffers more than a read past the limit), a request whose
+head or body does not arrive in time 408 (`time_out`, from the server's sweep), and a
+connection over the cap is answered 503 and closed. Each refusal answers once, after the
+answers already due, and closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from functools import partial
+from http import HTTPStatus
+from typing import TYPE_CHECKING
+from urllib.parse import unquote
+
+import httptools
+
+from headway.api.errors import Response, error_response, problem
+from headway.api.limits import (
+    MAX_HEADER_BYTES,
+    MAX_URL_BYTES,
+    BodyDecoder,
+    body_decoder,
+    headers_too_large,
+    uri_too_long,
+)
+from headway.errors import HeadwayError
+
+if TYPE_CHECKING:
+    from headway.api.http import HttpServer
+
+log = logging.getLogger("headway.http")
+
+#: How long a connection turned away at the cap is read (and discarded) before it is closed:
+#: closing at once with the client's request unread would reset it before it reads the 503.
+LINGER_S = 1.0
+
+# Which part of a request a connection is reading (for the read timeouts).
+_BETWEEN, _HEAD, _BODY = 0, 1, 2
+
+_REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
+_STATUS_LINES: dict[int, bytes] = {}
+
+
+def status_line(status: int) -> bytes:
+    line = _STATUS_LINES.get(status)
+    if line is None:
+        reason = _REASONS.get(status, b"Unknown")
+        line = _STATUS_LINES[status] = b"HTTP/1.1 %d %s\r\n" % (status, reason)
+    return line
+
+
+def render(response: Response, keep_alive: bool, http10: bool = False) -> bytes:
+    """One HTTP/1.1 response, head and body, as bytes for a single write."""
+    status, body, headers = response
+    parts = [status_line(status)]
+    for name, value in headers:
+        parts += (name, b": ", value, b"\r\n")
+    parts.append(b"content-length: %d\r\n" % len(body))
+    if not keep_alive:
+        parts.append(b"connection: close\r\n")
+    elif http10:
+        parts.append(b"connection: keep-alive\r\n")
+    parts += (b"\r\n", body)
+    return b"".join(parts)
+
+
+class _Slot:
+    """One request's place in its connection's answer order (pipelining)."""
+
+    __slots__ = ("close", "data")
+
+    def __init__(self) -> None:
+        self.data: bytes | None = None
+        self.close = False
+
+
+class _Refused(Exception):
+    """Raised in a parser callback once the request has been refused: stops the parse."""
+
+
+class HttpConnection(asyncio.Protocol):
+    """One client connection: parse requests, hand whole ones to the app, answer in order."""
+
+    def __init__(self, server: HttpServer) -> None:
+        self.server = server
+        self.app = server.app
+        self.loop = server.loop
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.pending: deque[_Slot] = deque()
+        self.closing = False
+        self.last_active = self._arrived = self._received = time.monotonic()
+        self._url = b""
+        self._headers: dict[bytes, bytes] = {}
+        self._body: list[bytes] = []
+        self._size = 0
+        self._no_more = False  # a request closed the connection: ignore what follows
+        self._paused_reading = False
+        self._decoder: BodyDecoder | None = None  # the body's Content-Encoding, if any
+        self._phase = _BETWEEN  # reading a request's head, its body, or between requests
+        self._phase_began = 0.0  # when this phase's first bytes were read
+        self._header_bytes = 0  # names and values of the headers parsed so far
+        self._head_read = 0  # bytes of the reads that a still unfinished head spans
+
+    # -- asyncio.Protocol ------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+        server = self.server
+        if len(server.connections) >= server.max_connections:
+            self._turn_away()
+            return
+        server.connections.add(self)
+
+    def _turn_away(self) -> None:
+        """Over the connection cap: answer 503 with the reason, read nothing, then close."""
+        self._no_more = True
+        transport = self.transport
+        assert transport is not None
+        limit = self.server.max_connections
+        transport.write(
+            render(
+                problem(503, f"too many connections: this server serves at most {limit} at "
+                        "once (--max-connections); retry shortly"),
+                keep_alive=False,
+            )
+        )  # fmt: skip
+        if transport.can_write_eof():
+            transport.write_eof()
+        self.loop.call_later(LINGER_S, self.close)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.connections.discard(self)
+        self.closing = True
+        self.transport = None
+
+    def data_received(self, data: bytes) -> None:
+        if self._no_more:
+            return
+        self.last_active = now = time.monotonic()
+        self._arrived = self.server.arrived_since(now)
+        self.server.keep_up(now)
+        if self.server.poller is not None:
+            self.server.poller.arm()
+        reading_head = self._phase == _HEAD
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._refuse(problem(400, "protocol upgrades are not supported"))
+        except httptools.HttpParserError as exc:
+            if not self._no_more:  # not already refused by a callback (`_Refused`)
+                self._refuse(problem(400, f"malformed HTTP request: {exc}"))
+        else:
+            if reading_head and self._phase == _HEAD:  # a head longer than this whole read
+                self._head_read += len(data)
+                if self._head_read > MAX_URL_BYTES + MAX_HEADER_BYTES:
+                    self._refuse(problem(431, headers_too_large(self._head_read)))
+
+    def pause_writing(self) -> None:
+        """The client is not reading its answers: stop reading its requests."""
+        self._pause_reading()
+
+    def resume_writing(self) -> None:
+        self._resume_reading()
+
+    # -- httptools callbacks ---------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        self._received = self._arrived  # when its first bytes were read: its clock starts
+        self._phase = _HEAD
+        self._phase_began = self.last_active
+        self._url = b""
+        self._headers = {}
+        self._body = []
+        self._size = self._header_bytes = self._head_read = 0
+        self._decoder = None
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+        if len(self._url) > MAX_URL_BYTES:
+            self._refuse(problem(414, uri_too_long(len(self._url))))
+            raise _Refused
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_bytes += len(name) + len(value)
+        if self._header_bytes > MAX_HEADER_BYTES:
+            self._refuse(problem(431, headers_too_large(self._header_bytes)))
+            raise _Refused
+        name = name.lower()
+        previous = self._headers.get(name)
+        self._headers[name] = value if previous is None else previous + b", " + value
+
+    def on_headers_complete(self) -> None:
+        self._phase = _BODY
+        self._phase_began = self.last_active
+        if self._no_more:
+            return
+        try:
+            self.app.check_length(self._headers.get(b"content-length"))
+            encoding = self._headers.get(b"content-encoding")
+            if encoding is not None:
+                self._decoder = body_decoder(encoding, self.app.max_body_bytes)
+        except HeadwayError as exc:  # answered before the body is read, then closed
+            self._refuse(error_response(exc))
+            return
+        expect = self._headers.get(b"expect")
+        if expect is not None and expect.lower() == b"100-continue" and self.transport:
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def on_body(self, chunk: bytes) -> None:
+        if self._no_more:
+            return
+        self._size += len(chunk)
+        try:
+            self.app.check_size(self._size)
+            if self._decoder is not None:
+                chunk = self._decoder.feed(chunk)
+        except HeadwayError as exc:  # a body that outgrew the limit, sent or decoded
+            self._body = []
+            self._refuse(error_response(exc))
+            return
+        self._body.append(chunk)
+
+    def on_message_complete(self) -> None:
+        self._phase = _BETWEEN
+        if self._no_more:
+            return
+        if self._decoder is not None:
+            try:
+                self._decoder.finish()
+            except HeadwayError as exc:
+                self._refuse(error_response(exc))
+                return
+        parser = self.parser
+        keep_alive = parser.should_keep_alive() and not self.server.stopping
+        http10 = parser.get_http_version() == "1.0"
+        slot = _Slot()
+        self.pending.append(slot)
+        method = parser.get_method().decode()
+        url = self._url
+        query = url.find(b"?")
+        path = (url if query < 0 else url[:query]).decode("latin-1")
+        if "%" in path:
+            path = unquote(path, errors="replace")
+        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        headers = self._headers
+        if not keep_alive:
+            self._stop_reading()
+        self.server.unanswered += 1
+        reply = partial(self._reply, slot, keep_alive, http10)
+        try:
+            self.app.respond(method, path, headers, body, reply, self._received)
+        except Exception as exc:  # `respond` never raises; this is a bug, not the client's
+            log.error("request handler failed", exc_info=exc)
+            reply(problem(500, f"internal error: {type(exc).__name__}: {exc}"))
+
+    # -- answering -------------------------------------------------------------------------
+    def _reply(self, slot: _Slot, keep_alive: bool, http10: bool, response: Response) -> None:
+        """The app's answer to the request in `slot` (ignored if the slot was given up on)."""
+        if slot.data is not None:
+            return
+        self.server.unanswered -= 1
+        self._finish(slot, response, keep_alive and not self.server.stopping, http10)
+
+    def give_up(self) -> None:
+        """The server is stopping: answer what is still unanswered with 503, then close."""
+        for slot in list(self.pending):
+            if slot.data is None:
+                self.server.unanswered -= 1
+                self._finish(slot, problem(503, "the server is stopping"), False, False)
+        self.close()
+
+    def _finish(self, slot: _Slot, response: Response, keep_alive: bool, http10: bool) -> None:
+        slot.data = render(response, keep_alive, http10)
+        slot.close = not keep_alive
+        pending = self.pending
+        transport = self.transport
+        while pending and pending[0].data is not None:
+            done = pending.popleft()
+            if transport is None or self.closing:
+                continue
+            transport.write(done.data)  # type: ignore[arg-type]
+            if done.close:
+                self.closing = True
+                transport.close()
+        self.last_active = time.monotonic()
+        if self.server.poller is not None:  # the client's next request comes soon
+            self.server.poller.arm()
+
+    def _refuse(self, response: Response) -> None:
+        """Malformed input: answer once, after what is already pending, then close."""
+        slot = _Slot()
+        self.pending.append(slot)
+        self._stop_reading()
+        self._finish(slot, response, False, False)
+
+    # -- flow control ----------------------------------------------------------------------
+    def _stop_reading(self) -> None:
+        self._no_more = True
+        self._pause_reading()
+
+    def _pause_reading(self) -> None:
+        if not self._paused_reading and self.transport is not None:
+            self._paused_reading = True
+            with contextlib.suppress(RuntimeError):
+                self.transport.pause_reading()
+
+    def _resume_reading(self) -> None:
+        if self._paused_reading and self.transport is not None and not self.closing:
+            self._paused_reading = False
+            with contextlib.suppress(RuntimeError):
+                self.transport.resume_reading()
+
+    def time_out(self, now: float) -> None:
+        """Close a connection whose request is not arriving in time (408), unless it is not
+        being read because its client does not read its answers."""
+        if self._phase == _BETWEEN or self._paused_reading or self._no_more:
+            return
+        server = self.server
+        if self._phase == _HEAD:
+            if now - self._phase_began > server.header_timeout:
+                self._refuse(problem(408, "the request head did not arrive within "
+                                     f"{server.header_timeout:g} s (--header-timeout)"))  # fmt: skip
+        elif now - self._phase_began > server.body_timeout:
+            self._refuse(problem(408, "the request body did not arrive within "
+                                 f"{server.body_timeout:g} s of its head (--body-timeout)"))  # fmt: skip
+
+    @property
+    def idle(self) -> bool:
+        return not self.pending
+
+    def close(self) -> None:
+        if self.transport is not None and not self.closing:
+            self.closing = True
+            self.transport.close()
