@@ -10,22 +10,20 @@ _ERROR = {
     "description": "Error",
     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
 }
+
+
+def _path(name: str, pattern: str) -> dict[str, Any]:
+    """A path parameter: a string the server can route (no '/') and act on."""
+    return {"name": name, "in": "path", "required": True,
+            "schema": {"type": "string", "pattern": pattern}}  # fmt: skip
+
+
 #: A model's or an application's name, as the repository and `headway.yaml` allow it.
-_NAMED = {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"}
-_NAME = {"name": "name", "in": "path", "required": True, "schema": _NAMED}
-_VERSION = {
-    "name": "version",
-    "in": "path",
-    "required": True,
-    "schema": {"type": "string", "pattern": "^[0-9]+$"},
-}
-_APP = {"name": "app", "in": "path", "required": True, "schema": _NAMED}
-_USER = {
-    "name": "user",
-    "in": "path",
-    "required": True,
-    "schema": {"type": "string", "pattern": "^[^/]+$"},
-}
+_NAMED = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
+_NAME = _path("name", _NAMED)
+_VERSION = _path("version", "^[0-9]+$")
+_APP = _path("app", _NAMED)
+_USER = _path("user", "^[^/]+$")
 
 
 def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
