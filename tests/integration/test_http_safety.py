@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from headway.api.openapi import OPENAPI
-from headway.launcher import ServerProcess
+from headway.launcher import ServerProcess, free_port
 from tests.integration import models
 
 pytestmark = pytest.mark.integration
@@ -114,7 +114,8 @@ def uvicorn_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerP
     state = tmp_path_factory.mktemp("uvicorn-state") / "state.db"
     log = tmp_path_factory.mktemp("uvicorn-logs") / "server.log"
     extra = ["--http", "uvicorn", "--max-body-mb", "1", "--max-connections", "3"]
-    with ServerProcess(root, state=state, extra=extra, log=log) as srv:
+    # uvicorn does not announce the port it bound, so it is given one (port 0 is for ours)
+    with ServerProcess(root, state=state, port=free_port(), extra=extra, log=log) as srv:
         yield srv
 
 
