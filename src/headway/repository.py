@@ -18,6 +18,7 @@ import yaml
 
 from headway.datatypes import OIP_TO_NUMPY
 from headway.errors import ConfigError, ModelNotFound
+from headway.resources import DEFAULT, Resources, parse_resources
 
 _FRAMEWORK_LINE = re.compile(r"^framework:\s*(\S+)", re.MULTILINE)
 
@@ -39,6 +40,7 @@ _KNOWN_KEYS = {
     "memory_mb",
     "max_queue",
     "options",
+    "resources",
 }
 
 
@@ -86,6 +88,8 @@ class ModelConfig:
     memory_mb: float | None = None
     versions: tuple[int, ...] = ()
     options: dict[str, Any] = field(default_factory=dict)
+    #: What each of its workers needs from a node (the Ray engine places workers by it).
+    resources: Resources = DEFAULT
 
     @cached_property
     def key(self) -> str:
@@ -231,6 +235,7 @@ def read_model(model_dir: Path) -> ModelConfig:
         memory_mb=None if memory is None else _positive(raw, "memory_mb", 0, where),
         versions=versions,
         options=dict(options),
+        resources=parse_resources(raw.get("resources"), where),
     )
 
 

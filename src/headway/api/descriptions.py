@@ -64,6 +64,9 @@ def index(controller: Controller) -> list[dict[str, Any]]:
             entry.update(version=str(model.config.version), state=model.state)
             if model.reason:
                 entry["reason"] = model.reason
+            nodes = controller.nodes_of(model)
+            if nodes:  # on a cluster (the Ray engine): which nodes host its replicas
+                entry["nodes"] = nodes
         elif name in repository.broken:
             entry.update(state="UNAVAILABLE", reason=repository.broken[name])
         else:  # a lazily indexed repository: read and loaded on the first request

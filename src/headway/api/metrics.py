@@ -82,9 +82,26 @@ class ControllerCollector:
             resident.add_metric([str(worker)], count)
         yield used
         yield resident
-        yield GaugeMetricFamily(
-            "headway_workers", "Live worker processes", value=len(c.engine.pids())
-        )
+        pids = c.engine.pids()
+        yield GaugeMetricFamily("headway_workers", "Live worker processes", value=len(pids))
+        nodes = c.worker_nodes()
+        if nodes:  # on a cluster (the Ray engine): which node hosts what
+            info = GaugeMetricFamily(
+                "headway_worker_node",
+                "1 for each worker, labelled with the cluster node hosting it and its pid there",
+                labels=["worker", "node", "pid"],
+            )
+            for worker, node in sorted(nodes.items()):
+                info.add_metric([str(worker), node, str(pids.get(worker, ""))], 1.0)
+            yield info
+            hosted = GaugeMetricFamily(
+                "headway_model_replicas", "Loaded replicas per node", labels=["model", "node"]
+            )
+            for name, state in _labelled(c):
+                for node in {nodes[w] for w in state.workers if w in nodes}:
+                    count = sum(1 for w in state.workers if nodes.get(w) == node)
+                    hosted.add_metric([name, node], float(count))
+            yield hosted
 
 
 def _labelled(c: Controller) -> Iterator[tuple[str, ModelState]]:

@@ -147,10 +147,17 @@ def cli() -> None:
     "--engine",
     default="local",
     show_default=True,
-    type=click.Choice(["local", "inline"]),
-    help="Where models run: local (isolated worker processes) or inline (in the server's own "
+    type=click.Choice(["local", "inline", "ray"]),
+    help="Where models run: local (isolated worker processes), inline (in the server's own "
     "process: no hop to a worker, lowest latency for small models, no isolation; --workers "
-    "is then 1).",
+    "is then 1) or ray (each model replica a Ray actor, placed on a Ray cluster's nodes by "
+    "the resources in its model.yaml; docs/cluster.md).",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    help="With --engine ray: the Ray cluster to join ('auto', or HOST:PORT of its head). "
+    "Without it, Headway starts a Ray instance on this machine and stops it at exit.",
 )
 @click.option(
     "--http",

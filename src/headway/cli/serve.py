@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import math
 import os
 import sys
 from dataclasses import dataclass, replace
@@ -49,6 +50,7 @@ class ServeSettings:
     scheduler: str = "headway"
     http: str = "native"
     engine: str = "local"
+    ray_address: str | None = None
     schedule_ahead_ms: float = 0.0
     busy_poll_us: float = 0.0
     plan: Path | None = None
@@ -74,8 +76,12 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
     if settings.busy_poll_us > 0:  # workers poll for their next action as the frontend does
         env[SPIN_ENV] = str(settings.busy_poll_us)
     engine: LocalEngine | InlineEngine
+    if settings.ray_address is not None and settings.engine != "ray":
+        raise ConfigError("--ray-address needs --engine ray")
     if settings.engine == "inline":
         engine = InlineEngine(env=env)
+    elif settings.engine == "ray":
+        engine = ray_engine(settings, repository, env)
     else:
         engine = LocalEngine(workers, endpoint=settings.endpoint, env=env)
     store = Store(settings.state, sync=settings.state_sync)
@@ -100,6 +106,31 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
 
         app.companions.append(GrpcServer(app, host=settings.host, port=settings.grpc_port))
     return app
+
+
+def ray_engine(settings: ServeSettings, repository: Repository, env: dict[str, str]) -> LocalEngine:
+    """Workers as Ray actors (imports Ray: only for `--engine ray`). A Ray instance that
+    Headway starts itself gets the logical CPUs its workers ask for, at least the machine's."""
+    try:
+        from headway.runtime.engines.ray_engine import RayEngine
+    except ImportError as exc:
+        raise ConfigError(
+            f"--engine ray needs Ray: python -m pip install 'headway[ray]' ({exc})"
+        ) from None
+    pool = settings.memory_budget_mb is not None
+    wanted = (
+        settings.workers
+        if pool
+        else sum(c.replicas * c.resources.cpus for c in repository.models.values())
+    )
+    return RayEngine(
+        settings.workers,
+        address=settings.ray_address,
+        pool=pool,
+        num_cpus=math.ceil(max(os.cpu_count() or 1, wanted)),
+        endpoint=settings.endpoint,
+        env=env,
+    )
 
 
 def uvicorn_config(app: HeadwayApp, settings: ServeSettings) -> uvicorn.Config:
@@ -168,11 +199,10 @@ def _announce(url: str, app: HeadwayApp) -> None:
             for address in (getattr(companion, "address", None) for companion in app.companions)
             if isinstance(address, str)
         )
-        + (
-            "in its own process (inline engine)"
-            if controller.engine.kind == "inline"
-            else f"with {controller.engine.size} workers"
-        ),
+        + {
+            "inline": "in its own process (inline engine)",
+            "ray": "with its models' replicas as Ray actors (ray engine)",
+        }.get(controller.engine.kind, f"with {controller.engine.size} workers"),
         file=sys.stderr,
         flush=True,
     )

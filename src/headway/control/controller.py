@@ -107,6 +107,8 @@ class Controller(ModelLifecycle):
         self._loop = asyncio.get_running_loop()
         self._all_ready = asyncio.Event()
         await self.engine.start()
+        if len(self._ready_workers) >= self.engine.size:  # none to wait for (Ray: per model)
+            self._all_ready.set()
         try:
             await asyncio.wait_for(self._all_ready.wait(), self.ready_timeout)
         except TimeoutError:
@@ -458,6 +460,7 @@ class Controller(ModelLifecycle):
                 "version": m.config.version,
                 "default": default,
                 "workers": sorted(m.workers),
+                "nodes": self.nodes_of(m),
                 "memory_mb": m.memory_mb,
                 "queue": self.scheduler.queue_length(m.config.key),
                 "scheduling": scheduling.get(m.config.key, {}),

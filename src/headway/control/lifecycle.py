@@ -123,9 +123,39 @@ class ModelLifecycle:
         self._seed_profile(config)
 
     def _place(self, config: ModelConfig) -> list[int]:
-        """Pick `replicas` distinct workers, the least loaded first."""
+        """Pick `replicas` distinct workers, the least loaded first; or, with an engine that
+        starts workers for each model (Ray's actors), the workers it started for this one."""
+        place = getattr(self.engine, "place", None)
+        started = place(config) if place is not None else None
+        if started is not None:
+            for worker in started:
+                self._placement.setdefault(worker, set())
+            return list(started)
         workers = sorted(self._placement, key=lambda w: (len(self._placement[w]), w))
         return workers[: max(1, min(config.replicas, len(workers)))]
+
+    def _release_idle_workers(self) -> None:
+        """Hand back the workers that host nothing any more, with an engine that started them
+        for a model (the model was unloaded: its replicas go)."""
+        release = getattr(self.engine, "release", None)
+        if release is None:
+            return
+        for worker in [w for w, keys in self._placement.items() if not keys]:
+            del self._placement[worker]
+            self._ready_workers.discard(worker)
+            _, failed = self.scheduler.worker_lost(worker)
+            self._fail_all(failed, ModelNotReady("the model was unloaded while it ran"))
+            release(worker)
+
+    def worker_nodes(self) -> dict[int, str]:
+        """The cluster node of each placed worker (empty for an engine on one machine)."""
+        nodes = getattr(self.engine, "nodes", None)
+        return {} if nodes is None else dict(nodes())
+
+    def nodes_of(self, model: ModelState) -> list[str]:
+        """The nodes hosting the model's loaded replicas (empty for an engine on one machine)."""
+        where = self.worker_nodes()
+        return sorted({where[w] for w in model.workers if w in where})
 
     async def load(self, name: str, version: str | None = None) -> ModelState:
         """Load the model (its default version, or `version`) on its replicas; waits until
@@ -153,9 +183,23 @@ class ModelLifecycle:
         """Send the model's LOADs to the workers picked for it, unless they are on their way."""
         if model.state != LOADING:
             model.state, model.reason = LOADING, ""
-            for worker in self._place(model.config):
+            try:
+                workers = self._place(model.config)
+            except ModelNotReady as exc:  # no node of a cluster has what it needs
+                self._unplaceable(model, exc)
+                return
+            for worker in workers:
                 self._placement[worker].add(model.config.key)
                 self._send_load(model, worker)
+
+    def _unplaceable(self, model: ModelState, error: ModelNotReady) -> None:
+        model.state, model.reason = UNAVAILABLE, error.message
+        log.error("%s", error.message)
+        self._fail_all(self.scheduler.remove_model(model.config.key), error)
+        for waiter in model.waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        model.waiters.clear()
 
     def _send_load(self, model: ModelState, worker: int) -> None:
         model.loading.add(worker)
@@ -172,6 +216,7 @@ class ModelLifecycle:
                 self.scheduler.control(worker, UNLOAD, key, payload=name)
         for worker in self._placement:
             self._placement[worker].discard(key)
+        self._release_idle_workers()
         self._fail_all(
             self.scheduler.remove_model(key), ModelNotReady(f"model {name!r} was unloaded")
         )

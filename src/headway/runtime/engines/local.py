@@ -25,7 +25,7 @@ import sys
 import tempfile
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from headway.control.engine import Action, Engine, OnExit, OnMessage, OnReady, Tensors
 from headway.runtime import handshake
@@ -46,11 +46,22 @@ log = logging.getLogger("headway.engine")
 _WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
+class Launched(Protocol):
+    """A started worker as an engine watches it: a subprocess here, a Ray actor in the Ray
+    engine (`subprocess.Popen` is one as it is)."""
+
+    @property
+    def pid(self) -> int | None: ...
+    def poll(self) -> int | None: ...
+    def kill(self) -> None: ...
+    def wait(self, timeout: float | None = None) -> int | None: ...
+
+
 @dataclass
 class _Process:
     worker: int
     incarnation: int
-    process: subprocess.Popen[bytes]
+    process: Launched
     started: float
     ready: bool = False
     connection: _Connection | None = None
@@ -159,7 +170,11 @@ class LocalEngine(Engine):
 
     def pids(self) -> dict[int, int]:
         """The live worker processes, by worker id."""
-        return {w: p.process.pid for w, p in self._procs.items() if p.process.poll() is None}
+        return {
+            w: p.process.pid
+            for w, p in self._procs.items()
+            if p.process.pid is not None and p.process.poll() is None
+        }
 
     # -- messages ----------------------------------------------------------------------------
     def send(self, worker: int, action: Action, tensors: Tensors) -> bool:
@@ -314,17 +329,28 @@ class LocalEngine(Engine):
         if proc is not None and proc.connection is connection:
             proc.connection = None
             proc.ready = False
-            if not self._stopping and proc.process.poll() is None:
-                # Alive but unreachable: no one else may take its place, so it is restarted
-                # (the watcher sees it exit, reports it and spawns the next incarnation).
-                log.warning("lost the connection to worker %d; restarting it", proc.worker)
-                proc.process.kill()
+            if not self._stopping:
+                self._disconnected(proc)
+
+    def _disconnected(self, proc: _Process) -> None:
+        """A ready worker's connection closed. A process alive but unreachable is restarted
+        (no one else may take its place): the watcher sees it exit, reports it and spawns the
+        next incarnation."""
+        if proc.process.poll() is None:
+            log.warning("lost the connection to worker %d; restarting it", proc.worker)
+            proc.process.kill()
 
     # -- processes ---------------------------------------------------------------------------
     def _spawn(self, worker: int) -> None:
         incarnation = self._incarnations.get(worker, 0) + 1
         self._incarnations[worker] = incarnation
-        process = subprocess.Popen(
+        process = self._launch(worker, f"{worker}.{incarnation}")
+        assert self._loop is not None
+        self._procs[worker] = _Process(worker, incarnation, process, self._loop.time())
+
+    def _launch(self, worker: int, identity: str) -> Launched:
+        """Start the process of `worker`, which will say hello as `identity`."""
+        return subprocess.Popen(
             [
                 sys.executable,
                 "-m",
@@ -332,28 +358,35 @@ class LocalEngine(Engine):
                 "--endpoint",
                 self.endpoint,
                 "--identity",
-                f"{worker}.{incarnation}",
+                identity,
             ],
             env=self.env,
             stdin=subprocess.DEVNULL,
         )
-        assert self._loop is not None
-        self._procs[worker] = _Process(worker, incarnation, process, self._loop.time())
 
     async def _watch(self) -> None:
         while not self._stopping:
             await asyncio.sleep(self.watch_interval)
-            for worker, proc in list(self._procs.items()):
+            for proc in list(self._procs.values()):
                 code = proc.process.poll()
-                if code is None:
-                    continue
-                del self._procs[worker]
-                self.on_exit(worker, code)
-                crashes = self._crashes.get(worker, 0) + 1
-                self._crashes[worker] = crashes
-                delay = 0.0 if crashes <= 1 else min(5.0, 0.25 * 2 ** (crashes - 2))
-                assert self._loop is not None
-                self._loop.call_later(delay, self._respawn, worker)
+                if code is not None:
+                    self._exited(proc, code)
+
+    def _exited(self, proc: _Process, code: int | None) -> None:
+        """Report a worker gone and start its replacement (backing off while it keeps
+        crashing at start)."""
+        if self._procs.get(proc.worker) is not proc:
+            return  # already reported
+        worker = proc.worker
+        del self._procs[worker]
+        if proc.connection is not None:
+            self._close(proc.connection)
+        self.on_exit(worker, code)
+        crashes = self._crashes.get(worker, 0) + 1
+        self._crashes[worker] = crashes
+        delay = 0.0 if crashes <= 1 else min(5.0, 0.25 * 2 ** (crashes - 2))
+        assert self._loop is not None
+        self._loop.call_later(delay, self._respawn, worker)
 
     def _respawn(self, worker: int) -> None:
         if not self._stopping and worker not in self._procs:

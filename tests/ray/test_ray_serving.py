@@ -1,0 +1,154 @@
+"""`headway serve --engine ray` on a real two-node Ray cluster: the same answers as the local
+engine, models placed on the nodes that have the resources they declare, replicas as actors."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from headway.datatypes import numpy_dtype
+from headway.launcher import ServerProcess
+from tests.integration import models
+from tests.integration.test_serving import infer_json, outputs_of
+
+pytestmark = pytest.mark.ray
+
+#: Seconds a server on the cluster may take to start: each replica is an actor that starts a
+#: process and imports its framework, on a 2-core machine shared with other work.
+START_S = 240.0
+
+PLACED = {
+    "on-accel": "resources: {custom: {accel: 1}}\n",
+    "on-head": "resources: {cpus: 1, custom: {head: 1}}\n",
+    "needs-tpu": "resources: {custom: {tpu: 1}}\n",
+    "pair": "replicas: 2\n",
+}
+
+
+@pytest.fixture(scope="module")
+def repository(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    root = tmp_path_factory.mktemp("ray-repository")
+    expected = {}
+    for name, builder in models.BUILDERS.items():
+        try:
+            expected[name] = builder(root)
+        except ImportError:  # a framework that is not installed here: not served
+            continue
+    for name, extra in PLACED.items():
+        models.python_model(root, name, "Doubler", extra)
+    return root, expected
+
+
+@pytest.fixture(scope="module")
+def ray_server(
+    cluster: Any, repository: tuple[Path, dict[str, Any]], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    work = tmp_path_factory.mktemp("ray-server")
+    extra = ["--engine", "ray", "--ray-address", cluster.address]
+    server = ServerProcess(repository[0], state=work / "s.db", extra=extra, log=work / "server.log")
+    try:
+        yield server.start(timeout=START_S)
+    finally:
+        server.stop()
+
+
+def index(server: ServerProcess) -> dict[str, dict[str, Any]]:
+    entries = httpx.post(f"{server.url}/v2/repository/index", timeout=10).json()
+    return {entry["name"]: entry for entry in entries}
+
+
+def metric(server: ServerProcess, name: str) -> list[tuple[dict[str, str], float]]:
+    """Each sample of a metric: its labels and value."""
+    samples = []
+    for line in httpx.get(f"{server.url}/metrics", timeout=10).text.splitlines():
+        match = re.match(rf"^{name}(?:{{(.*)}})? (\S+)$", line)
+        if match:
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1) or ""))
+            samples.append((labels, float(match.group(2))))
+    return samples
+
+
+def test_answers_equal_the_local_engines_for_each_installed_framework(
+    ray_server: ServerProcess, repository: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    root, expected = repository
+    assert "digits-logreg" in expected
+    with ServerProcess(root, state=tmp_path / "local.db", workers=1) as local:
+        for model, (rows, want) in expected.items():
+            spec = httpx.get(f"{local.url}/v2/models/{model}").json()["inputs"][0]
+            sent = rows.astype(numpy_dtype(spec["datatype"]))
+            on_ray = outputs_of(infer_json(ray_server.url, model, sent, spec["name"]))
+            on_local = outputs_of(infer_json(local.url, model, sent, spec["name"]))
+            assert set(on_ray) == set(on_local) == set(want), model
+            for name in want:
+                np.testing.assert_array_equal(on_ray[name], on_local[name], err_msg=model)
+                np.testing.assert_allclose(on_ray[name], want[name], rtol=1e-5, atol=1e-6)
+
+
+def test_models_land_on_the_nodes_that_have_their_declared_resources(
+    ray_server: ServerProcess, cluster: Any
+) -> None:
+    head = cluster.head_node.node_id
+    (other,) = [node.node_id for node in cluster.worker_nodes]
+    entries = index(ray_server)
+    assert entries["on-accel"]["state"] == "READY"
+    assert entries["on-accel"]["nodes"] == [other]
+    assert entries["on-head"]["nodes"] == [head]
+    # which node hosts which worker, in /metrics too
+    hosted = {
+        labels["model"]: labels["node"]
+        for labels, _ in metric(ray_server, "headway_model_replicas")
+    }
+    assert hosted["on-accel"] == other and hosted["on-head"] == head
+    rows = np.arange(4, dtype=np.float32).reshape(1, 4)
+    for model in ("on-accel", "on-head"):
+        np.testing.assert_array_equal(
+            outputs_of(infer_json(ray_server.url, model, rows))["output-0"], rows * 2
+        )
+
+
+def test_a_model_needing_a_resource_no_node_has_is_not_ready_with_the_reason(
+    ray_server: ServerProcess,
+) -> None:
+    entry = index(ray_server)["needs-tpu"]
+    assert entry["state"] == "UNAVAILABLE"
+    assert "tpu 1" in entry["reason"] and "no node" in entry["reason"]
+    response = infer_json(ray_server.url, "needs-tpu", np.ones((1, 4), np.float32))
+    assert response.status_code == 503
+    assert "tpu" in response.json()["error"]
+    ready = httpx.get(f"{ray_server.url}/v2/models/needs-tpu/ready", timeout=10).json()
+    assert ready["ready"] is False and "tpu" in ready["reason"]
+
+
+def test_replicas_are_actors_created_on_load_and_removed_on_unload(
+    ray_server: ServerProcess,
+) -> None:
+    def pair_workers() -> int:
+        return int(sum(v for labels, v in metric(ray_server, "headway_model_replicas")
+                       if labels["model"] == "pair"))  # fmt: skip
+
+    def workers() -> float:
+        return metric(ray_server, "headway_workers")[0][1]
+
+    assert pair_workers() == 2
+    before = workers()
+    url = f"{ray_server.url}/v2/repository/models/pair"
+    assert httpx.post(f"{url}/unload", timeout=30).status_code == 200
+    deadline = time.monotonic() + 20
+    while workers() > before - 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert workers() == before - 2, "the unloaded model's actors are still there"
+    assert index(ray_server)["pair"]["state"] == "UNLOADED"
+    assert httpx.post(f"{url}/load", timeout=60).status_code == 200
+    assert pair_workers() == 2 and workers() == before
+    rows = np.ones((3, 4), np.float32)
+    np.testing.assert_array_equal(
+        outputs_of(infer_json(ray_server.url, "pair", rows))["output-0"], rows * 2
+    )
