@@ -13,6 +13,8 @@ from typing import Any, NotRequired, Protocol, TypedDict
 
 import numpy as np
 
+from headway.repository import ModelConfig
+
 Tensors = dict[str, np.ndarray]
 
 
@@ -105,3 +107,19 @@ class Engine(Protocol):
     def catch_up(self) -> None:
         """Hear the replies that already wait, now (through `on_message`)."""
         return None
+
+    def place(self, config: ModelConfig) -> list[int] | None:
+        """For an engine that starts workers for each model (Ray's actors): start the workers
+        of `config`'s replicas and return their numbers (they report through `on_ready`), or
+        raise ModelNotReady saying why none can be placed. None: the controller places the
+        model among the engine's `size` workers."""
+        return None
+
+    def retire(self, worker: int) -> bool:
+        """Stop `worker` for good if it was started by `place` (its model is gone); whether
+        it was. An engine's own fixed workers stay."""
+        return False
+
+    def nodes(self) -> dict[int, str]:
+        """The cluster node hosting each worker; empty for an engine on one machine."""
+        return {}

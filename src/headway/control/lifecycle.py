@@ -125,8 +125,7 @@ class ModelLifecycle:
     def _place(self, config: ModelConfig) -> list[int]:
         """Pick `replicas` distinct workers, the least loaded first; or, with an engine that
         starts workers for each model (Ray's actors), the workers it started for this one."""
-        place = getattr(self.engine, "place", None)
-        started = place(config) if place is not None else None
+        started = self.engine.place(config)
         if started is not None:
             for worker in started:
                 self._placement.setdefault(worker, set())
@@ -137,20 +136,16 @@ class ModelLifecycle:
     def _release_idle_workers(self) -> None:
         """Hand back the workers that host nothing any more, with an engine that started them
         for a model (the model was unloaded: its replicas go)."""
-        release = getattr(self.engine, "release", None)
-        if release is None:
-            return
         for worker in [w for w, keys in self._placement.items() if not keys]:
-            del self._placement[worker]
-            self._ready_workers.discard(worker)
-            _, failed = self.scheduler.worker_lost(worker)
-            self._fail_all(failed, ModelNotReady("the model was unloaded while it ran"))
-            release(worker)
+            if self.engine.retire(worker):
+                del self._placement[worker]
+                self._ready_workers.discard(worker)
+                _, failed = self.scheduler.worker_lost(worker)
+                self._fail_all(failed, ModelNotReady("the model was unloaded while it ran"))
 
     def worker_nodes(self) -> dict[int, str]:
         """The cluster node of each placed worker (empty for an engine on one machine)."""
-        nodes = getattr(self.engine, "nodes", None)
-        return {} if nodes is None else dict(nodes())
+        return self.engine.nodes()
 
     def nodes_of(self, model: ModelState) -> list[str]:
         """The nodes hosting the model's loaded replicas (empty for an engine on one machine)."""

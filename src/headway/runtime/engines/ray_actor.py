@@ -30,7 +30,8 @@ class WorkerActor:
             "pid": os.getpid(),
         }
 
-    def run(self, endpoint: str, identity: str) -> int:
-        """Serve actions until the frontend says stop or goes away (blocks; then returns 0)."""
-        serve(endpoint, identity)
+    def run(self, endpoint: str, identity: str, secret: str) -> int:
+        """Serve actions until the frontend says stop or goes away (blocks; then returns 0).
+        `secret` proves to the frontend that this worker is one it started."""
+        serve(endpoint, identity, secret)
         return 0

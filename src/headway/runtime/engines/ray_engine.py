@@ -26,7 +26,7 @@ import itertools
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from headway.errors import ConfigError, ModelNotReady
 from headway.repository import ModelConfig
@@ -35,9 +35,6 @@ from headway.runtime.engines.local import _WORKER_ENV, Launched, LocalEngine, _P
 from headway.runtime.engines.ray_actor import WorkerActor
 from headway.runtime.wire import pack
 from headway.runtime.worker import FRAMEWORKS_ENV
-
-if TYPE_CHECKING:
-    import ray
 
 log = logging.getLogger("headway.engine")
 
@@ -58,10 +55,12 @@ RELEASE_GRACE_S = 2.0
 class _Actor:
     """A worker's Ray actor, watched like a subprocess (`local.Launched`)."""
 
-    def __init__(self, handle: ray.actor.ActorHandle, endpoint: str, identity: str) -> None:
+    def __init__(self, handle: Any, endpoint: str, identity: str, secret: str) -> None:
         self.handle = handle
         self._where: Any = handle.where.remote()  # ObjectRefs
-        self._run: Any = handle.run.remote(endpoint, identity)
+        # The server's secret as an argument of the call, not in the actor's environment:
+        # Ray keeps runtime environments in its cluster state for anyone to list.
+        self._run: Any = handle.run.remote(endpoint, identity, secret)
         self.place: dict[str, Any] | None = None
         self._code: int | None = None
 
@@ -225,17 +224,21 @@ class RayEngine(LocalEngine):
             workers.append(worker)
         return workers
 
-    def release(self, worker: int) -> None:
-        """Remove a worker for good (its model was unloaded): its actor leaves the cluster."""
+    def retire(self, worker: int) -> bool:
+        """Remove a model's worker for good (the model was unloaded): its actor leaves the
+        cluster. A worker of the pool stays."""
+        if worker not in self._resources:
+            return False
         self._released.add(worker)
         proc = self._procs.pop(worker, None)
         if proc is None:
-            return
+            return True
         if proc.connection is not None:
             self._write(proc, pack({"op": "stop"}))
         actor = proc.process
         assert self._loop is not None and isinstance(actor, _Actor)
         self._loop.call_later(RELEASE_GRACE_S, self._forget, actor)
+        return True
 
     def _forget(self, actor: _Actor) -> None:
         actor.kill()
@@ -273,7 +276,8 @@ class RayEngine(LocalEngine):
         }
         if resources.memory_mb is not None:
             options["memory"] = int(resources.memory_mb * 2**20)
-        actor = _Actor(self._actor_class.options(**options).remote(), self.advertised, identity)
+        handle = self._actor_class.options(**options).remote()
+        actor = _Actor(handle, self.advertised, identity, self._secret)
         self._actors.append(actor)
         return actor
 

@@ -48,7 +48,8 @@ def cluster() -> Iterator[Any]:
         initialize_head=True,
         head_node_args={**NODE, "resources": {"head": 1, "spread": 1}, "include_dashboard": False},
     )
-    cluster.add_node(**NODE, resources={"accel": 1})
+    # the node that offers `accel` (tests find it by this attribute; more nodes may join)
+    cluster.accel_node = cluster.add_node(**NODE, resources={"accel": 1})
     cluster.wait_for_nodes()
     session = os.path.basename(cluster.head_node.get_session_dir_path())
     try:

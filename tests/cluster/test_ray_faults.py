@@ -15,10 +15,10 @@ import httpx
 import pytest
 
 from headway.launcher import ServerProcess
+from tests.cluster.conftest import NODE
+from tests.cluster.test_ray_serving import START_S, index, metric
 from tests.integration import models
 from tests.integration.test_faults import BODY
-from tests.ray.conftest import NODE
-from tests.ray.test_ray_serving import START_S, index, metric
 
 pytestmark = pytest.mark.ray
 

@@ -96,7 +96,7 @@ def test_models_land_on_the_nodes_that_have_their_declared_resources(
     ray_server: ServerProcess, cluster: Any
 ) -> None:
     head = cluster.head_node.node_id
-    (other,) = [node.node_id for node in cluster.worker_nodes]
+    other = cluster.accel_node.node_id
     entries = index(ray_server)
     assert entries["on-accel"]["state"] == "READY"
     assert entries["on-accel"]["nodes"] == [other]
