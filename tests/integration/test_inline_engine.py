@@ -6,7 +6,6 @@ still enforced by the scheduler, and loads and unloads through the repository AP
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -46,12 +45,12 @@ def test_inline_engine_serves_in_process_with_deadlines(tmp_path: Path) -> None:
             sleepy = {"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP32",
                                   "data": [1] * 4}]}  # fmt: skip
             assert client.post("/v2/models/slow/infer", json=sleepy).status_code == 200
-            started = time.perf_counter()
             tight = client.post(
                 "/v2/models/slow/infer", json={**sleepy, "parameters": {"timeout": 50_000}}
             )
-            assert tight.status_code == 503 and "deadline" in tight.json()["error"]
-            assert time.perf_counter() - started < 0.15
+            # refused at admission (not queued until its deadline passed, nor run late)
+            assert tight.status_code == 503
+            assert "deadline cannot be met" in tight.json()["error"]
 
             assert client.post("/v2/repository/models/digits-logreg/unload").status_code == 200
             gone = client.post("/v2/models/digits-logreg/infer", json=body(rows[:1]))
