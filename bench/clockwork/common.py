@@ -45,8 +45,9 @@ def scrape(text: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in ("loads", "evictions", "cold_starts", "refusals", "dropped",
                  "rejected_at_admission"):  # fmt: skip
-        match = re.search(rf"^headway_{name}_total (\S+)$", text, re.MULTILINE)
-        out[name] = int(float(match.group(1))) if match else None
+        # per model (and reason): summed over every series
+        found = re.findall(rf"^headway_{name}_total(?:{{[^}}]*}})? (\S+)$", text, re.MULTILINE)
+        out[name] = int(sum(float(v) for v in found))
     late = re.findall(r'^headway_late_answers_total\{model="([^"]*)"\} (\S+)$', text, re.MULTILINE)
     out["server_late_answers"] = int(sum(float(v) for _, v in late))
     out["server_late_by_model"] = {m: int(float(v)) for m, v in late if float(v)}

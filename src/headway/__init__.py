@@ -27,6 +27,7 @@ def __getattr__(name: str) -> object:
         return getattr(client, name)
     raise AttributeError(f"module 'headway' has no attribute {name!r}")
 
+
 __all__ = [
     "AsyncClient",
     "Client",

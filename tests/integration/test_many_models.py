@@ -36,9 +36,15 @@ def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def metric(text: str, name: str) -> float:
-    match = re.search(rf"^{name} ([0-9.e+]+)$", text, re.MULTILINE)
-    assert match, f"{name} missing from /metrics"
-    return float(match.group(1))
+    """A series' value; a name without labels sums the family's series (per model, reason)."""
+    if "{" in name:
+        match = re.search(rf"^{name} ([0-9.e+]+)$", text, re.MULTILINE)
+        assert match, f"{name} missing from /metrics"
+        return float(match.group(1))
+    family = name.removesuffix("_total")
+    assert re.search(rf"^# TYPE {family}(_total)? ", text, re.MULTILINE), f"{name} missing"
+    found = re.findall(rf"^{name}(?:\{{[^}}]*\}})? ([0-9.e+]+)$", text, re.MULTILINE)
+    return sum(float(value) for value in found)
 
 
 def test_models_load_and_evict_as_demand_moves(many: Path, tmp_path: Path) -> None:

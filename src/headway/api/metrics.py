@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -50,7 +50,17 @@ class ControllerCollector:
         late = CounterMetricFamily(
             "headway_late_answers", "Answers delivered after their deadline", labels=["model"]
         )
+        waited = HistogramMetricFamily(
+            "headway_queue_seconds",
+            "Time a request waited from arrival until its batch left for a worker",
+            labels=["model"],
+        )
+        computed = HistogramMetricFamily(
+            "headway_compute_seconds", "Time a worker ran an INFER action", labels=["model"]
+        )
+        labels: dict[str, str] = {}  # model key -> its `model` label
         for name, state in _labelled(c):
+            labels[state.config.key] = name
             stats = c.stats[state.config.key]
             requests.add_metric([name], stats.requests)
             for reason, count in stats.errors.items():
@@ -63,22 +73,17 @@ class ControllerCollector:
                 [name], _buckets(stats.batch_size.cumulative()), stats.batch_size.total
             )
             late.add_metric([name], stats.late)
-        yield from (requests, errors, hits, queue, ready, latency, batch, late)
-        counters = c.scheduler.counters
-        for field, help_text in (
-            ("loads", "Models loaded on demand"),
-            ("evictions", "Models evicted to fit the memory budget"),
-            ("cold_starts", "Requests that arrived for a model no worker held"),
-            ("refusals", "Actions workers refused because they arrived after their window"),
-            ("dropped", "Queued requests rejected once their deadline could not be met"),
-            ("rejected_at_admission", "Requests rejected on arrival (deadline unmeetable)"),
-        ):
-            yield CounterMetricFamily(f"headway_{field}", help_text, value=getattr(counters, field))
+            waited.add_metric([name], _buckets(stats.queue.cumulative()), stats.queue.total)
+            computed.add_metric([name], _buckets(stats.compute.cumulative()), stats.compute.total)
+        yield from (requests, errors, hits, queue, ready, latency, batch, late, waited, computed)
+        yield from _scheduler_events(c, labels)
         memory = c.scheduler.worker_memory()
-        used = GaugeMetricFamily("headway_worker_memory_mb", "Model memory held", labels=["worker"])
+        used = GaugeMetricFamily(
+            "headway_worker_memory_bytes", "Model memory held", labels=["worker"]
+        )
         resident = GaugeMetricFamily("headway_worker_models", "Models resident", labels=["worker"])
         for worker, (used_mb, _, count) in sorted(memory.items()):
-            used.add_metric([str(worker)], used_mb)
+            used.add_metric([str(worker)], used_mb * 2**20)
             resident.add_metric([str(worker)], count)
         yield used
         yield resident
@@ -102,6 +107,31 @@ class ControllerCollector:
                     count = sum(1 for w in state.workers if nodes.get(w) == node)
                     hosted.add_metric([name, node], float(count))
             yield hosted
+
+
+#: The scheduler's events, each counted per model (and by reason where there is one).
+_EVENTS = (
+    ("loads", "Models loaded on demand", False),
+    ("evictions", "Models evicted to fit the memory budget", False),
+    ("cold_starts", "Requests that arrived for a model no worker held", False),
+    ("refusals", "Actions workers refused because they arrived after their window", False),
+    ("dropped", "Queued requests rejected once their deadline could not be met", True),
+    ("rejected_at_admission", "Requests rejected on arrival: their deadline was unmeetable", True),
+)
+
+
+def _scheduler_events(c: Controller, labels: dict[str, str]) -> Iterator[Metric]:
+    families = {
+        event: CounterMetricFamily(
+            f"headway_{event}", help_text, labels=["model", "reason"] if by_reason else ["model"]
+        )
+        for event, help_text, by_reason in _EVENTS
+    }
+    reasons = {event: by_reason for event, _, by_reason in _EVENTS}
+    for (key, event, reason), count in sorted(c.scheduler.events.items()):
+        model = labels.get(key, key)
+        families[event].add_metric([model, reason] if reasons[event] else [model], count)
+    yield from families.values()
 
 
 def _labelled(c: Controller) -> Iterator[tuple[str, ModelState]]:
@@ -148,6 +178,7 @@ class FlowCollector:
 
 def render(controller: Controller, apps: AppRegistry | None = None) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
+    ProcessCollector(registry=registry)  # process_*: CPU, memory, open files of the frontend
     registry.register(ControllerCollector(controller))
     if apps is not None:
         registry.register(FlowCollector(apps))

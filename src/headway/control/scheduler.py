@@ -21,6 +21,7 @@ run) and `cold_starts` (what to load). This module ties them together and owns t
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from typing import Any
 
 from headway.clock import Clock
@@ -72,6 +73,8 @@ class Scheduler:
         self.demand_loading = demand_loading
         self.retries = retries
         self.counters = Counters()
+        #: The counters' events per model: (model key, event, reason) -> count (for metrics).
+        self.events: Counter[tuple[str, str, str]] = Counter()
         self._models: dict[str, ModelSlot] = {}
         self._workers: dict[int, WorkerSlot] = {}
         self._waiting: set[str] = set()  # models with queued requests
@@ -199,6 +202,12 @@ class Scheduler:
             model.loading.add(worker)
         return dispatch
 
+    def _count(self, model: str, event: str, reason: str = "", n: int = 1) -> None:
+        """Count `n` of `event` (a `Counters` field) in all and for `model` (`events`)."""
+        if n:
+            setattr(self.counters, event, getattr(self.counters, event) + n)
+            self.events[model, event, reason] += n
+
     def submit(self, request: Request) -> None:
         """Admit a request or raise at once: Overloaded (queue full) or DeadlineUnmeetable."""
         model = self._models[request.model]
@@ -208,7 +217,7 @@ class Scheduler:
                 "retry later or add replicas"
             )
         cold = self.demand_loading and not model.replicas
-        self.counters.cold_starts += cold
+        self._count(request.model, "cold_starts", n=int(cold))
         if self.policy.early_reject:
             now = self.clock.now()
             try:
@@ -221,8 +230,8 @@ class Scheduler:
                     load_wait=lambda: load_wait(model, self._workers, self.predictions, now),
                     busy_wait=lambda: self._busy_wait(model, now),
                 )
-            except DeadlineUnmeetable:
-                self.counters.rejected_at_admission += 1
+            except DeadlineUnmeetable as exc:
+                self._count(request.model, "rejected_at_admission", exc.reason)
                 raise
         self._push(model, request)
 
@@ -387,10 +396,10 @@ class Scheduler:
         now = self.clock.now()
         for key in victims:
             self.unplaced(key, worker.id)
-            self.counters.evictions += 1
+            self._count(key, "evictions")
         worker.memory.add(model.key, model.size_mb, now)
         model.loading.add(worker.id)
-        self.counters.loads += 1
+        self._count(model.key, "loads")
         dispatch = Dispatch(next(self._ids), worker.id, LOAD, model.key, evict=victims)
         dispatch.expected = self.load_time(model.key) or DEFAULT_LOAD_SECONDS
         return dispatch
@@ -418,7 +427,8 @@ class Scheduler:
     def _drop_hopeless(self, model: ModelSlot, now: float, decisions: Decisions) -> None:
         rejected = self._drops.take_doomed(model, now)
         decisions.rejected.extend(rejected)
-        self.counters.dropped += len(rejected)
+        for _, error in rejected:
+            self._count(model.key, "dropped", error.reason)
         if model.queue:
             self._drops.refresh(model)
             self._mark_cold(model)
@@ -461,7 +471,7 @@ class Scheduler:
         dispatch = self._finish(dispatch_id)
         if dispatch is None:
             return None
-        self.counters.refusals += 1
+        self._count(dispatch.model, "refusals")
         model = self._models.get(dispatch.model)
         if model is not None:
             for request in dispatch.requests:
