@@ -13,9 +13,9 @@ import numpy as np
 from headway.flows import Flow
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "flows"
-NAMES = ("cascade", "ensemble", "recommender", "heavy_tail", "chain")
+NAMES = ("cascade", "ensemble", "recommender", "heavy_tail", "chain", "selection")
 APPS = {"cascade": "cascade", "ensemble": "ensemble", "recommender": "recommender",
-        "heavy_tail": "heavy-tail", "chain": "chain"}  # fmt: skip
+        "heavy_tail": "heavy-tail", "chain": "chain", "selection": "selection"}  # fmt: skip
 
 
 def module(name: str) -> ModuleType:

@@ -178,3 +178,24 @@ def test_a_model_operator_adds_its_outputs_as_columns() -> None:
     (row,) = table.records()
     assert row["a"] == 1.0 and row["sum"] == 4.0
     assert row["probs"].tolist() == [0.25, 0.75]
+
+
+def test_select_combines_the_chosen_models_answers() -> None:
+    def answers(label: int, confidence: float) -> Any:
+        def model(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+            rows = len(inputs["input-0"])
+            probabilities = np.full((rows, 3), (1 - confidence) / 2)
+            probabilities[:, label] = confidence
+            return {"label": np.full(rows, label), "probabilities": probabilities}
+
+        return model
+
+    services = LocalServices(models={"a": answers(1, 0.9), "b": answers(2, 0.6)})
+    fixed = Flow("f", {"x": float})
+    fixed.select(["a", "b"], policy="fixed", active="b")
+    assert fixed.local([1.0], services).records() == [{"x": 1.0, "output": 2, "confidence": 0.6}]
+    vote = Flow("v", {"x": float})
+    vote.select(["a", "b"], policy="exp4")
+    (row,) = vote.local([1.0], services).records()
+    assert row["output"] == 1  # equal weights: the surer model carries the vote
+    assert vote.compile().stages[1].models == ("a", "b")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 
 from headway.flows import LocalServices
@@ -146,3 +147,25 @@ def warm(url: str, app: str, row: Any, timeout: float = 60.0) -> None:
 
 def api_text(api: AppClient, path: str) -> str:
     return httpx.get(api.url + path, timeout=30).text
+
+
+def test_a_select_operator_inside_a_flow_learns_from_feedback(deployed: dict[str, Any]) -> None:
+    """Exp4 over two models inside a flow: feedback that always agrees with the forest moves
+    the weight to it; the state is in the app's description."""
+    api: AppClient = deployed["api"]
+    local: LocalServices = deployed["local"]
+    rows = inputs("selection", 40)
+    forest = local.predict("digits-forest", {"input-0": np.stack(rows) / 16.0})["label"]
+    for row, label in zip(rows, forest, strict=True):
+        answer = api.call("POST", "/apps/selection/predict", {"input": row.tolist()})
+        assert answer["models"] == ["digits-logreg", "digits-forest"]
+        losses = api.call("POST", "/apps/selection/feedback",
+                          {"query_id": answer["query_id"], "label": int(label)})["losses"]  # fmt: skip
+        assert losses["select:exp4/digits-forest"] == 0.0
+    stats = api.call("GET", "/apps/selection")["statistics"]["selection"]["select:exp4"]
+    weights = {m["model"]: m["weight"] for m in stats}
+    assert weights["digits-forest"] > weights["digits-logreg"]
+    error = api.call(
+        "POST", "/apps/selection/feedback", {"query_id": "nope", "label": 1}, status=404
+    )
+    assert "unknown query id 'nope'" in error["error"]

@@ -181,11 +181,14 @@ class AppRegistry:
 
     def _install_flow(self, config: AppConfig, source: dict[str, Any] | None) -> FlowApplication:
         app = FlowApplication(config, self.controller, self.lookups)
+        if self.db is not None:  # its select operators' learned state, when the policy is kept
+            app.restore(self.db.states(config.name))
         self._replace(config.name, app)
         self._sources[config.name] = source
         if self.db is not None:
             self.db.save_app(config.name, config.to_dict(), source)
-            self.db.delete_states(config.name)
+            app.mark_all_dirty()
+            self.db.save_states(config.name, app.take_dirty(), replace=True)
         return app
 
     def _replace(self, name: str, app: Served) -> None:
@@ -218,6 +221,8 @@ class AppRegistry:
         old = self.apps.get(name)
         if old is None or isinstance(old, FlowApplication) or config.flow is not None:
             source = self._sources.get(name) if old is not None else None
+            if isinstance(old, FlowApplication):
+                self._save_state(old)  # a replacing flow carries its selections' state over
             return self._install(config, None, None, source), old is None
         self._save_state(old)
         app = self._install(
@@ -286,7 +291,7 @@ class AppRegistry:
     ) -> dict[str, Any]:
         """Learn from one label; log the event and the state it changed before answering, so
         acknowledged feedback survives a crash (kill -9) of the server."""
-        app = self.selection_app(name, "feedback")
+        app = self.get(name)
         result = await app.feedback(label, query_id=query_id, value=value, user=user)
         if self.db is not None:
             states = app.take_dirty()

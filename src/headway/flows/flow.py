@@ -118,6 +118,20 @@ class Node:
     ) -> Node:
         return self._add(Lookup(key, dynamic, name, type))
 
+    def select(
+        self,
+        models: Sequence[str],
+        policy: str = "exp4",
+        inputs: Mapping[str, str] | None = None,
+        task: str = "classification",
+        names: Sequence[str] = ("output", "confidence"),
+        **options: Any,
+    ) -> Node:
+        """Model selection (`headway.flows.select`): adds `output` and `confidence`."""
+        from headway.flows.select import Select
+
+        return self._add(Select(models, policy, inputs, task, tuple(names), options))
+
     def groupby(self, col: str) -> Node:
         return self._add(GroupBy(col))
 

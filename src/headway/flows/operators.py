@@ -202,21 +202,7 @@ class Model(Operator):
 
     def encode(self, table: Table, where: str) -> dict[str, np.ndarray]:
         """The model's input tensors for the table's rows."""
-        mapping = self.inputs or {"input-0": ""}
-        tensors: dict[str, np.ndarray] = {}
-        for tensor, column in mapping.items():
-            try:
-                if column:
-                    tensors[tensor] = np.stack([np.asarray(v) for v in table.column(column)])
-                else:
-                    tensors[tensor] = np.stack(
-                        [np.hstack([np.asarray(v).reshape(-1) for v in row]) for row in table.rows]
-                    )
-            except ValueError as exc:
-                raise InvalidInput(
-                    f"{where}: cannot stack the rows into {tensor!r}: {exc}"
-                ) from None
-        return tensors
+        return encode_inputs(table, self.inputs, where)
 
     def decode(self, table: Table, outputs: Mapping[str, np.ndarray], where: str) -> Table:
         shape = self.check([Shape(table.schema, table.group)], where)
@@ -240,6 +226,26 @@ class Model(Operator):
         if not table.rows:
             return self.decode(table, {t: np.zeros((0,)) for t in self.outputs}, where)
         return self.decode(table, services.predict(self.model, self.encode(table, where)), where)
+
+
+def encode_inputs(
+    table: Table, inputs: Mapping[str, str] | None, where: str
+) -> dict[str, np.ndarray]:
+    """A model's input tensors from columns: `inputs` maps tensor -> column; by default the
+    row's columns, flattened and side by side, are tensor `input-0`."""
+    mapping = inputs or {"input-0": ""}
+    tensors: dict[str, np.ndarray] = {}
+    for tensor, column in mapping.items():
+        try:
+            if column:
+                tensors[tensor] = np.stack([np.asarray(v) for v in table.column(column)])
+            else:
+                tensors[tensor] = np.stack(
+                    [np.hstack([np.asarray(v).reshape(-1) for v in row]) for row in table.rows]
+                )
+        except ValueError as exc:
+            raise InvalidInput(f"{where}: cannot stack the rows into {tensor!r}: {exc}") from None
+    return tensors
 
 
 @dataclass

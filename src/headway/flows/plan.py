@@ -141,7 +141,7 @@ def compile_flow(flow: Flow, options: Options) -> Plan:
                 nodes=tuple(n.id for n in chain),
                 operators=tuple(n.label for n in chain),
                 inputs=tuple(node_stage[p.id] for p in first.inputs),
-                models=tuple(op.model for op in ops if isinstance(op, Model)),
+                models=tuple(_models(ops)),
                 high_variance=variance,
                 batching=kind == ACTION and options.batching and all(op.batching for op in ops),
                 replicas=options.compete_replicas if variance and options.compete else 1,
@@ -149,6 +149,19 @@ def compile_flow(flow: Flow, options: Options) -> Plan:
             )
         )
     return Plan(flow, options, tuple(stages), node_stage[sink.id], node_stage)
+
+
+def _models(ops: list[Operator]) -> list[str]:
+    """The repository models the operators call (a model operator's, a selection's)."""
+    from headway.flows.select import Select
+
+    out: list[str] = []
+    for op in ops:
+        if isinstance(op, Model):
+            out.append(op.model)
+        elif isinstance(op, Select):
+            out.extend(op.models)
+    return out
 
 
 def _chain_end(node: Node, readers: dict[int, list[Node]], options: Options) -> str:

@@ -18,30 +18,37 @@ import asyncio
 import itertools
 import logging
 import uuid
+from collections import OrderedDict
 from collections.abc import Awaitable
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from headway.apps.application import FeedbackResult, UnknownQuery
 from headway.apps.config import AppConfig, ModelRef
 from headway.control.controller import Controller
 from headway.control.models import READY, Prediction
-from headway.errors import ConfigError, HeadwayError, ModelError
+from headway.errors import ConfigError, HeadwayError, InvalidInput, ModelError
 from headway.flows.flow import Flow, Options
 from headway.flows.local import run_action, run_stage
 from headway.flows.lookups import Lookups
-from headway.flows.operators import AnyOf, Model, select_rows
+from headway.flows.operators import AnyOf, Model, Shape, encode_inputs, select_rows
 from headway.flows.plan import ACTION, SOURCE, Plan, Stage
+from headway.flows.select import Select
 from headway.flows.source import load_flow, split_spec
 from headway.flows.stats import FlowStats
 from headway.flows.tensors import KEEP, TIMES, from_tensors, to_tensors
 from headway.flows.types import Table
 from headway.repository import ModelConfig
+from headway.selection import Selection, StateRegistry
+from headway.selection.losses import plain
 
 log = logging.getLogger("headway.flows")
 _generations = itertools.count(1)
+#: Queries whose selections feedback can still reach, per flow application.
+SELECTION_LOG = 10_000
 #: Memory reserved for a stage model of functions only, before it is measured.
 STAGE_MB = 16.0
 
@@ -59,6 +66,14 @@ class _Frontend:
         return self.lookups.lookup(key)
 
 
+@dataclass
+class Trace:
+    """What one query did: the models it called, the selections it made (for feedback)."""
+
+    called: list[str] = field(default_factory=list)
+    selections: list[tuple[str, Selection, dict[str, Any]]] = field(default_factory=list)
+
+
 class FlowApplication:
     """An application that answers with a flow (see the module docstring)."""
 
@@ -74,6 +89,14 @@ class FlowApplication:
         self.stats = FlowStats(self.plan)
         self.stage_models: dict[int, list[str]] = {}
         self._loading: asyncio.Future[Any] | None = None
+        self.selects = {
+            label: op for stage in self.plan.stages if stage.kind != SOURCE
+            for op, label in self.plan.ops(stage) if isinstance(op, Select)
+        }  # fmt: skip
+        self.selections: OrderedDict[str, list[tuple[str, Selection, dict[str, Any]]]] = (
+            OrderedDict()
+        )
+        self._dirty: set[str] = set()
         self._register()
 
     @property
@@ -178,22 +201,27 @@ class FlowApplication:
     async def _answer(self, table: Table) -> dict[str, Any]:
         clock = self.controller.clock
         started = clock.now()
-        called: list[str] = []
+        trace = Trace()
         try:
-            output = await self.run(table, called)
+            output = await self.run(table, trace)
         except Exception:
             self.stats.failed += 1
             raise
         self.stats.queries += 1
         self.stats.latency.observe(clock.now() - started)
+        query_id = uuid.uuid4().hex
+        if trace.selections:
+            self.selections[query_id] = trace.selections
+            while len(self.selections) > SELECTION_LOG:
+                self.selections.popitem(last=False)
         return {
-            "query_id": uuid.uuid4().hex,
+            "query_id": query_id,
             "output": output.records(),
             "default": False,
-            "models": list(dict.fromkeys(called)),
+            "models": list(dict.fromkeys(trace.called)),
         }
 
-    async def run(self, table: Table, called: list[str]) -> Table:
+    async def run(self, table: Table, trace: Trace) -> Table:
         """The flow over one query's table: each stage starts once its inputs are done."""
         futures: dict[int, asyncio.Future[Table]] = {}
         loop = asyncio.get_running_loop()
@@ -204,7 +232,7 @@ class FlowApplication:
                     futures[stage.id].set_result(table)
                 else:
                     inputs = [futures[i] for i in stage.inputs]
-                    task = asyncio.ensure_future(self._stage(stage, inputs, called))
+                    task = asyncio.ensure_future(self._stage(stage, inputs, trace))
                     task.add_done_callback(_retrieve)
                     futures[stage.id] = task
             return await futures[self.plan.sink]
@@ -214,7 +242,7 @@ class FlowApplication:
                     future.cancel()
 
     async def _stage(
-        self, stage: Stage, inputs: list[asyncio.Future[Table]], called: list[str]
+        self, stage: Stage, inputs: list[asyncio.Future[Table]], trace: Trace
     ) -> Table:
         ops = self.plan.ops(stage)
         if isinstance(ops[0][0], AnyOf):
@@ -222,15 +250,19 @@ class FlowApplication:
         else:
             tables = [await future for future in inputs]
         if stage.kind == ACTION:
-            return await self._action(stage, tables[0], called)
+            return await self._action(stage, tables[0], trace)
         clock = self.controller.clock
         started = clock.now()
-        out = run_stage(self.plan, stage, tables, self.services)
+        op, label = ops[0]
+        if isinstance(op, Select):
+            out = await self._select(op, label, tables[0], trace)
+        else:
+            out = run_stage(self.plan, stage, tables, self.services)
         rows_in = sum(len(t) for t in tables)
         self.stats.operators[stage.operators[0]].observe(rows_in, len(out), clock.now() - started)
         return out
 
-    async def _action(self, stage: Stage, table: Table, called: list[str]) -> Table:
+    async def _action(self, stage: Stage, table: Table, trace: Trace) -> Table:
         ops = self.plan.ops(stage)
         if not table.rows:  # nothing to send: the operators make their empty table here
             return run_action(ops, table, self.services)
@@ -254,9 +286,40 @@ class FlowApplication:
         except Exception:
             self.stats.failed_stage(stage.operators)
             raise
-        called.extend(stage.models)
+        trace.called.extend(stage.models)
         self.stats.action(stage.operators, len(table), len(out), seconds, clock.now() - started)
         return out
+
+    async def _select(self, op: Select, label: str, table: Table, trace: Trace) -> Table:
+        """Each row: the policy's models through the controller, their answers combined."""
+        shape = op.check([Shape(table.schema, table.group)], label)
+        ready = [m for m in op.models if self._ready(m)]
+
+        async def one(values: tuple[Any, ...], qid: int) -> tuple[Any, ...]:
+            tensors = encode_inputs(Table(table.schema, (values,), (qid,)), op.inputs, label)
+            selection = op.choose(ready)
+            futures = {m: self._submit(m, tensors) for m in selection.models}
+            answers: dict[str, Any] = {}
+            for model, future in futures.items():
+                try:
+                    answers[model] = op.answer((await future).outputs)
+                except HeadwayError:
+                    continue
+            trace.called.extend(answers)
+            trace.selections.append((label, selection, answers))
+            decision = op.decide(answers, selection)
+            return (*values, plain(decision.output), float(decision.confidence))
+
+        rows = await asyncio.gather(
+            *(one(v, q) for v, q in zip(table.rows, table.qids, strict=True))
+        )
+        self._dirty.add(label)
+        return Table.build(shape.schema, rows, table.qids, group=shape.group, where=label)
+
+    def _ready(self, key: str) -> bool:
+        ref = ModelRef.parse(key, f"app {self.name!r}")
+        state = self.controller.served(ref.name, ref.version)
+        return state is not None and state.state == READY
 
     def _submit(self, key: str, tensors: dict[str, np.ndarray]) -> asyncio.Future[Prediction]:
         ref = ModelRef.parse(key, f"app {self.name!r}")
@@ -283,12 +346,53 @@ class FlowApplication:
         winner: Prediction = await _first(futures)
         return winner
 
-    # -- reporting (the registry's interface) ------------------------------------------------
+    # -- feedback and learned state (the registry's interface) -------------------------------
+    async def feedback(
+        self, label: Any, *, query_id: str | None = None, value: Any = None, user: str | None = None
+    ) -> FeedbackResult:
+        """Teach each selection the query made (found by its query id) its true label."""
+        if not self.selects:
+            raise InvalidInput(
+                f"app {self.name!r} is a flow without a select operator: no feedback"
+            )
+        made = self.selections.get(query_id or "")
+        if made is None:
+            raise UnknownQuery(
+                f"app {self.name!r}: unknown query id {query_id!r} (the last {SELECTION_LOG} "
+                "queries that made a selection are kept)"
+            )
+        losses: dict[str, float] = {}
+        for op_label, selection, answers in made:
+            op = self.selects[op_label]
+            try:
+                judged = op.registry.observe(label, answers, selection)
+            except (ValueError, TypeError) as exc:
+                raise InvalidInput(f"app {self.name!r}: label {label!r:.80}: {exc}") from None
+            losses.update({f"{op_label}/{m}": loss for m, loss in judged.items()})
+            self._dirty.add(op_label)
+        updates = sum(op.registry.app.updates for op in self.selects.values())
+        return FeedbackResult(query_id, user, None, losses, updates)
+
     def take_dirty(self) -> dict[str, dict[str, Any]]:
-        return {}
+        """The learned state of each select operator changed since the last call, as store
+        rows keyed `select:<operator>`."""
+        rows = {f"select:{label}": self.selects[label].registry.to_dict() for label in self._dirty}
+        self._dirty = set()
+        return rows
 
     def mark_all_dirty(self) -> None:
-        return None
+        self._dirty.update(self.selects)
+
+    def restore(self, rows: dict[str, dict[str, Any]]) -> None:
+        """Carry over the select operators' stored state (when their policy is the same)."""
+        for label, op in self.selects.items():
+            row = rows.get(f"select:{label}")
+            if row is None or row.get("policy", {}).get("name") != op.policy:
+                continue
+            try:
+                op.registry = StateRegistry.from_dict(row)
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("app %s: %s: stored state unusable (%s)", self.name, label, exc)
 
     def statistics(self) -> dict[str, Any]:
         return self.stats.to_dict()
@@ -297,12 +401,16 @@ class FlowApplication:
         plan = self.plan.describe()
         for stage in plan["stages"]:
             stage["served_as"] = self.stage_models.get(stage["id"], [])
+        selection = {
+            label: [asdict(m) for m in op.registry.statistics().models]
+            for label, op in self.selects.items()
+        }
         return {
             "name": self.name,
             "config": self.config.to_dict(),
             "flow": plan,
             "ready": self.ready_models(),
-            "statistics": self.statistics(),
+            "statistics": {**self.statistics(), "selection": selection},
         }
 
 
