@@ -80,7 +80,7 @@ def test_the_openapi_document_refuses_what_the_server_refuses(server: ServerProc
     jsonschema.validate("digits-logreg", name)
 
 
-def test_a_gzip_bomb_is_413_and_other_clients_are_served_meanwhile(
+def test_a_gzip_bomb_is_413_at_the_decoded_limit_and_the_server_serves_on(
     server: ServerProcess,
 ) -> None:
     bomb = gzip.compress(b"\0" * 200 * 2**20)  # 200 MB decoded from ~200 kB: --max-body-mb 1
