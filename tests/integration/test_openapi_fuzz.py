@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 
 #: Examples per operation and phase: enough to reach every route's refusals, few enough to
 #: keep the run to well under a minute on two busy cores.
-EXAMPLES = 10
+EXAMPLES = 5
 
 # 503 is an answer the document promises ("retry later": a deadline that cannot be met on a
 # busy machine, a model not loaded yet), not a server error; a 500 is one.
