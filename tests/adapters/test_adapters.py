@@ -421,6 +421,7 @@ def test_sklearn_label_and_probabilities_from_one_pass(tmp_path: Path) -> None:
         joblib.dump(model, model_folder(tmp_path, name, {"framework": "sklearn"}) / "m.joblib")
         adapter = loaded(tmp_path / name)
         out = adapter.predict({"input-0": x})
+        assert list(out) == ["label", "probabilities"]  # the order of the signature
         np.testing.assert_array_equal(out["label"], model.predict(x), err_msg=name)
         np.testing.assert_allclose(out["probabilities"], model.predict_proba(x), err_msg=name)
         # libsvm calibrates its probabilities apart from its decision: it keeps both calls

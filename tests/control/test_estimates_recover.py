@@ -161,7 +161,7 @@ def test_simultaneous_requests_to_a_slow_model_are_batched_not_refused(
     for _ in range(2):  # its warm-up runs (the first, cold, is not a measurement)
         s.estimator.observe("forest", 1, 0.2)
     rows: int | None = 1
-    while (rows := next_sweep_size(s.predictions, "forest", rows, max_batch=32, slo=1.0)):
+    while rows := next_sweep_size(s.predictions, "forest", rows, max_batch=32, slo=1.0):
         s.submit(request(clock, rows, 30.0, priority=PROBE_PRIORITY))
         run(s, clock, 0.2)
     burst = [request(clock, 1, 1.0) for _ in range(8)]

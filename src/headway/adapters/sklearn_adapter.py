@@ -85,16 +85,17 @@ class SklearnAdapter(Adapter):
             if wanted(outputs, DEFAULT_OUTPUT):
                 result[DEFAULT_OUTPUT] = np.asarray(predict(x))
             return result
-        want_label = wanted(outputs, LABEL)
+        probabilities = None
         if wanted(outputs, PROBABILITIES) and hasattr(self.model, "predict_proba"):
             probabilities = np.asarray(self.model.predict_proba(x), dtype=np.float64)
-            result[PROBABILITIES] = probabilities
-            if want_label and self.labels_follow_probabilities:
+        if wanted(outputs, LABEL):
+            if probabilities is not None and self.labels_follow_probabilities:
                 # One pass of the estimator's input checks instead of two.
                 result[LABEL] = _labels(classes[probabilities.argmax(axis=1)])
-                return result
-        if want_label:
-            result[LABEL] = _labels(self.model.predict(x))
+            else:
+                result[LABEL] = _labels(self.model.predict(x))
+        if probabilities is not None:
+            result[PROBABILITIES] = probabilities
         return result
 
     @property
