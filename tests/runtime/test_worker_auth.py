@@ -16,8 +16,12 @@ import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from headway.repository import read_model
 from headway.runtime import handshake
 from headway.runtime.engines.local import LocalEngine
 from headway.runtime.wire import FrameReader, connect, pack, send_all, unpack
@@ -42,15 +46,23 @@ def test_a_hello_must_prove_the_secret_for_this_challenge_and_identity() -> None
 class Events:
     ready: asyncio.Queue[tuple[int, int]] = field(default_factory=asyncio.Queue)
     replies: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue)
+    outputs: asyncio.Queue[dict[str, np.ndarray]] = field(default_factory=asyncio.Queue)
     exits: list[int] = field(default_factory=list)
 
 
 @asynccontextmanager
-async def engine_on_tcp() -> AsyncIterator[tuple[LocalEngine, Events]]:
-    engine = LocalEngine(1, endpoint="tcp://127.0.0.1:0", watch_interval=0.05)
+async def engine_on_tcp(hello_timeout: float = 10.0) -> AsyncIterator[tuple[LocalEngine, Events]]:
+    engine = LocalEngine(
+        1, endpoint="tcp://127.0.0.1:0", watch_interval=0.05, hello_timeout=hello_timeout
+    )
     events = Events()
     engine.on_ready = lambda worker, pid: events.ready.put_nowait((worker, pid))
-    engine.on_message = lambda worker, header, tensors: events.replies.put_nowait(header)
+
+    def heard(worker: int, header: Any, tensors: dict[str, np.ndarray]) -> None:
+        events.replies.put_nowait(header)
+        events.outputs.put_nowait(tensors)
+
+    engine.on_message = heard
     engine.on_exit = lambda worker, code: events.exits.append(worker)
     await engine.start()
     try:
@@ -112,6 +124,25 @@ def test_impostors_are_refused_and_the_real_worker_keeps_serving() -> None:
     asyncio.run(scenario())
 
 
+def test_a_connection_that_never_says_hello_is_closed() -> None:
+    async def scenario() -> None:
+        async with engine_on_tcp(hello_timeout=0.5) as (engine, events):
+            _, pid = await asyncio.wait_for(events.ready.get(), 30)
+            loop = asyncio.get_running_loop()
+
+            def silent() -> bytes:
+                sock = connect(engine.endpoint)
+                sock.settimeout(20)
+                with sock:
+                    sock.recv(65536)  # the challenge
+                    return sock.recv(65536)  # then nothing: the server closes
+
+            assert await loop.run_in_executor(None, silent) == b""
+            assert await ping(engine, events, 4) == pid and events.exits == []
+
+    asyncio.run(scenario())
+
+
 def test_a_worker_whose_connection_is_lost_is_started_again() -> None:
     async def scenario() -> None:
         async with engine_on_tcp() as (engine, events):
@@ -122,5 +153,41 @@ def test_a_worker_whose_connection_is_lost_is_started_again() -> None:
             _, again = await asyncio.wait_for(events.ready.get(), 60)
             assert again != pid and events.exits == [0]
             assert await ping(engine, events, 3) == again
+
+    asyncio.run(scenario())
+
+
+SNOOP_PY = """
+import os
+import numpy as np
+
+class Snoop:
+    inputs = [{"name": "input-0", "datatype": "FP32", "shape": [-1, 1]}]
+
+    def predict(self, batch):
+        return np.full(batch.shape, float(os.environ.get("HEADWAY_WORKER_SECRET") is not None))
+"""
+
+
+def test_the_secret_is_neither_on_the_command_line_nor_left_for_models(tmp_path: Path) -> None:
+    folder = tmp_path / "snoop"
+    (folder / "1").mkdir(parents=True)
+    (folder / "snoop.py").write_text(SNOOP_PY)
+    (folder / "model.yaml").write_text("framework: python\nentrypoint: snoop.py:Snoop\n")
+    config = read_model(folder).to_wire()
+
+    async def scenario() -> None:
+        async with engine_on_tcp() as (engine, events):
+            _, pid = await asyncio.wait_for(events.ready.get(), 30)
+            secret = engine.env[handshake.SECRET_ENV]
+            assert secret.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()
+            assert engine.send(0, {"op": "load", "id": 1, "model": "snoop@1", "config": config}, {})
+            loaded = await asyncio.wait_for(events.replies.get(), 30)
+            assert loaded["ok"], loaded
+            events.outputs.get_nowait()  # the load's (none)
+            batch = {"input-0": np.zeros((1, 1), np.float32)}
+            assert engine.send(0, {"op": "infer", "id": 2, "model": "snoop@1", "rows": 1}, batch)
+            answer = await asyncio.wait_for(events.outputs.get(), 30)
+            assert answer["output-0"].tolist() == [[0.0]], "a model saw the worker's secret"
 
     asyncio.run(scenario())

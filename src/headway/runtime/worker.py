@@ -152,11 +152,12 @@ def serve(endpoint: str, identity: str, secret: str) -> None:
     """Connect to the controller, prove it holds the server's `secret` (`runtime.handshake`),
     and execute actions until told to stop or orphaned."""
     parent = os.getppid()
+    # Imports first: once connected, the frontend gives a worker only moments to say hello.
+    prepare(os.environ.get(FRAMEWORKS_ENV, ""))
     sock = connect(endpoint)
     # A blocking recv that gives up after a second (to look for the parent): no poll() call
     # before each recv, so an action costs the worker one wake-up and one read.
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 1, 0))
-    prepare(os.environ.get(FRAMEWORKS_ENV, ""))
     reader = FrameReader()
     first = _first_message(sock, reader, parent)
     if first is None or first.get("op") != "challenge":

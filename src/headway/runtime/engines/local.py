@@ -70,10 +70,11 @@ class _Process:
 class _Connection:
     """One worker's socket: what has been read of its next message, what waits to be written."""
 
-    __slots__ = ("challenge", "fd", "peer", "pending", "process", "reader", "sock")
+    __slots__ = ("challenge", "fd", "opened", "peer", "pending", "process", "reader", "sock")
 
-    def __init__(self, sock: socket.socket, peer: str) -> None:
+    def __init__(self, sock: socket.socket, peer: str, opened: float) -> None:
         self.sock = sock
+        self.opened = opened
         self.fd = sock.fileno()
         self.peer = peer
         self.reader = FrameReader()
@@ -84,6 +85,10 @@ class _Connection:
 
 #: The most a connection may send before its hello is accepted (a hello is ~200 bytes).
 _HELLO_LIMIT = 1 << 14
+#: Seconds a connection may take to say hello. A worker connects once its imports are done and
+#: answers within milliseconds; a connection that stays silent longer is not a worker, and is
+#: closed so that strays cannot hold the frontend's sockets.
+HELLO_TIMEOUT_S = 10.0
 
 
 class LocalEngine(Engine):
@@ -98,6 +103,7 @@ class LocalEngine(Engine):
         endpoint: str | None = None,
         watch_interval: float = 0.2,
         env: dict[str, str] | None = None,
+        hello_timeout: float = HELLO_TIMEOUT_S,
     ) -> None:
         if workers < 1:
             raise ValueError("at least one worker is needed")
@@ -110,6 +116,7 @@ class LocalEngine(Engine):
             endpoint = f"ipc://{self._ipc_path}"
         self.endpoint = endpoint
         self.watch_interval = watch_interval
+        self.hello_timeout = hello_timeout
         self._secret = handshake.new_secret()
         self.env = {
             **_WORKER_ENV,
@@ -237,7 +244,7 @@ class LocalEngine(Engine):
             if sock.family != socket.AF_UNIX:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 peer = f"{address[0]}:{address[1]}"
-            connection = _Connection(sock, peer)
+            connection = _Connection(sock, peer, self._loop.time())
             self._connections.add(connection)
             self._loop.add_reader(connection.fd, self._readable, connection)
             self._write_to(connection, pack(dict(connection.challenge)))
@@ -367,6 +374,11 @@ class LocalEngine(Engine):
     async def _watch(self) -> None:
         while not self._stopping:
             await asyncio.sleep(self.watch_interval)
+            assert self._loop is not None
+            silent_since = self._loop.time() - self.hello_timeout
+            for connection in list(self._connections):
+                if connection.process is None and connection.opened < silent_since:
+                    self._refuse(connection, f"no hello within {self.hello_timeout:g} s")
             for proc in list(self._procs.values()):
                 code = proc.process.poll()
                 if code is not None:
