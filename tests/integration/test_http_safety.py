@@ -48,6 +48,7 @@ def test_a_405_names_the_allowed_methods_in_allow(server: ServerProcess) -> None
         ("DELETE", "/openapi.json", "GET"),
         ("DELETE", "/apps", "GET"),
         ("PATCH", "/apps/any", "GET, PUT, DELETE"),
+        ("POST", "/lookups/any", "GET, PUT, DELETE"),
     ):
         answer = httpx.request(method, f"{server.url}{path}")
         assert answer.status_code == 405, (method, path, answer.status_code)

@@ -171,7 +171,7 @@ async def lookup_route(
         lookups.delete(key)
         return _reply({"deleted": key})
     if method != "PUT":
-        return problem(405, f"method {method} not allowed here; use GET, PUT or DELETE")
+        return method_not_allowed(method, ("GET", "PUT", "DELETE"))
     body = _json(raw)
     _fields(body, required={"value"})
     lookups.put(key, body["value"])

@@ -24,6 +24,7 @@ _NAME = _path("name", _NAMED)
 _VERSION = _path("version", "^[0-9]+$")
 _APP = _path("app", _NAMED)
 _USER = _path("user", "^[^/]+$")
+_KEY = _path("key", "^[^/]{1,512}$")
 
 
 def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
@@ -168,6 +169,27 @@ def _app_routes() -> dict[str, Any]:
                 "responses": {"200": app_json, "400": _ERROR, "404": _ERROR},
             }
         },
+        "/lookups/{key}": {
+            "get": {
+                "summary": "A value that flows look up",
+                "parameters": [_KEY],
+                "responses": {"200": _json(_ref("Lookup")), "404": _ERROR},
+            },
+            "put": {
+                "summary": "Put a value that flows look up (kept in the store)",
+                "parameters": [_KEY],
+                "requestBody": _body(
+                    {"type": "object", "required": ["value"], "additionalProperties": False,
+                     "properties": {"value": {}}}
+                ),
+                "responses": {"200": _json(_ref("Lookup")), "400": _ERROR},
+            },
+            "delete": {
+                "summary": "Remove a looked-up value",
+                "parameters": [_KEY],
+                "responses": {"200": _json({"type": "object"}), "404": _ERROR},
+            },
+        },
         "/apps/{app}/users/{user}": {
             "get": {
                 "summary": "The selection weights that serve one user",
@@ -239,6 +261,11 @@ _APP_SCHEMAS: dict[str, Any] = {
             "models": {"type": "array", "items": {"type": "string"}},
             "missing": {"type": "array", "items": {"type": "string"}},
         },
+    },
+    "Lookup": {
+        "type": "object",
+        "required": ["key", "value"],
+        "properties": {"key": {"type": "string"}, "value": {}},
     },
     "AppFeedback": {
         "type": "object",
