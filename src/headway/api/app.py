@@ -43,6 +43,7 @@ from headway.api.statistics import statistics
 from headway.apps import AppRegistry
 from headway.control.controller import Controller
 from headway.errors import HeadwayError, InvalidInput, PayloadTooLarge, Unavailable
+from headway.planning.live import LiveTuner
 
 log = logging.getLogger("headway.http")
 
@@ -84,6 +85,8 @@ class HeadwayApp:
         #: answer "starting" until it has), stopped before it stops, whichever HTTP server
         #: runs the app.
         self.companions: list[Companion] = []
+        #: The live tuner (`headway serve --tune`), when one runs: its figures go to /metrics.
+        self.tuner: LiveTuner | None = None
 
     async def start(self) -> None:
         """Start the companions (so a port in use fails before any worker starts), then the
@@ -255,7 +258,7 @@ class HeadwayApp:
             return lookup_route(self.apps, method, parts[1:], body)
         if parts == ["metrics"]:
             _expect(method, "GET")
-            return 200, render(self.controller, self.apps), _TEXT
+            return 200, render(self.controller, self.apps, self.tuner), _TEXT
         if parts == ["openapi.json"]:
             _expect(method, "GET")
             return 200, orjson.dumps(OPENAPI), JSON

@@ -22,6 +22,7 @@ from headway.apps import AppRegistry
 from headway.control.controller import Controller
 from headway.control.models import ModelState
 from headway.flows.serving import FlowApplication
+from headway.planning.live import LiveTuner
 
 
 class ControllerCollector:
@@ -176,10 +177,41 @@ class FlowCollector:
         yield running
 
 
-def render(controller: Controller, apps: AppRegistry | None = None) -> bytes:
+class TunerCollector:
+    """The live tuner's replicas per stage and its changes (`headway serve --tune`)."""
+
+    def __init__(self, tuner: LiveTuner) -> None:
+        self.tuner = tuner
+
+    def collect(self) -> Iterator[Metric]:
+        figures = self.tuner.statistics()
+        replicas = GaugeMetricFamily(
+            "headway_tuner_replicas",
+            "Replicas the tuner asks for, per pipeline stage",
+            labels=["stage", "model"],
+        )
+        for stage, count in figures["replicas"].items():
+            replicas.add_metric([stage, figures["models"][stage]], count)
+        changes = CounterMetricFamily(
+            "headway_tuner_changes",
+            "Replica changes the tuner made, per stage and direction",
+            labels=["stage", "direction"],
+        )
+        for label, count in figures["changes"].items():
+            stage, direction = label.rsplit(":", 1)
+            changes.add_metric([stage, direction], count)
+        yield replicas
+        yield changes
+
+
+def render(
+    controller: Controller, apps: AppRegistry | None = None, tuner: LiveTuner | None = None
+) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     ProcessCollector(registry=registry)  # process_*: CPU, memory, open files of the frontend
     registry.register(ControllerCollector(controller))
     if apps is not None:
         registry.register(FlowCollector(apps))
+    if tuner is not None:
+        registry.register(TunerCollector(tuner))
     return bytes(generate_latest(registry))

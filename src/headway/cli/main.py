@@ -181,6 +181,13 @@ def cli() -> None:
     "process each; --workers is then their total) and max batch size.",
 )
 @click.option(
+    "--tune/--no-tune",
+    default=False,
+    show_default=True,
+    help="With --plan: InferLine's tuner adds and removes replicas (worker processes) as the "
+    "traffic departs from the plan's envelope; changes in /metrics and the log.",
+)
+@click.option(
     "--log-level",
     default="warning",
     show_default=True,

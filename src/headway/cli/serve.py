@@ -21,6 +21,7 @@ from headway.apps import AppRegistry, load_config
 from headway.control.controller import Controller
 from headway.control.scheduling_policy import POLICIES
 from headway.errors import ConfigError
+from headway.planning.live import LiveTuner
 from headway.planning.plan_file import apply_plan, read_plan
 from headway.repository import Repository
 from headway.runtime.engines.inline import InlineEngine
@@ -54,6 +55,7 @@ class ServeSettings:
     schedule_ahead_ms: float = 0.0
     busy_poll_us: float = 0.0
     plan: Path | None = None
+    tune: bool = False
     admin_token: str | None = None
     state_sync: str = "normal"
     header_timeout: float = HEADER_TIMEOUT_S
@@ -66,8 +68,11 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
     # the first time it is asked for.
     repository = Repository.scan(settings.repository, lazy=settings.memory_budget_mb is not None)
     workers = settings.workers
-    if settings.plan is not None:  # each planned replica is a worker process of its own
-        workers = apply_plan(read_plan(settings.plan), repository)
+    plan = read_plan(settings.plan) if settings.plan is not None else None
+    if settings.tune and plan is None:
+        raise ConfigError("--tune needs --plan: the tuner follows a plan's traffic envelope")
+    if plan is not None:  # each planned replica is a worker process of its own
+        workers = apply_plan(plan, repository)
     # a bad config file fails here, before any worker starts, with the app and key named
     declared = load_config(settings.config, repository) if settings.config else {}
     # Workers import the frameworks up front: a first import (1-4 s) inside a LOAD would hold
@@ -105,6 +110,9 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
         from headway.api.grpc.server import GrpcServer
 
         app.companions.append(GrpcServer(app, host=settings.host, port=settings.grpc_port))
+    if settings.tune and plan is not None:
+        app.tuner = LiveTuner(controller, plan)
+        app.companions.append(app.tuner)
     return app
 
 

@@ -116,9 +116,14 @@ class Engine(Protocol):
         return None
 
     def retire(self, worker: int) -> bool:
-        """Stop `worker` for good if it was started by `place` (its model is gone); whether
-        it was. An engine's own fixed workers stay."""
+        """Stop `worker` for good if it was started by `place` or `grow` (its model is gone);
+        whether it was. An engine's own fixed workers stay."""
         return False
+
+    def grow(self) -> int | None:
+        """Start one more worker (the tuner asked for a replica) and return its number (it
+        reports through `on_ready`); None when the engine cannot."""
+        return None
 
     def nodes(self) -> dict[int, str]:
         """The cluster node hosting each worker; empty for an engine on one machine."""

@@ -143,6 +143,39 @@ class ModelLifecycle:
                 _, failed = self.scheduler.worker_lost(worker)
                 self._fail_all(failed, ModelNotReady("the model was unloaded while it ran"))
 
+    def scale(self, name: str, replicas: int) -> int:
+        """Serve model `name` on `replicas` workers (the tuner's decision); returns how many it
+        is placed on now. More: a worker the engine starts for it (`Engine.grow`), loaded once
+        it is ready; an engine that cannot grow leaves the count as it is. Fewer: the newest
+        replicas go; a worker started for them is retired (what it ran is retried elsewhere),
+        another unloads the model. Never fewer than one."""
+        model = self.model(name)
+        key = model.config.key
+        placed = sorted(w for w, keys in self._placement.items() if key in keys)
+        replicas = max(1, replicas)
+        while len(placed) < replicas:
+            worker = self.engine.grow()
+            if worker is None:
+                break
+            self._placement[worker] = {key}  # loaded when it says it is ready
+            placed.append(worker)
+        for worker in reversed(placed[replicas:]):
+            placed.remove(worker)
+            self._placement[worker].discard(key)
+            self.scheduler.unplaced(key, worker)
+            model.workers.discard(worker)
+            model.loading.discard(worker)
+            if self._placement[worker] or not self.engine.retire(worker):
+                if worker in self._ready_workers:
+                    self.scheduler.control(worker, UNLOAD, key, payload=name)
+                continue
+            del self._placement[worker]
+            self._ready_workers.discard(worker)
+            _, failed = self.scheduler.worker_lost(worker)  # the rest is retried elsewhere
+            self._fail_all(failed, WorkerFailed(f"model {name!r}: its replica was retired"))
+        self._kick()
+        return len(placed)
+
     def worker_nodes(self) -> dict[int, str]:
         """The cluster node of each placed worker (empty for an engine on one machine)."""
         return self.engine.nodes()

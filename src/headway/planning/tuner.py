@@ -71,6 +71,7 @@ class Tuner:
         trailing: float = TRAILING,
         history: float = LONGEST,
         max_replicas: int = MAX_REPLICAS,
+        shortest: float = 0.0,
     ) -> None:
         if not plan.envelope:
             raise ValueError("the plan has no traffic envelope: plan it again with headway plan")
@@ -80,6 +81,11 @@ class Tuner:
         self.trailing = trailing
         self.history = max(history, max(plan.envelope))
         self.max_replicas = max_replicas
+        #: windows shorter than this are not compared (arrivals counted per tick cannot
+        #: resolve them); the longest window always is
+        self.lengths = [length for length in plan.envelope if length >= shortest] or [
+            max(plan.envelope)
+        ]
         self.replicas: dict[str, int] = {s.name: s.replicas for s in plan.stages}
         self.changes: list[Change] = []
         self._arrivals: deque[float] = deque()
@@ -99,9 +105,9 @@ class Tuner:
         span = now - self._started
         lengths = [
             length
-            for length in self.plan.envelope
+            for length in self.lengths
             if length <= span + 1e-9 and (longest is None or length <= longest + 1e-9)
-        ] or [min(self.plan.envelope)]
+        ] or [min(self.lengths)]
         times = np.fromiter(self._arrivals, dtype=np.float64)
         best = Ratio(0.0, lengths[0], 0.0, self.plan.envelope[lengths[0]])
         for length in lengths:

@@ -132,6 +132,8 @@ class LocalEngine(Engine):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._stopping = False
+        #: workers started by `grow` beyond the `size` the engine started with
+        self._grown: set[int] = set()
         self.on_ready: OnReady = lambda worker, pid: None
         self.on_message: OnMessage = lambda worker, header, tensors: None
         self.on_exit: OnExit = lambda worker, code: None
@@ -174,6 +176,27 @@ class LocalEngine(Engine):
         if self._ipc_path:
             with contextlib.suppress(OSError):
                 os.unlink(self._ipc_path)
+
+    def grow(self) -> int:
+        """Start one more worker process; its number."""
+        worker = max([self.size - 1, *self._procs, *self._grown]) + 1
+        self._grown.add(worker)
+        self._spawn(worker)
+        return worker
+
+    def retire(self, worker: int) -> bool:
+        """Stop a worker `grow` started, for good (not restarted); whether it was one."""
+        if worker not in self._grown:
+            return False
+        self._grown.discard(worker)
+        proc = self._procs.pop(worker, None)
+        if proc is not None:
+            self._write(proc, pack({"op": "stop"}))
+            if proc.connection is not None:
+                self._close(proc.connection)
+            if proc.process.poll() is None:
+                proc.process.terminate()
+        return True
 
     def pids(self) -> dict[int, int]:
         """The live worker processes, by worker id."""
