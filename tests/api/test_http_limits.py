@@ -7,13 +7,23 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import resource
+import subprocess
+import sys
 import zlib
 
 import orjson
+import pytest
 from tests.api.test_http_server import LIMIT, EchoApp, connect, request, response, serve
 
 from headway.api.http import HttpServer
-from headway.api.limits import MAX_HEADER_BYTES, MAX_URL_BYTES, BodyDecoder, body_decoder
+from headway.api.limits import (
+    MAX_HEADER_BYTES,
+    MAX_URL_BYTES,
+    RESERVED_FDS,
+    BodyDecoder,
+    body_decoder,
+)
 from headway.errors import InvalidInput, PayloadTooLarge
 
 
@@ -224,3 +234,36 @@ def test_a_connection_over_the_cap_is_answered_503_with_the_reason_and_closed() 
         await served(server)  # a place is free again
 
     serve(test, max_connections=3)
+
+
+def cap_under_file_limit(soft: int, hard: int, wanted: int) -> tuple[int, int, str]:
+    """`connection_cap(wanted)` in a process started with the file limit (soft, hard): the cap,
+    the soft limit after it, and what it logged."""
+    code = (
+        "import logging, resource, sys\n"
+        "logging.basicConfig(stream=sys.stdout, format='%(message)s')\n"
+        "from headway.api.limits import connection_cap\n"
+        f"cap = connection_cap({wanted})\n"
+        "print(cap, resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n"
+    )
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    out = subprocess.run(
+        [sys.executable, "-c", code], preexec_fn=limit, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    cap, after = out[-1].split()
+    return int(cap), int(after), "\n".join(out[:-1])
+
+
+def test_the_connection_cap_fits_the_file_limit_raising_it_when_allowed() -> None:
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard != resource.RLIM_INFINITY and hard < 2000:
+        pytest.skip(f"the hard file limit here is {hard}")
+    # the soft limit is raised toward the hard one to fit the cap: the cap holds, not EMFILE
+    assert cap_under_file_limit(512, 2000, 1000)[:2] == (1000, 1000 + RESERVED_FDS)
+    # it cannot be raised past the hard one: the cap is lowered, and the log says so
+    cap, after, logged = cap_under_file_limit(512, 512, 1000)
+    assert (cap, after) == (512 - RESERVED_FDS, 512)
+    assert "--max-connections 1000 lowered to 256: the file limit is 512" in logged
