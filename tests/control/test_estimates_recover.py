@@ -97,6 +97,11 @@ def test_the_sweep_stops_at_a_size_that_takes_half_the_slo(clock: ManualClock) -
     s.estimator.observe("forest", 16, ms(100))
     assert next_sweep_size(s.predictions, "forest", 16, max_batch=20, slo=1.0) == 20
     assert next_sweep_size(s.predictions, "forest", 20, max_batch=20, slo=1.0) is None
+    # in the frontend's own process (the inline engine) a run holds up every request
+    s.estimator.observe("forest", 4, ms(4))
+    assert next_sweep_size(s.predictions, "forest", 4, max_batch=32, slo=1.0, inline=True) == 8
+    s.estimator.observe("forest", 8, ms(6))
+    assert next_sweep_size(s.predictions, "forest", 8, max_batch=32, slo=1.0, inline=True) is None
 
 
 def test_a_refusal_on_a_size_never_measured_is_an_occasion_to_measure(clock: ManualClock) -> None:

@@ -344,6 +344,7 @@ class ModelLifecycle:
                 rows,
                 max_batch=config.max_batch_size,
                 slo=config.slo_ms / 1000.0,
+                inline=self.engine.runs_inline,
             )
             if following is not None:
                 self._warm_up(config, 1, following)

@@ -26,16 +26,26 @@ PROBE_INTERVAL_S = 0.05
 PROBE_DUTY = 0.1
 #: The sweep stops after a size whose run took more than this share of the model's SLO.
 SWEEP_SHARE = 0.5
+#: ... or more than this, when runs happen in the frontend's own process (the inline engine):
+#: there, every run holds up every request, and longer sizes are left to probes.
+INLINE_SWEEP_S = 0.005
 
 
 def next_sweep_size(
-    predictions: Predictions, key: str, rows: int, *, max_batch: int, slo: float
+    predictions: Predictions,
+    key: str,
+    rows: int,
+    *,
+    max_batch: int,
+    slo: float,
+    inline: bool = False,
 ) -> int | None:
     """The batch size to measure after a sweep run of `rows` rows, or None: the sweep is done."""
     if rows >= max_batch:
         return None
     took = predictions.estimator.estimate(key, rows)
-    if took is None or took > SWEEP_SHARE * slo:
+    limit = min(SWEEP_SHARE * slo, INLINE_SWEEP_S) if inline else SWEEP_SHARE * slo
+    if took is None or took > limit:
         return None
     return min(max_batch, 2 * rows)
 
