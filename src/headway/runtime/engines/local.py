@@ -195,7 +195,7 @@ class LocalEngine(Engine):
             if proc.connection is not None:
                 self._close(proc.connection)
             if proc.process.poll() is None:
-                proc.process.terminate()
+                proc.process.kill()
         return True
 
     def pids(self) -> dict[int, int]:
