@@ -75,5 +75,8 @@ def test_the_openapi_document_marks_exactly_the_admin_routes() -> None:
         "POST /apps/{app}/feedback",
         "POST /apps/{app}/models",
         "POST /apps/{app}/active",
+        "GET /lookups/{key}",
+        "PUT /lookups/{key}",
+        "DELETE /lookups/{key}",
     }
     assert OPENAPI["components"]["securitySchemes"]["adminToken"]["scheme"] == "bearer"
