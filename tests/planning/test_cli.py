@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import joblib
+import numpy as np
 import pytest
 import yaml
 from click.testing import CliRunner
+from sklearn.datasets import load_digits
 
 from headway.cli.main import cli
 from headway.cli.serve import ServeSettings, build_app
@@ -150,3 +153,52 @@ def test_serve_plan_gives_each_model_its_replicas_and_batch(profiled: Path, tmp_
     app = build_app(settings)
     assert app.controller.engine.size == workers
     assert app.controller.repository.get("iris-forest").replicas == plan.stages[1].replicas
+
+
+FLOW = """
+import numpy as np
+
+from headway.flows import Flow, Model, Row
+
+
+def unsure(row: Row) -> bool:
+    return bool(np.max(row["probabilities"]) < 0.9)
+
+
+def first4(row: Row) -> np.ndarray:
+    return np.asarray(row["x"], dtype=np.float64)[:4]
+
+
+flow = Flow("cascade", {"x": np.ndarray})
+scored = flow.map(Model("digits-logreg", {"probabilities": np.ndarray}, inputs={"input-0": "x"}))
+scored.filter(unsure).map(first4, names=["x4"]).map(
+    Model("iris-forest", {"label": int}, inputs={"input-0": "x4"})
+)
+"""
+
+
+def test_plan_a_flow_app_with_scale_factors_from_sample_queries(
+    profiled: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "cascade.py").write_text(FLOW)
+    config = tmp_path / "headway.yaml"
+    config.write_text(
+        CONFIG + f"apps:\n  cascade-flow:\n    flow: {tmp_path / 'cascade.py'}:flow\n"
+    )
+    rows = load_digits().data[1500:1560]
+    model = joblib.load(profiled / "repo" / "digits-logreg" / "1" / "model.joblib")
+    share = float(np.mean(model.predict_proba(rows).max(axis=1) < 0.9))
+    assert 0 < share < 1
+    samples = tmp_path / "samples.json"
+    samples.write_text(json.dumps([{"x": row.tolist()} for row in rows]))
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps([i / 20 for i in range(100)]))
+    args = ["plan", "--config", str(config), "--app", "cascade-flow", "--slo-ms", "1000"]
+    args += ["--trace", str(trace), "--state", str(profiled / "state.db")]
+    args += ["--samples", str(samples), "--repository", str(profiled / "repo")]
+    result = CliRunner().invoke(cli, [*args, "-o", str(tmp_path / "plan.yaml")])
+    assert result.exit_code == 0, result.output
+    stages = yaml.safe_load((tmp_path / "plan.yaml").read_text())["stages"]
+    assert stages["digits-logreg"]["scale"] == 1.0
+    assert stages["iris-forest"]["scale"] == pytest.approx(share)
+    assert stages["iris-forest"]["model"] == "iris-forest"

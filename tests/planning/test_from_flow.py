@@ -34,7 +34,7 @@ def services() -> LocalServices:
 
 def test_a_cascade_becomes_two_stages_with_the_measured_share() -> None:
     flow = cascade()
-    scales = measure_scales(flow, [i / 10 for i in range(10)], services())
+    scales = measure_scales(flow.compile(), [i / 10 for i in range(10)], services())
     pipeline = pipeline_from_flow(flow.compile(), scales)
     assert pipeline.stages == (
         Stage("fast", "fast", (), 1.0),
@@ -52,7 +52,7 @@ def test_without_measured_scales_every_stage_sees_every_query() -> None:
 
 def test_a_stage_no_sample_reached_keeps_a_small_share() -> None:
     flow = cascade()
-    scales = measure_scales(flow, [0.5, 0.9], services())
+    scales = measure_scales(flow.compile(), [0.5, 0.9], services())
     assert pipeline_from_flow(flow.compile(), scales)["slow"].scale == pytest.approx(1e-3)
 
 

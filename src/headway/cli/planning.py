@@ -12,6 +12,9 @@ from rich.table import Table
 
 from headway.apps.config import load_config
 from headway.errors import HeadwayError
+from headway.flows import LocalServices
+from headway.flows.serving import flow_options
+from headway.flows.source import load_flow
 from headway.planning.description import (
     DEFAULT_CATALOGUE,
     load_planning,
@@ -23,6 +26,7 @@ from headway.planning.description import (
     read_profile_rows,
 )
 from headway.planning.envelope import envelope, window_lengths
+from headway.planning.from_flow import measure_scales, pipeline_from_flow
 from headway.planning.pipeline import Catalogue, Configuration, Pipeline, Stage
 from headway.planning.plan_file import plan_document, read_plan, write_plan
 from headway.planning.planner import Planner
@@ -139,9 +143,13 @@ def _describe(row: MeasuredProfile) -> str:
     )
 
 
-def pipeline_for(config: Path, app: str) -> Pipeline:
-    """The pipeline named `app` in the config, else one built from the application: an exp4
-    ensemble asks every model for each query (parallel stages); a one-model app is one stage."""
+def pipeline_for(
+    config: Path, app: str, repository: Path | None = None, samples: Path | None = None
+) -> Pipeline:
+    """The pipeline named `app` in the config, else one built from the application: a flow
+    app's model stages (scale factors measured on `samples` when given, its models run
+    in-process from `repository`); an exp4 ensemble asks every model for each query (parallel
+    stages); a one-model app is one stage."""
     pipelines = load_planning(config)[1]
     if app in pipelines:
         return pipelines[app]
@@ -152,6 +160,16 @@ def pipeline_for(config: Path, app: str) -> Pipeline:
             f"apps: {sorted(apps)})"
         )
     declared = apps[app]
+    if declared.flow is not None:
+        flow = load_flow(declared.flow, f"app {app!r}")
+        compiled = flow.compile(flow_options(declared, flow.options))
+        scales = None
+        if samples is not None:
+            rows = read_document(samples)
+            if not isinstance(rows, list):
+                raise click.ClickException(f"{samples}: expected a list of input rows")
+            scales = measure_scales(compiled, rows, LocalServices(repository=repository))
+        return pipeline_from_flow(compiled, scales)
     if declared.policy == "exp4" or len(declared.models) == 1:
         return Pipeline(app, tuple(Stage(ref.name, ref.name) for ref in declared.refs))
     raise click.ClickException(
@@ -189,6 +207,18 @@ def pipeline_for(config: Path, app: str) -> Pipeline:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Estimate this plan file's configuration on the trace instead of planning.",
 )
+@click.option(
+    "--samples",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="For a flow app: a JSON list of input rows, run through the flow in-process to "
+    "measure each model's scale factor (without: every stage sees every query).",
+)
+@click.option(
+    "--repository",
+    "-r",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="With --samples: the model repository the flow's models are loaded from.",
+)
 @click.option("--rpc-ms", default=0.0, show_default=True, type=click.FloatRange(min=0))
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", "-o", type=click.Path(dir_okay=False, path_type=Path))
@@ -201,6 +231,8 @@ def plan_command(
     catalogue: Path | None,
     profiles: tuple[Path, ...],
     simulate_plan: Path | None,
+    samples: Path | None,
+    repository: Path | None,
     rpc_ms: float,
     seed: int,
     out: Path | None,
@@ -210,7 +242,7 @@ def plan_command(
     console = Console()
     try:
         kinds = _catalogue(config, catalogue)
-        pipeline = pipeline_for(config, app)
+        pipeline = pipeline_for(config, app, repository, samples)
         rows = measured(Store(state)) if state.exists() else []
         for path in profiles:
             rows += read_profile_rows(path)

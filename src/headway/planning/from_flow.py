@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from headway.errors import ConfigError
-from headway.flows import Flow
 from headway.flows.local import run_stage
 from headway.flows.operators import Services
 from headway.flows.plan import ACTION, SOURCE
@@ -37,11 +36,12 @@ def model_stages(plan: FlowPlan) -> list[FlowStage]:
     return [s for s in plan.stages if s.kind == ACTION and s.models]
 
 
-def measure_scales(flow: Flow, samples: Sequence[Any], services: Services) -> dict[int, float]:
-    """Per model stage id: the share of `samples` (each one query's row) whose rows reach it."""
+def measure_scales(plan: FlowPlan, samples: Sequence[Any], services: Services) -> dict[int, float]:
+    """Per model stage id of the compiled flow `plan`: the share of `samples` (each one
+    query's row) whose rows reach it."""
+    flow = plan.flow
     if not samples:
         raise ConfigError(f"flow {flow.name!r}: scale factors need at least one sample query")
-    plan = flow.compile()
     wanted = {s.id for s in model_stages(plan)}
     reached = dict.fromkeys(wanted, 0)
     for sample in samples:
