@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import orjson
 
 import headway
-from headway.api import oip
+from headway.api import dashboard, oip
 from headway.api.apps import AppRoutes, lookup_route
 from headway.api.auth import AdminToken, is_admin
 from headway.api.descriptions import config, index, metadata, unready
@@ -262,6 +262,12 @@ class HeadwayApp:
         if parts == ["openapi.json"]:
             _expect(method, "GET")
             return 200, orjson.dumps(OPENAPI), JSON
+        if not parts:
+            _expect(method, "GET")
+            return 307, b"", [(b"location", b"/dashboard")]
+        if parts[0] == "dashboard":
+            _expect(method, "GET")
+            return dashboard.route(parts[1:], self.controller, self.apps)
         raise _NotFound(f"no route {method} {path}")
 
     def _v2(

@@ -1,0 +1,97 @@
+"""The dashboard in a real headless Chromium: it loads with no console errors, shows the
+models, workers and applications, and its numbers move under load."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from headway.launcher import ServerProcess
+from tests.integration import models
+from tests.integration.test_serving import infer_json
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """Two workers, a model that serves and one that failed to load."""
+    root = tmp_path_factory.mktemp("dashboard")
+    models.python_model(root / "repository", "doubler", "Doubler")
+    models.python_model(root / "repository", "broken", "Broken")
+    with ServerProcess(root / "repository", state=root / "s.db", workers=2) as started:
+        yield started
+
+
+def test_the_root_redirects_to_the_dashboard_and_its_data_names_every_model(
+    server: ServerProcess,
+) -> None:
+    root = httpx.get(f"{server.url}/", follow_redirects=False)
+    assert root.status_code == 307 and root.headers["location"] == "/dashboard"
+    page = httpx.get(f"{server.url}/dashboard")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert httpx.get(f"{server.url}/dashboard/nope.js").status_code == 404
+    data = httpx.get(f"{server.url}/dashboard/data.json").json()
+    names = {m["name"] for m in data["models"]}
+    assert names == {"doubler", "broken"}
+    assert {w["worker"] for w in data["workers"]} == {0, 1}
+
+
+def test_the_page_shows_the_models_and_its_numbers_move_under_load(
+    server: ServerProcess, tmp_path: Path
+) -> None:
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("chromium is not installed (.ci/run installs it)")
+    from playwright.sync_api import sync_playwright
+
+    problems: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page()
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda error: problems.append(str(error)))
+        page.goto(f"{server.url}/")
+        assert page.url.endswith("/dashboard")
+        doubler = page.locator('#models tr[data-name="doubler"]')
+        doubler.wait_for()
+        assert "READY" in doubler.inner_text()
+        assert page.locator('#models tr[data-name="broken"]').inner_text().count("UNAVAILABLE") == 1
+        assert page.locator("#workers tbody tr").count() == 2
+        before = int(doubler.locator("td.requests").inner_text())
+        rows = np.ones((1, 4), np.float32)
+        for _ in range(20):
+            assert infer_json(server.url, "doubler", rows).status_code == 200
+        page.wait_for_function(
+            "n => Number(document.querySelector('#models tr[data-name=\"doubler\"] td.requests')"
+            ".textContent) >= n",
+            arg=before + 20,
+            timeout=10_000,
+        )
+        rate = doubler.locator("td.rate").inner_text()
+        page.screenshot(path=str(_artifacts(tmp_path) / "dashboard.png"), full_page=True)
+        browser.close()
+    assert rate != "\u2013", rate  # an en dash: no rate yet
+    assert problems == []
+
+
+def _artifacts(default: Path) -> Any:
+    """Where the screenshot goes: $HEADWAY_ARTIFACTS (CI keeps it) or the test's folder."""
+    folder = Path(os.environ.get("HEADWAY_ARTIFACTS", default))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
