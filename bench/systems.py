@@ -118,6 +118,10 @@ def _headway_inline(kind: str, paths: ModelPaths, port: int, work: Path) -> Laun
     return _headway(kind, paths, port, work, "--engine", "inline")
 
 
+def _headway_granian(kind: str, paths: ModelPaths, port: int, work: Path) -> Launch:
+    return _headway(kind, paths, port, work, "--http", "granian")
+
+
 #: The busy-polling configurations' window (`headway serve --busy-poll-us`).
 BUSY_POLL_US = "1000"
 
@@ -137,6 +141,25 @@ def _starlette(kind: str, paths: ModelPaths, port: int, work: Path) -> Launch:
     if kind != "noop":
         argv += ["--path", _model_path(kind, paths)]
     return Launch(argv, "/v2/health/ready")
+
+
+def _granian_noop(kind: str, paths: ModelPaths, port: int, work: Path) -> Launch:
+    return Launch(
+        [sys.executable, str(PEERS / "granian" / "app.py"), "--port", str(port)],
+        "/v2/health/ready",
+        cwd=PEERS / "granian",
+    )
+
+
+def _nginx(kind: str, paths: ModelPaths, port: int, work: Path) -> Launch:
+    """nginx from the Debian package with its own config, prefix and PID file in ``work``."""
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    root = work / f"nginx-{port}"
+    root.mkdir(parents=True, exist_ok=True)
+    conf = root / "nginx.conf"
+    template = (PEERS / "nginx" / "nginx.conf").read_text()
+    conf.write_text(template.format(work=root, port=port))
+    return Launch([nginx, "-p", str(root), "-c", str(conf)], "/v2/health/ready", cleanup=(root,))
 
 
 def _ray(batch: int) -> Callable[[str, ModelPaths, int, Path], Launch]:
@@ -208,6 +231,14 @@ SYSTEMS: list[System] = [
         _headway_inline,
     ),
     System(
+        "headway-granian",
+        "headway",
+        "Headway as `headway`, its app behind granian (--http granian) instead of its own server",
+        None,
+        _headway_granian,
+        kinds=("lr",),
+    ),
+    System(
         "headway-poll",
         "headway",
         f"Headway as `headway`, busy-polling (--busy-poll-us {BUSY_POLL_US}): the frontend and "
@@ -237,6 +268,23 @@ SYSTEMS: list[System] = [
         "bare Starlette + uvicorn, no-op handler (the HTTP ceiling)",
         "starlette",
         _starlette,
+        kinds=("noop",),
+    ),
+    System(
+        "granian-noop",
+        "noop",
+        "granian (Rust HTTP server), no-op RSGI handler: decodes the body with orjson, answers "
+        "a constant (the ceiling of a Python handler)",
+        None,
+        _granian_noop,
+        kinds=("noop",),
+    ),
+    System(
+        "nginx",
+        "noop",
+        "nginx (Debian package), 1 worker process, answers a constant (the HTTP limit)",
+        None,
+        _nginx,
         kinds=("noop",),
     ),
     System(

@@ -163,8 +163,9 @@ def cli() -> None:
     "--http",
     default="native",
     show_default=True,
-    type=click.Choice(["native", "uvicorn"]),
-    help="HTTP server: Headway's own (httptools; leaner per request) or uvicorn (ASGI).",
+    type=click.Choice(["native", "granian", "uvicorn"]),
+    help="HTTP server: Headway's own (httptools), granian (Rust, RSGI; docs/decisions.md "
+    "compares them) or uvicorn (ASGI).",
 )
 @click.option(
     "--admin-token",

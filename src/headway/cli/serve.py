@@ -17,6 +17,7 @@ from headway.api.app import HeadwayApp
 from headway.api.auth import exposure_warning
 from headway.api.http import HttpServer
 from headway.api.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, connection_cap
+from headway.api.rsgi import GranianServer
 from headway.apps import AppRegistry, load_config
 from headway.control.controller import Controller
 from headway.control.scheduling_policy import POLICIES
@@ -171,15 +172,26 @@ def run(settings: ServeSettings) -> None:
     if settings.http == "uvicorn":
         uvicorn.Server(uvicorn_config(app, settings)).run()
         return
-    server = HttpServer(
-        app,
-        host=settings.host,
-        port=settings.port,
-        busy_poll=settings.busy_poll_us / 1e6,
-        header_timeout=settings.header_timeout,
-        body_timeout=settings.body_timeout,
-        max_connections=settings.max_connections,
-    )
+    server: HttpServer | GranianServer
+    if settings.http == "granian":
+        server = GranianServer(
+            app,
+            host=settings.host,
+            port=settings.port,
+            header_timeout=settings.header_timeout,
+            body_timeout=settings.body_timeout,
+            max_connections=settings.max_connections,
+        )
+    else:
+        server = HttpServer(
+            app,
+            host=settings.host,
+            port=settings.port,
+            busy_poll=settings.busy_poll_us / 1e6,
+            header_timeout=settings.header_timeout,
+            body_timeout=settings.body_timeout,
+            max_connections=settings.max_connections,
+        )
     # A frontend makes a few dozen short-lived objects per request; with thousands of requests
     # queued under overload, the collector's default thresholds ran full collections often
     # enough to show as ~12% of the frontend's time in a profile at 11,000 req/s open loop.
