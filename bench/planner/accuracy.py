@@ -14,7 +14,8 @@ models on real worker processes, one worker each.
    the first model, then, if it was unsure, to the second; its latency counts from its
    scheduled arrival.
 4. The same arrivals go through `headway.planning.simulate` with the measured profiles (each
-   batch takes its measured mean), and again with each batch taking its measured p99.
+   batch takes its measured mean), with each batch taking its measured p99, and with each
+   batch drawn from a log-normal of its measured mean and p99 (`simulate(spread=True)`).
 
 The HTTP hop is left out on both sides (the controller is driven in-process).
 """
@@ -155,6 +156,8 @@ def main() -> None:
         sim_seconds = time.perf_counter() - started
         # the same with each batch taking its measured p99 instead of its mean: a bound
         pessimistic = simulate(pipeline, config, tails, arrivals, seed=7)
+        # each action drawn from a log-normal with the measured mean and p99
+        spread = simulate(pipeline, config, profiles, arrivals, seed=7, spread=True)
         row = {
             "load": load,
             "rate_qps": round(rate, 1),
@@ -164,10 +167,13 @@ def main() -> None:
             "sim_p50_ms": round(estimate.percentile(50) * 1e3, 2),
             "sim_p99_ms": round(estimate.p99 * 1e3, 2),
             "sim_from_p99s_p99_ms": round(pessimistic.p99 * 1e3, 2),
+            "sim_spread_p50_ms": round(spread.percentile(50) * 1e3, 2),
+            "sim_spread_p99_ms": round(spread.p99 * 1e3, 2),
             "sim_queries_per_s": round(len(arrivals) / sim_seconds),
             "load_average_1m": os.getloadavg()[0],
         }
         row["p99_error"] = round(row["sim_p99_ms"] / row["real_p99_ms"] - 1, 3)  # type: ignore[operator]
+        row["spread_p99_error"] = round(row["sim_spread_p99_ms"] / row["real_p99_ms"] - 1, 3)  # type: ignore[operator]
         print(json.dumps(row), flush=True)
         report["loads"].append(row)  # type: ignore[attr-defined]
     args.out.parent.mkdir(parents=True, exist_ok=True)

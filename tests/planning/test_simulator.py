@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from headway.errors import ConfigError
-from headway.planning.pipeline import Configuration, Pipeline, Stage, StageConfig
+from headway.planning.pipeline import Configuration, LatencyProfile, Pipeline, Stage, StageConfig
 from headway.planning.simulator import simulate
 from tests.planning.helpers import MS, chain, flat
 
@@ -110,3 +110,17 @@ def test_an_overloaded_replay_gives_up_once_the_p99_is_known_to_exceed() -> None
     assert np.sum(np.isfinite(early.latencies)) < len(arrivals) / 2  # it stopped early
     calm = simulate(chain(1.0), one_stage(1), profiles, arrivals * 4, give_up=0.05)
     assert calm.complete and calm.p99 == pytest.approx(0.010)
+
+
+def test_spread_draws_durations_with_the_profiled_mean_and_p99() -> None:
+    profile = LatencyProfile({1: 0.010}, p99={1: 0.030})
+    arrivals = np.arange(20000) * 1.0  # far apart: each latency is one action's duration
+    estimate = simulate(
+        chain(1.0), one_stage(1), {"m0": {"cpu1": profile}}, arrivals, seed=4, spread=True
+    )
+    assert np.mean(estimate.latencies) == pytest.approx(0.010, rel=0.03)
+    assert estimate.p99 == pytest.approx(0.030, rel=0.08)
+    again = simulate(
+        chain(1.0), one_stage(1), {"m0": {"cpu1": profile}}, arrivals, seed=4, spread=True
+    )
+    assert np.array_equal(estimate.latencies, again.latencies)

@@ -90,6 +90,17 @@ class LatencyProfile:
             return self.seconds[sizes[above]]
         return self.seconds[sizes[-1]] * batch / sizes[-1]
 
+    def tail(self, batch: int) -> float | None:
+        """The measured p99 seconds for `batch` rows, looked up as `latency` is; None when
+        the profile has no p99s."""
+        if not self.p99:
+            return None
+        sizes = sorted(self.p99)
+        above = bisect.bisect_left(sizes, batch)
+        if above < len(sizes):
+            return self.p99[sizes[above]]
+        return self.p99[sizes[-1]] * batch / sizes[-1]
+
     def throughput(self, batch: int) -> float:
         """Rows per second of one replica that always runs full batches of `batch`."""
         return batch / self.latency(batch)

@@ -15,6 +15,8 @@ stage's max batch allows. Everything else (queues, batching, dispatch) is the se
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -74,6 +76,35 @@ class Scaling(Protocol):
     ) -> None: ...
 
 
+#: The standard normal's 99th percentile.
+Z99 = 2.3263
+
+
+def spread_durations(
+    pipeline: Pipeline, config: Configuration, profiles: Profiles, seed: int
+) -> Callable[[str, int], float]:
+    """A duration function drawing each INFER from a log-normal with the stage's profiled mean
+    and p99 for that many rows (the mean where there is no p99); loads take no time."""
+    rng = np.random.default_rng(seed + 1)
+    by_stage = {
+        s.name: profile_of(profiles, s.model, config[s.name].hardware) for s in pipeline.stages
+    }
+
+    def duration(stage: str, rows: int) -> float:
+        if rows == 0:
+            return 0.0
+        profile = by_stage[stage]
+        mean, p99 = profile.latency(rows), profile.tail(rows)
+        if p99 is None or p99 <= mean:
+            return mean
+        # mean = exp(mu + s^2/2) and p99 = exp(mu + Z99 s): the smaller root for s
+        ratio = min(math.log(p99 / mean), Z99 * Z99 / 2)
+        sigma = Z99 - math.sqrt(Z99 * Z99 - 2 * ratio)
+        return float(rng.lognormal(math.log(mean) - sigma * sigma / 2, sigma))
+
+    return duration
+
+
 class _GaveUp(Exception):
     """Enough queries were late: the estimate's P99 is over `give_up`."""
 
@@ -96,13 +127,15 @@ def simulate(
     catalogue: Catalogue | None = None,
     give_up: float | None = None,
     scaling: Scaling | None = None,
+    spread: bool = False,
 ) -> Estimate:
     """Replay `arrivals` (sorted seconds) through `pipeline` under `config`.
 
     With `give_up` (seconds), the replay stops as soon as enough queries took longer for the
     P99 to exceed it (the planner's infeasible candidates end early); such an estimate is
     incomplete, its P99 infinite. `scaling` changes replica counts while the replay runs
-    (`headway.planning.scaling`).
+    (`headway.planning.scaling`). With `spread`, each action's duration is drawn (from `seed`)
+    from a log-normal with the profile's mean and p99 at that batch size, instead of the mean.
 
     `rpc_seconds` is the one-way delay between the scheduler and a worker; `noise` multiplies
     each action's profiled duration by (1 + noise * |N(0, 1)|), drawn from `seed`. `catalogue`,
@@ -133,6 +166,10 @@ def simulate(
         max_queue=max(4096, 2 * len(arrivals)),
         seed=seed,
     )
+    if spread:
+        sampler = spread_durations(pipeline, config, profiles, seed)
+        for simulated in sim.workers:
+            simulated.durations = sampler
     replicas_of: dict[str, list[int]] = {}
     idle: dict[str, list[int]] = {}
     next_worker = 0
