@@ -138,8 +138,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=8.0)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--rate", type=float, default=20.0, help="heavy-tail offered req/s")
+    parser.add_argument("--rate", type=float, default=8.0, help="heavy-tail offered req/s")
     parser.add_argument("--ray", action="store_true", help="also the cascade on Ray Serve")
+    parser.add_argument("--only", choices=["fusion", "compete", "cascade"], default=None,
+                        help="one experiment (results.json keeps the others' last figures)")  # fmt: skip
     args = parser.parse_args()
     WORK.mkdir(parents=True, exist_ok=True)
     repository = WORK / "repository"
@@ -149,30 +151,40 @@ def main() -> None:
     (WORK / "headway.yaml").write_text(yaml.safe_dump({"apps": apps}))
     (WORK / "state.db").unlink(missing_ok=True)
     started = machine()
-    results: dict[str, Any] = {"machine": started, "args": vars(args)}
+    previous = WORK / "results.json"
+    results: dict[str, Any] = (
+        json.loads(previous.read_text()) if args.only and previous.exists() else {}
+    )
+    results.update({"machine": started, "args": vars(args)})
+    wanted = {args.only} if args.only else {"fusion", "compete", "cascade"}
     server = ServerProcess(repository, state=WORK / "state.db", workers=2,
                            extra=["--config", str(WORK / "headway.yaml")], log=WORK / "server.log")  # fmt: skip
-    with server:
+    server.start(timeout=300)  # a loaded machine: every stage model loads before it is ready
+    try:
         check(server.url, repository)
         print("answers checked equal to flow.local", flush=True)
-        fusion: dict[str, Any] = {}
-        for concurrency in (32, 1):
-            fusion[str(concurrency)] = rounds(
-                args.rounds, ["chain", "chain-unfused"],
-                lambda app, _, c=concurrency: closed(server.url, app, c, args.duration),
+        if "fusion" in wanted:
+            fusion: dict[str, Any] = {}
+            for concurrency in (32, 1):
+                fusion[str(concurrency)] = rounds(
+                    args.rounds, ["chain", "chain-unfused"],
+                    lambda app, _, c=concurrency: closed(server.url, app, c, args.duration),
+                )  # fmt: skip
+            results["fusion"] = fusion
+        if "compete" in wanted:
+            results["competitive"] = rounds(
+                args.rounds, ["heavy-k2", "heavy-k1"],
+                lambda app, n: open_loop(server.url, app, args.rate, args.duration, seed=n),
             )  # fmt: skip
-        results["fusion"] = fusion
-        results["competitive"] = rounds(
-            args.rounds, ["heavy-k2", "heavy-k1"],
-            lambda app, n: open_loop(server.url, app, args.rate, args.duration, seed=n),
-        )  # fmt: skip
         results["operators"] = {app: operators(server.url, app) for app in APPS}
-        if args.ray:
+        if args.ray and "cascade" in wanted:
             from bench.ray_cascade import compare
 
             results["cascade"] = compare(
                 server.url, repository, args, rounds, closed, payloads("cascade", 48), None
             )
+    finally:
+        server.stop()
     results["machine"]["load_1m_after"] = os.getloadavg()[0]
     (WORK / "results.json").write_text(json.dumps(results, indent=1))
     write_results(results)

@@ -1,5 +1,5 @@
-"""A heavy-tailed operator: each call sleeps for a Pareto-distributed time (a 2 ms scale, shape
-1.2: most calls are short, one in a hundred takes ~50x the median), drawn from a generator
+"""A heavy-tailed operator: each call sleeps for a Pareto-distributed time (a 10 ms scale,
+shape 1.2, at most 1 s: most calls are short, one in a hundred takes ~30x the median), drawn from a generator
 seeded per process. Marked high-variance, it runs on two competing replicas when deployed;
 the first answer wins. Its output does not depend on the draw, so every replica answers alike."""
 
@@ -12,9 +12,9 @@ import time
 from headway.flows import Flow, Row
 
 SEED = 14
-SCALE_S = 0.002
+SCALE_S = 0.01
 SHAPE = 1.2
-CAP_S = 0.5
+CAP_S = 1.0
 
 
 def generator() -> random.Random:

@@ -20,20 +20,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from headway.errors import InvalidInput
-from headway.flows.operators import (
-    Agg,
-    AnyOf,
-    Filter,
-    GroupBy,
-    Join,
-    Lookup,
-    Map,
-    Model,
-    Operator,
-    Services,
-    Shape,
-    Union,
-)
+from headway.flows.operators import Filter, Map, Model, Operator, Services, Shape
+from headway.flows.relational import Agg, AnyOf, GroupBy, Join, Lookup, Union
 from headway.flows.types import FlowError, Row, Schema, Table, column_type
 
 if TYPE_CHECKING:

@@ -16,19 +16,14 @@ import numpy as np
 
 from headway.errors import HeadwayError, InvalidInput, ModelError
 from headway.flows.types import (
-    NUMERIC,
     FlowError,
     Row,
     Schema,
     Table,
-    column_type,
     returns_bool,
     type_name,
     types_of,
 )
-
-AGGREGATES = ("count", "sum", "min", "max", "average")
-HOWS = ("inner", "left", "outer")
 
 
 class Services(Protocol):
@@ -65,13 +60,13 @@ class Operator:
         return self.kind
 
 
-def _need_column(shape: Shape, column: str, where: str, role: str) -> type:
+def need_column(shape: Shape, column: str, where: str, role: str) -> type:
     if not shape.schema.has(column):
         raise FlowError(f"{where}: {role} {column!r} is not a column of {shape.schema.names}")
     return shape.schema.type_of(column)
 
 
-def _ungrouped(shape: Shape, where: str) -> None:
+def check_ungrouped(shape: Shape, where: str) -> None:
     if shape.group is not None:
         raise FlowError(
             f"{where}: the table is grouped by {shape.group!r}; only map, filter and agg "
@@ -111,7 +106,7 @@ class Map(Operator):
         (shape,) = inputs
         kinds = types_of(self.fn, where, batched=self.batching)
         if self.col is not None:
-            _need_column(shape, self.col, where, "col")
+            need_column(shape, self.col, where, "col")
             if len(kinds) != 1:
                 raise FlowError(f"{where}: a map over col {self.col!r} must return one value")
             names = list(self.names) or [self.col]
@@ -123,7 +118,7 @@ class Map(Operator):
                 (names[0], kinds[0]) if c.name == self.col else (c.name, c.type)
                 for c in shape.schema
             ]
-            return Shape(_unique(columns, where), shape.group)
+            return Shape(unique_schema(columns, where), shape.group)
         names = list(self.names) or ([self.describe()[4:]] if len(kinds) == 1 else [])
         if len(names) != len(kinds):
             raise FlowError(
@@ -132,7 +127,7 @@ class Map(Operator):
             )
         if shape.group is not None and shape.group not in names:
             raise FlowError(f"{where}: a map over a table grouped by {shape.group!r} must keep it")
-        return Shape(_unique(list(zip(names, kinds, strict=True)), where), shape.group)
+        return Shape(unique_schema(list(zip(names, kinds, strict=True)), where), shape.group)
 
     def _args(self) -> tuple[Any, ...]:
         if self.init is None:
@@ -144,6 +139,8 @@ class Map(Operator):
     def run(self, inputs: list[Table], services: Services, where: str) -> Table:
         (table,) = inputs
         shape = self.check([Shape(table.schema, table.group)], where)
+        if not table.rows:  # a function is never called with no rows
+            return made_table(shape, [], (), where)
         state = self._args()
         if self.col is not None:
             position = table.schema.index(self.col)
@@ -162,7 +159,7 @@ class Map(Operator):
                 values = [_call(self.fn, where, *state, row) for row in table]
             single = len(shape.schema) == 1
             rows = [(value,) if single else tuple(value) for value in values]
-        return _made(shape, rows, table.qids, where)
+        return made_table(shape, rows, table.qids, where)
 
 
 @dataclass
@@ -189,7 +186,7 @@ class Model(Operator):
         if not self.outputs:
             raise FlowError(f"{where}: a model operator must declare its outputs (tensor: type)")
         for column in (self.inputs or {}).values():
-            _need_column(shape, column, where, "input column")
+            need_column(shape, column, where, "input column")
         names = list(self.names) or list(self.outputs)
         if len(names) != len(self.outputs):
             raise FlowError(
@@ -197,7 +194,7 @@ class Model(Operator):
             )
         added = list(zip(names, self.outputs.values(), strict=True))
         return Shape(
-            _unique([*((c.name, c.type) for c in shape.schema), *added], where), shape.group
+            unique_schema([*((c.name, c.type) for c in shape.schema), *added], where), shape.group
         )
 
     def encode(self, table: Table, where: str) -> dict[str, np.ndarray]:
@@ -219,7 +216,7 @@ class Model(Operator):
         rows = [
             (*values, *(column[i] for column in columns)) for i, values in enumerate(table.rows)
         ]
-        return _made(shape, rows, table.qids, where)
+        return made_table(shape, rows, table.qids, where)
 
     def run(self, inputs: list[Table], services: Services, where: str) -> Table:
         (table,) = inputs
@@ -255,6 +252,8 @@ class Filter(Operator):
 
     fn: Callable[[Row], bool]
     group: bool = False
+    #: A filter is called row by row: it batches (the rows of many queries in one action).
+    batching: bool = True
     kind: ClassVar[str] = "filter"
     rowwise: ClassVar[bool] = True
 
@@ -292,224 +291,7 @@ def select_rows(table: Table, keep: Sequence[bool]) -> Table:
     return Table(table.schema, rows, qids, table.group)
 
 
-@dataclass
-class Union(Operator):
-    """Every input's rows, in input order; the schemas must be equal."""
-
-    kind: ClassVar[str] = "union"
-
-    def check(self, inputs: list[Shape], where: str) -> Shape:
-        return _same_schemas(inputs, where)
-
-    def run(self, inputs: list[Table], services: Services, where: str) -> Table:
-        rows = tuple(v for t in inputs for v in t.rows)
-        return Table(inputs[0].schema, rows, tuple(q for t in inputs for q in t.qids))
-
-
-@dataclass
-class AnyOf(Operator):
-    """Exactly one input, whichever arrives first (in-process: the first listed)."""
-
-    kind: ClassVar[str] = "anyof"
-
-    def check(self, inputs: list[Shape], where: str) -> Shape:
-        return _same_schemas(inputs, where)
-
-    def run(self, inputs: list[Table], services: Services, where: str) -> Table:
-        return inputs[0]
-
-
-def _same_schemas(inputs: list[Shape], where: str) -> Shape:
-    for shape in inputs:
-        _ungrouped(shape, where)
-        if shape.schema != inputs[0].schema:
-            raise FlowError(
-                f"{where}: inputs differ in schema: {inputs[0].schema.describe()} vs "
-                f"{shape.schema.describe()}"
-            )
-    return Shape(inputs[0].schema)
-
-
-@dataclass
-class Join(Operator):
-    """A nested-loop equi-join on the query id (`on="qid"`) or a column; `how` is inner,
-    left or outer (a missing side is NULL). The right side's clashing names get `rsuffix`."""
-
-    on: str = "qid"
-    how: str = "inner"
-    rsuffix: str = "_right"
-    kind: ClassVar[str] = "join"
-
-    def check(self, inputs: list[Shape], where: str) -> Shape:
-        if self.how not in HOWS:
-            hint = "; swap the two tables for a right join" if self.how == "right" else ""
-            raise FlowError(f"{where}: how must be one of {list(HOWS)}, not {self.how!r}{hint}")
-        left, right = inputs
-        _ungrouped(left, where)
-        _ungrouped(right, where)
-        if self.on != "qid":
-            kinds = {_need_column(s, self.on, where, f"join key on {side}")
-                     for s, side in ((left, "the left"), (right, "the right"))}  # fmt: skip
-            if len(kinds) > 1:
-                raise FlowError(f"{where}: join key {self.on!r} has different types on each side")
-        columns = [(c.name, c.type) for c in left.schema]
-        for c in right.schema:
-            if c.name == self.on:
-                continue
-            name = c.name + self.rsuffix if left.schema.has(c.name) else c.name
-            columns.append((name, c.type))
-        return Shape(_unique(columns, where))
-
-    def run(self, inputs: list[Table], services: Services, where: str) -> Table:
-        left, right = inputs
-        shape = self.check([Shape(left.schema), Shape(right.schema)], where)
-        keep = [i for i, c in enumerate(right.schema) if c.name != self.on]
-        lkey = self._keys(left)
-        rkey = self._keys(right)
-        nulls_left = (None,) * len(left.schema)
-        rows: list[tuple[Any, ...]] = []
-        qids: list[int] = []
-        matched: set[int] = set()
-        for lv, lq, lk in zip(left.rows, left.qids, lkey, strict=True):
-            found = False
-            for j, (rv, rk) in enumerate(zip(right.rows, rkey, strict=True)):
-                if lk == rk and lk is not None:
-                    rows.append((*lv, *(rv[i] for i in keep)))
-                    qids.append(lq)
-                    matched.add(j)
-                    found = True
-            if not found and self.how in ("left", "outer"):
-                rows.append((*lv, *(None for _ in keep)))
-                qids.append(lq)
-        if self.how == "outer":
-            at = left.schema.index(self.on) if self.on != "qid" else None
-            for j, (rv, rq) in enumerate(zip(right.rows, right.qids, strict=True)):
-                if j not in matched:
-                    missing: list[Any] = list(nulls_left)
-                    if at is not None:
-                        missing[at] = rv[right.schema.index(self.on)]
-                    rows.append((*missing, *(rv[i] for i in keep)))
-                    qids.append(rq)
-        return _made(shape, rows, qids, where)
-
-    def _keys(self, table: Table) -> list[Any]:
-        return list(table.qids) if self.on == "qid" else table.column(self.on)
-
-
-@dataclass
-class Lookup(Operator):
-    """Adds column `name` holding a value kept in the store: under the constant `key`, or
-    (`dynamic`) under the key each row holds in column `key`."""
-
-    key: str
-    dynamic: bool = False
-    name: str | None = None
-    type: type = object
-    kind: ClassVar[str] = "lookup"
-    rowwise: ClassVar[bool] = True
-
-    def describe(self) -> str:
-        return f"lookup:{self.key}"
-
-    @property
-    def column(self) -> str:
-        return self.name or ("value" if self.dynamic else self.key)
-
-    def check(self, inputs: list[Shape], where: str) -> Shape:
-        (shape,) = inputs
-        kind = column_type(self.type, where)
-        if self.dynamic:
-            key = _need_column(shape, self.key, where, "dynamic lookup key column")
-            if key not in (str, int):
-                raise FlowError(f"{where}: lookup key column {self.key!r} must be str or int")
-        columns = [*((c.name, c.type) for c in shape.schema), (self.column, kind)]
-        return Shape(_unique(columns, where), shape.group)
-
-    def run(self, inputs: list[Table], services: Services, where: str) -> Table:
-        (table,) = inputs
-        shape = self.check([Shape(table.schema, table.group)], where)
-        keys = [str(k) for k in table.column(self.key)] if self.dynamic else [self.key] * len(table)
-        rows = [
-            (*values, services.lookup(key)) for values, key in zip(table.rows, keys, strict=True)
-        ]
-        return _made(shape, rows, table.qids, where)
-
-
-@dataclass
-class GroupBy(Operator):
-    """Groups rows by a column's value, for `agg` and `filter(group=True)`."""
-
-    col: str
-    kind: ClassVar[str] = "groupby"
-
-    def check(self, inputs: list[Shape], where: str) -> Shape:
-        (shape,) = inputs
-        _ungrouped(shape, where)
-        _need_column(shape, self.col, where, "groupby column")
-        return Shape(shape.schema, self.col)
-
-    def run(self, inputs: list[Table], services: Services, where: str) -> Table:
-        (table,) = inputs
-        return Table(table.schema, table.rows, table.qids, self.col)
-
-
-@dataclass
-class Agg(Operator):
-    """count, sum, min, max or average of a numeric column (NULLs skipped): one row per group
-    `(key, fn)`, or one row `(fn)` for an ungrouped table."""
-
-    fn: str
-    col: str
-    kind: ClassVar[str] = "agg"
-
-    def describe(self) -> str:
-        return f"agg:{self.fn}({self.col})"
-
-    def check(self, inputs: list[Shape], where: str) -> Shape:
-        (shape,) = inputs
-        if self.fn not in AGGREGATES:
-            raise FlowError(f"{where}: fn must be one of {list(AGGREGATES)}, not {self.fn!r}")
-        kind = _need_column(shape, self.col, where, "agg column")
-        if self.fn != "count" and kind not in NUMERIC:
-            raise FlowError(
-                f"{where}: column {self.col!r} is {type_name(kind)}, not numeric: "
-                f"{self.fn} needs int, float or bool"
-            )
-        result = int if self.fn == "count" else float
-        if shape.group is None:
-            return Shape(Schema([(self.fn, result)]))
-        return Shape(Schema([(shape.group, shape.schema.type_of(shape.group)), (self.fn, result)]))
-
-    def run(self, inputs: list[Table], services: Services, where: str) -> Table:
-        (table,) = inputs
-        shape = self.check([Shape(table.schema, table.group)], where)
-        values = table.column(self.col)
-        if table.group is None:
-            qid = min(table.qids, default=0)
-            return _made(shape, [(self._reduce(values),)], [qid], where)
-        keys = table.column(table.group)
-        groups: dict[Any, tuple[int, list[Any]]] = {}
-        for key, value, qid in zip(keys, values, table.qids, strict=True):
-            groups.setdefault(key, (qid, []))[1].append(value)
-        rows = [(key, self._reduce(vals)) for key, (_, vals) in groups.items()]
-        return _made(shape, rows, [qid for qid, _ in groups.values()], where)
-
-    def _reduce(self, values: list[Any]) -> Any:
-        present = [v for v in values if v is not None]
-        if self.fn == "count":
-            return len(present)
-        if not present:
-            return None
-        if self.fn == "sum":
-            return float(sum(present))
-        if self.fn == "min":
-            return float(min(present))
-        if self.fn == "max":
-            return float(max(present))
-        return float(sum(present)) / len(present)
-
-
-def _unique(columns: list[tuple[str, type]], where: str) -> Schema:
+def unique_schema(columns: list[tuple[str, type]], where: str) -> Schema:
     seen: set[str] = set()
     for name, _ in columns:
         if name in seen:
@@ -520,7 +302,9 @@ def _unique(columns: list[tuple[str, type]], where: str) -> Schema:
     return Schema(columns)
 
 
-def _made(shape: Shape, rows: Sequence[Sequence[Any]], qids: Sequence[int], where: str) -> Table:
+def made_table(
+    shape: Shape, rows: Sequence[Sequence[Any]], qids: Sequence[int], where: str
+) -> Table:
     """The operator's output, every value checked against the schema it declared."""
     try:
         return Table.build(shape.schema, rows, qids, group=shape.group, where=where)

@@ -16,7 +16,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from headway.flows.operators import Operator, Services, Shape, _made, _need_column, encode_inputs
+from headway.flows.operators import (
+    Operator,
+    Services,
+    Shape,
+    encode_inputs,
+    made_table,
+    need_column,
+)
 from headway.flows.types import FlowError, Schema, Table
 from headway.selection import Decision, Selection, StateRegistry, make_policy
 
@@ -51,7 +58,7 @@ class Select(Operator):
         if len(self.names) != 2:
             raise FlowError(f"{where}: names must name the output and confidence columns")
         for column in (self.inputs or {}).values():
-            _need_column(shape, column, where, "input column")
+            need_column(shape, column, where, "input column")
         columns = [*((c.name, c.type) for c in shape.schema)]
         columns += [(self.names[0], object), (self.names[1], float)]
         return Shape(Schema(columns), shape.group)
@@ -80,4 +87,4 @@ class Select(Operator):
             answers = {m: self.answer(services.predict(m, tensors)) for m in selection.models}
             decision = self.decide(answers, selection)
             rows.append((*values, plain(decision.output), float(decision.confidence)))
-        return _made(shape, rows, table.qids, where)
+        return made_table(shape, rows, table.qids, where)

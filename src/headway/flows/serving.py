@@ -34,8 +34,9 @@ from headway.errors import ConfigError, HeadwayError, InvalidInput, ModelError
 from headway.flows.flow import Flow, Options
 from headway.flows.local import run_action, run_stage
 from headway.flows.lookups import Lookups
-from headway.flows.operators import AnyOf, Model, Shape, encode_inputs, select_rows
+from headway.flows.operators import Model, Shape, encode_inputs, select_rows
 from headway.flows.plan import ACTION, SOURCE, Plan, Stage
+from headway.flows.relational import AnyOf
 from headway.flows.select import Select
 from headway.flows.source import load_flow, split_spec
 from headway.flows.stats import FlowStats
@@ -437,7 +438,7 @@ async def _first(futures: list[asyncio.Future[Any]]) -> Any:
     errors: list[BaseException] = []
     while pending:
         done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-        for future in done:
+        for future in (f for f in futures if f in done):  # ties go to the first listed
             error = future.exception()
             if error is None:
                 for other in pending:
