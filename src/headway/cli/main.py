@@ -28,7 +28,13 @@ def cli() -> None:
     required=True,
     help="Model repository folder: <model>/model.yaml, <model>/<version>/.",
 )
-@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on (HTTP and gRPC): 0.0.0.0 to serve other machines, with an "
+    "admin token (docs/security.md).",
+)
 @click.option(
     "--port",
     default=8000,
@@ -193,6 +199,7 @@ def cli() -> None:
     default="warning",
     show_default=True,
     type=click.Choice(["debug", "info", "warning", "error"]),
+    help="What the server logs: info adds start-up and model loads, debug each decision.",
 )
 def serve(**options: object) -> None:
     """Serve a model repository over the Open Inference Protocol."""
