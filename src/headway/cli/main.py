@@ -199,7 +199,7 @@ def cli() -> None:
     default="warning",
     show_default=True,
     type=click.Choice(["debug", "info", "warning", "error"]),
-    help="What the server logs: info adds start-up and model loads, debug each decision.",
+    help="Least severe log messages shown: warning for normal use, info or debug to investigate.",
 )
 def serve(**options: object) -> None:
     """Serve a model repository over the Open Inference Protocol."""
