@@ -27,6 +27,7 @@ from headway.api.errors import (
     Headers,
     Response,
     error_response,
+    http_status,
     method_not_allowed,
     problem,
 )
@@ -40,6 +41,7 @@ from headway.api.limits import (
 from headway.api.metrics import render
 from headway.api.openapi import OPENAPI
 from headway.api.statistics import statistics
+from headway.api.tracing import Trace, Tracing
 from headway.apps import AppRegistry
 from headway.control.controller import Controller
 from headway.errors import HeadwayError, InvalidInput, PayloadTooLarge, Unavailable
@@ -72,8 +74,12 @@ class HeadwayApp:
         max_body_bytes: int = 64 * 2**20,
         apps: AppRegistry | None = None,
         admin_token: str | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.controller = controller
+        #: OpenTelemetry traces of inferences (`api.tracing`); None: off.
+        self.tracing = tracing
+        controller.tracing = tracing is not None
         self.max_body_bytes = max_body_bytes
         #: With a token, the routes that change state need it (`api.auth`).
         self.admin_token = AdminToken(admin_token) if admin_token else None
@@ -110,6 +116,8 @@ class HeadwayApp:
             task.cancel()
         await self.apps.stop()
         await self.controller.stop()
+        if self.tracing is not None:
+            self.tracing.shutdown()  # exports the spans still batched
 
     def catch_up(self) -> None:
         """The HTTP server is deep in a long turn of reads: answer what the workers finished
@@ -306,7 +314,10 @@ class HeadwayApp:
                 version, rest = rest[1], rest[2:]
             if rest == ["infer"]:
                 _expect(method, "POST")
-                self._infer(name, version, headers, body, received, reply)
+                if self.tracing is None:
+                    self._infer(name, version, headers, body, received, reply)
+                else:
+                    self._traced_infer(name, version, headers, body, received, reply)
                 return None
             if not rest:
                 _expect(method, "GET")
@@ -355,6 +366,7 @@ class HeadwayApp:
         body: bytes,
         received: float | None,
         reply: Reply,
+        trace: Trace | None = None,
     ) -> None:
         controller = self.controller
         model = controller.model(name, version)
@@ -375,6 +387,8 @@ class HeadwayApp:
                 request.all_binary = True
             else:
                 request = oip.decode_infer(body, length)
+        if trace is not None:
+            trace.mark_decoded(controller.clock.now())
         timeout, priority = schedule_policy(request.parameters)
         controller.submit(
             name,
@@ -387,7 +401,34 @@ class HeadwayApp:
             # refused everyone after one stall)
             waited=0.0 if received is None else max(0.0, controller.clock.now() - received),
             then=partial(_reply_encoded, reply, request, name),
+            trace=trace,
         )
+
+    def _traced_infer(
+        self,
+        name: str,
+        version: str | None,
+        headers: dict[bytes, bytes],
+        body: bytes,
+        received: float | None,
+        reply: Reply,
+    ) -> None:
+        """`_infer` inside a trace (`api.tracing`): its spans end when its answer leaves."""
+        assert self.tracing is not None
+        clock = self.controller.clock
+        trace = self.tracing.start(
+            name, headers.get(b"traceparent"), clock.now() if received is None else received
+        )
+
+        def answered(response: Response) -> None:
+            trace.finish(clock.now(), response[0])
+            reply(response)
+
+        try:
+            self._infer(name, version, headers, body, received, answered, trace)
+        except HeadwayError as exc:
+            trace.finish(clock.now(), http_status(exc))
+            raise
 
 
 #: How a request's answer reaches its connection: called once, with (status, body, headers).

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import uvicorn
 
+from headway.api import tracing
 from headway.api.app import HeadwayApp
 from headway.api.auth import exposure_warning
 from headway.api.http import HttpServer
@@ -106,6 +107,7 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
         max_body_bytes=int(settings.max_body_mb * 2**20),
         apps=apps,
         admin_token=settings.admin_token,
+        tracing=tracing.from_environment(),
     )
     if settings.grpc_port:
         from headway.api.grpc.server import GrpcServer

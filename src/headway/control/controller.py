@@ -82,6 +82,8 @@ class Controller(ModelLifecycle):
         #: workers call a model); `stats` is keyed the same way.
         self._states: dict[str, ModelState] = {}
         self.stats: dict[str, ModelStats] = {}
+        #: Whether requests may carry traces (`submit(trace=...)`); off: not looked at.
+        self.tracing = False
         self._remembered = store.model_states() if store else {}
         for name in repository.models:
             self._register(name)
@@ -217,6 +219,7 @@ class Controller(ModelLifecycle):
         priority: int | None = None,
         waited: float = 0.0,
         then: Callable[[asyncio.Future[Prediction]], None] | None = None,
+        trace: Any = None,
     ) -> asyncio.Future[Prediction]:
         """`infer` without awaiting: admit the request now (a HeadwayError at once if it
         cannot be), and return the future of its prediction, which fails with a HeadwayError
@@ -254,6 +257,7 @@ class Controller(ModelLifecycle):
                     future.add_done_callback(then)
             else:
                 request.then = then
+                request.trace = trace
                 if self._runs_inline:
                     future = self._run_alone(request) or self._enqueue(request)
                 else:
@@ -400,8 +404,14 @@ class Controller(ModelLifecycle):
                 # counted when run, not when sent: a batch the worker refused (too late to
                 # start) is requeued and would otherwise count twice
                 received = self.clock.now()
-                self._answer(dispatch, tensors)
                 ran = float(reply.get("duration") or 0.0)
+                if self.tracing:  # before the answers: answering ends a request's trace
+                    for r in dispatch.requests:
+                        if r.trace is not None:
+                            r.trace.executed(
+                                r.arrival, dispatch.sent_at, received, ran, dispatch.rows, worker
+                            )
+                self._answer(dispatch, tensors)
                 self.stats[dispatch.model].executed(
                     dispatch.rows,
                     [dispatch.sent_at - r.arrival for r in dispatch.requests],

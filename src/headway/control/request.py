@@ -34,6 +34,8 @@ class Request:
     seq: int = field(default=0)
     #: False for a cold run (the first after a load) whose duration must not shape estimates.
     measured: bool = True
+    #: The transport's trace of this request (`api.tracing.Trace`), when tracing is on.
+    trace: Any = None
 
     def sort_key(self) -> tuple[int, float, int]:
         return (self.priority, self.deadline, self.seq)
