@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from headway.planning.pipeline import Configuration, StageConfig
+from headway.planning.pipeline import Configuration, LatencyProfile, StageConfig
 from headway.planning.planner import Planner
 from tests.planning.helpers import CATALOGUE, MS, chain, flat
 
@@ -119,3 +119,14 @@ def test_the_plan_is_feasible_and_no_single_action_makes_it_cheaper() -> None:
                 assert p.cost(candidate) >= plan.cost_per_hour
     # the GPU-like kind costs 30x a cpu1 worker: at this load the plan leaves it
     assert all(plan.config[s].hardware != "gpu" for s in ("s0", "s1"))
+
+
+def test_planning_with_spread_durations_provisions_for_the_tail() -> None:
+    profile = LatencyProfile({1: 0.010}, p99={1: 0.040})
+    args = (chain(1.0), {"m0": {"cpu1": profile}}, CATALOGUE, steady(60, 20), 0.050)
+    lean = Planner(*args).plan()
+    tailed = Planner(*args, spread=True).plan()
+    assert lean.config is not None and tailed.config is not None
+    assert lean.config["s0"].replicas == 1  # 10 ms every 16.7 ms: never a queue
+    assert tailed.config["s0"].replicas > 1
+    assert tailed.p99 <= 0.050

@@ -219,6 +219,13 @@ def pipeline_for(
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="With --samples: the model repository the flow's models are loaded from.",
 )
+@click.option(
+    "--spread/--no-spread",
+    default=False,
+    show_default=True,
+    help="Estimate with each action's duration drawn from its profile's mean and p99 at that "
+    "batch size, instead of the mean alone (InferLine's estimator).",
+)
 @click.option("--rpc-ms", default=0.0, show_default=True, type=click.FloatRange(min=0))
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", "-o", type=click.Path(dir_okay=False, path_type=Path))
@@ -233,6 +240,7 @@ def plan_command(
     simulate_plan: Path | None,
     samples: Path | None,
     repository: Path | None,
+    spread: bool,
     rpc_ms: float,
     seed: int,
     out: Path | None,
@@ -249,7 +257,14 @@ def plan_command(
         known = profiles_from_rows(rows)
         arrivals = read_arrivals(trace)
         planner = Planner(
-            pipeline, known, kinds, arrivals, slo_ms / 1e3, seed=seed, rpc_seconds=rpc_ms / 1e3
+            pipeline,
+            known,
+            kinds,
+            arrivals,
+            slo_ms / 1e3,
+            seed=seed,
+            rpc_seconds=rpc_ms / 1e3,
+            spread=spread,
         )
         if simulate_plan is not None:
             _estimate(console, planner, read_plan(simulate_plan).configuration(), arrivals)
@@ -288,6 +303,7 @@ def _estimate(
         seed=planner.seed,
         rpc_seconds=planner.rpc_seconds,
         catalogue=planner.catalogue,
+        spread=planner.spread,
     )
     seconds = time.perf_counter() - started
     console.print(

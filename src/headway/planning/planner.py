@@ -70,6 +70,7 @@ class Planner:
         *,
         seed: int = 0,
         rpc_seconds: float = 0.0,
+        spread: bool = False,
     ) -> None:
         self.pipeline = pipeline
         self.profiles = profiles
@@ -78,6 +79,8 @@ class Planner:
         self.slo = slo
         self.seed = seed
         self.rpc_seconds = rpc_seconds
+        #: estimate with each action drawn from its profile's mean and p99 (`simulate`)
+        self.spread = spread
         self._estimates: dict[tuple[tuple[str, int, int], ...], Estimate] = {}
         duration = float(self.arrivals[-1] - self.arrivals[0]) if len(self.arrivals) > 1 else 1.0
         #: queries per second of the planning trace
@@ -100,6 +103,7 @@ class Planner:
                 rpc_seconds=self.rpc_seconds,
                 catalogue=self.catalogue,
                 give_up=self.slo,
+                spread=self.spread,
             )
         return found
 
