@@ -3,6 +3,7 @@ engine, models placed on the nodes that have the resources they declare, replica
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -152,3 +153,54 @@ def test_replicas_are_actors_created_on_load_and_removed_on_unload(
     np.testing.assert_array_equal(
         outputs_of(infer_json(ray_server.url, "pair", rows))["output-0"], rows * 2
     )
+
+
+def test_without_an_address_the_server_starts_ray_and_stops_it_at_exit(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    models.python_model(root, "doubler", "Doubler")
+    server = ServerProcess(
+        root, state=tmp_path / "s.db", extra=["--engine", "ray"], log=tmp_path / "server.log"
+    )
+    server.start(timeout=START_S)
+    try:
+        assert server.process is not None
+        ray_processes = descendants(server.process.pid)
+        names = {name for name in (command(pid) for pid in ray_processes) if name}
+        assert any("raylet" in name for name in names), names
+        assert any("gcs_server" in name for name in names), names
+        rows = np.ones((2, 4), np.float32)
+        np.testing.assert_array_equal(
+            outputs_of(infer_json(server.url, "doubler", rows))["output-0"], rows * 2
+        )
+    finally:
+        server.stop(timeout=60)
+    assert server.process.returncode == 0
+    left = {pid: command(pid) for pid in ray_processes if command(pid)}
+    assert not left, f"Ray processes outlived the server: {left}"
+
+
+def command(pid: int) -> str:
+    """The command line of a live process ('' once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read().replace(b"\0", b" ").decode(errors="replace")[:200]
+    except OSError:
+        return ""
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process below `pid` (Linux /proc)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+    found: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
