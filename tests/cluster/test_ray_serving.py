@@ -204,3 +204,45 @@ def descendants(pid: int) -> set[int]:
         frontier = {child for child, parent in parents.items() if parent in frontier} - found
         found |= frontier
     return found
+
+
+def test_applications_work_unchanged_on_ray(
+    ray_server: ServerProcess, repository: tuple[Path, dict[str, Any]]
+) -> None:
+    rows, want = repository[1]["digits-logreg"]
+    api = models.AppClient(ray_server.url)
+    try:
+        api.call("PUT", "/apps/digits", {"models": ["digits-logreg"], "policy": "fixed",
+                                         "default_output": -1, "slo_ms": 1000}, status=201)  # fmt: skip
+        for row, label in zip(rows[:5], want["label"][:5], strict=True):
+            answer = api.predict("digits", row)
+            assert answer["output"] == int(label), answer
+            api.feedback("digits", answer["query_id"], int(label))
+    finally:
+        api.close()
+
+
+def test_many_models_load_and_evict_in_a_pool_of_actors_under_a_memory_budget(
+    cluster: Any, repository: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    root = tmp_path / "repo"
+    for name in ("first", "second", "third"):
+        models.python_model(root, name, "Doubler", "memory_mb: 60\n")
+    extra = ["--engine", "ray", "--ray-address", cluster.address, "--workers", "1",
+             "--memory-budget-mb", "100"]  # fmt: skip
+    server = ServerProcess(root, state=tmp_path / "s.db", extra=extra, log=tmp_path / "log")
+    server.start(timeout=START_S)
+    try:
+        rows = np.ones((1, 4), np.float32)
+        for _ in range(2):  # each load evicts the one before: the budget holds one at a time
+            for name in ("first", "second", "third"):
+                got = outputs_of(
+                    infer_json(server.url, name, rows, parameters={"timeout": 10_000_000})
+                )
+                np.testing.assert_array_equal(got["output-0"], rows * 2)
+        loads = metric(server, "headway_loads_total")[0][1]
+        evictions = metric(server, "headway_evictions_total")[0][1]
+        assert loads >= 6 and evictions >= 5, (loads, evictions)
+        assert [labels["worker"] for labels, _ in metric(server, "headway_worker_node")] == ["0"]
+    finally:
+        server.stop()
