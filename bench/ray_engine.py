@@ -3,7 +3,9 @@ on one machine, in one run.
 
 The workload is ``overhead.py``'s (one row of 20 features per request, ``predict_proba`` of
 the benchmark's LogisticRegression, OIP JSON bodies), closed loop at 32 and at 1 connection.
-Systems: ``headway`` (``--engine local --workers 1``), ``headway-ray`` (``--engine ray``: the
+Systems: ``headway`` (``--engine local --workers 1``, its worker on a Unix socket),
+``headway-tcp`` (the same over ``tcp://127.0.0.1``: the Ray engine's transport without Ray),
+``headway-ray`` (``--engine ray``: the
 model's one replica is a Ray actor on a one-node Ray instance the server starts itself; the
 data plane is the local engine's, over TCP instead of a Unix socket) and Ray Serve's two
 configurations from ``systems.py`` (``ray``: no batching; ``ray-batch``: ``@serve.batch``),
@@ -43,7 +45,7 @@ from systems import BY_NAME, THREADS, _headway
 
 from headway.launcher import free_port
 
-SYSTEMS = ("headway", "headway-ray", "ray", "ray-batch")
+SYSTEMS = ("headway", "headway-tcp", "headway-ray", "ray", "ray-batch")
 BLOCK = re.compile(r"<!-- ray_engine.py -->.*?<!-- /ray_engine.py -->", re.S)
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
@@ -52,6 +54,8 @@ def server(name: str, paths: models.ModelPaths, port: int, work: Path) -> Server
     """`name` serving the LogisticRegression on `port`."""
     if name == "headway-ray":
         spec = _headway("lr", paths, port, work, "--engine", "ray")
+    elif name == "headway-tcp":  # the local engine on the Ray engine's transport
+        spec = _headway("lr", paths, port, work, "--endpoint", "tcp://127.0.0.1:0")
     elif name.startswith("ray"):  # Ray Serve's peer app, on this interpreter's Ray
         spec = BY_NAME[name].launch("lr", paths, port, work)
         spec = replace(spec, argv=[sys.executable, *spec.argv[1:]])
@@ -89,6 +93,7 @@ def markdown(data: dict[str, Any]) -> str:
         "## Issue 16: `bench/ray_engine.py` (Headway on Ray vs Headway local vs Ray Serve)",
         "",
         "`headway` is `--engine local --workers 1` (one worker process over a Unix socket); "
+        "`headway-tcp` the same over `tcp://127.0.0.1` (the Ray engine's transport, no Ray); "
         "`headway-ray` is `--engine ray` (the model's one replica a Ray actor on a one-node Ray "
         "instance the server started, talking to the frontend over TCP); `ray` and `ray-batch` "
         "are Ray Serve (1 replica; `@serve.batch(32, 10 ms)` for `ray-batch`), each on its own "
@@ -117,7 +122,14 @@ def markdown(data: dict[str, Any]) -> str:
     lines += ["", "| target | result | measured |", "|---|---|---|"]
     lines += [f"| {name} | {'met' if ok else '**missed**'} | {detail} |"
               for name, ok, detail in data["verdicts"]]  # fmt: skip
-    lines.append("<!-- /ray_engine.py -->")
+    tcp, on_ray = fig["headway-tcp"], fig["headway-ray"]
+    lines += [
+        "",
+        "The same data plane without Ray (`headway-tcp` vs `headway-ray`): c=32 "
+        f"{tcp['c32']['throughput_rps']:,.0f} vs {on_ray['c32']['throughput_rps']:,.0f} req/s, "
+        f"c=1 p50 {tcp['c1']['p50_ms']:.3f} vs {on_ray['c1']['p50_ms']:.3f} ms.",
+        "<!-- /ray_engine.py -->",
+    ]
     return "\n".join(lines)
 
 

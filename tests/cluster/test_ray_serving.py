@@ -159,7 +159,11 @@ def test_without_an_address_the_server_starts_ray_and_stops_it_at_exit(tmp_path:
     root = tmp_path / "repo"
     models.python_model(root, "doubler", "Doubler")
     server = ServerProcess(
-        root, state=tmp_path / "s.db", extra=["--engine", "ray"], log=tmp_path / "server.log"
+        root,
+        state=tmp_path / "s.db",
+        extra=["--engine", "ray"],
+        log=tmp_path / "server.log",
+        env={"RAY_ADDRESS": ""},  # the test cluster sets it for its own session
     )
     server.start(timeout=START_S)
     try:

@@ -21,6 +21,7 @@ engine starts a replacement actor, which Ray places wherever resources allow.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import logging
@@ -48,6 +49,8 @@ _OWN_INSTANCE_ENV = {
     "RAY_prestart_worker_first_driver": "0",
     "RAY_USAGE_STATS_ENABLED": "0",
 }
+#: Seconds after which a worker that Ray has not placed yet is reported in the log.
+PLACEMENT_WARNING_S = 30.0
 #: Seconds a released actor gets to leave its loop before it is killed.
 RELEASE_GRACE_S = 2.0
 
@@ -151,8 +154,8 @@ class RayEngine(LocalEngine):
         self._ids = itertools.count(self.size)
         self._released: set[int] = set()
         self._actors: list[_Actor] = []
-        self._started_ray = False
         self._actor_class: Any = None
+        self._tasks: list[asyncio.Task[None]] = []
         #: The address actors connect to (the listening endpoint with this node's IP).
         self.advertised = ""
 
@@ -162,14 +165,14 @@ class RayEngine(LocalEngine):
         import ray
 
         self._actor_class = ray.remote(WorkerActor)
-        host, _, port = self.endpoint[len("tcp://") :].rpartition(":")
         await super().start()  # listens (binding port 0 to a free port) and starts the pool
-        port = self.endpoint.rpartition(":")[2]
-        if host in ("", "*", "0.0.0.0"):
+        host, _, port = self.endpoint[len("tcp://") :].rpartition(":")
+        if host in ("", "*", "0.0.0.0"):  # listening everywhere: actors dial this node's IP
             host = ray.util.get_node_ip_address()
         self.advertised = f"tcp://{host}:{port}"
         for worker in range(self.size):  # the pool's actors, now that the address is known
             self._spawn(worker)
+        self._tasks.append(asyncio.create_task(self._watch_placement()))
 
     def _connect(self) -> None:
         import ray
@@ -181,8 +184,10 @@ class RayEngine(LocalEngine):
             "logging_level": logging.WARNING,
             "configure_logging": False,
         }
-        if self.address:
-            ray.init(address=self.address, **options)
+        # Ray's own variable names a cluster too (as for any Ray program); empty is none.
+        address = self.address or os.environ.pop("RAY_ADDRESS", "")
+        if address:
+            ray.init(address=address, **options)
             return
         # Our own instance, for as long as this server runs. Its workers at normal priority:
         # Ray starts them at nice 15, where they would lose the CPU to anything else here.
@@ -194,9 +199,37 @@ class RayEngine(LocalEngine):
             object_store_memory=OBJECT_STORE_BYTES,
             **options,
         )
-        self._started_ray = True
+
+    async def _watch_placement(self) -> None:
+        """Say which workers Ray has not placed yet, and what they wait for (as Ray Serve
+        does for replicas that take long to schedule): a model whose nodes are full waits,
+        and stays LOADING, until room frees up or a node joins."""
+        import ray
+
+        warned: set[tuple[int, int]] = set()
+        while not self._stopping:
+            await asyncio.sleep(PLACEMENT_WARNING_S / 3)
+            assert self._loop is not None
+            now = self._loop.time()
+            for proc in list(self._procs.values()):
+                key = (proc.worker, proc.incarnation)
+                if proc.ready or key in warned or now - proc.started < PLACEMENT_WARNING_S:
+                    continue
+                assert isinstance(proc.process, _Actor)
+                if proc.process.located() is None:
+                    warned.add(key)
+                    log.warning(
+                        "worker %d has waited %.0f s for Ray to place it; it needs %s, and the "
+                        "cluster has %s free",
+                        proc.worker,
+                        now - proc.started,
+                        self._resources.get(proc.worker, DEFAULT).describe(),
+                        _free(ray.available_resources()),
+                    )
 
     async def stop(self, timeout: float = 3.0) -> None:
+        for task in self._tasks:
+            task.cancel()
         await super().stop(timeout)
         for actor in self._actors:
             actor.kill()
@@ -299,3 +332,11 @@ class RayEngine(LocalEngine):
         """A ready worker's connection closed: its actor is dead or cut off (its node may be
         gone, and Ray may take many seconds to say so). Replace it now."""
         self._exited(proc, None)
+
+
+def _free(available: dict[str, float]) -> str:
+    shown = {k: v for k, v in available.items() if not k.startswith("node:")}
+    if "memory" in shown:
+        shown["memory_mb"] = shown.pop("memory") / 2**20
+    shown.pop("object_store_memory", None)
+    return ", ".join(f"{k} {v:g}" for k, v in sorted(shown.items())) or "nothing"
