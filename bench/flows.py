@@ -63,6 +63,11 @@ def machine() -> dict[str, Any]:
             "load_1m": os.getloadavg()[0]}  # fmt: skip
 
 
+def stamp() -> str:
+    """When a section was measured, and how busy the machine was."""
+    return f"measured {time.strftime('%H:%M UTC', time.gmtime())}, load average {os.getloadavg()[0]:.1f}"
+
+
 def payloads(app: str, count: int = 64) -> list[bytes]:
     rows = inputs(EXAMPLE_OF[app], count)
     return [orjson.dumps({"input": r.tolist() if hasattr(r, "tolist") else r}) for r in rows]
@@ -171,11 +176,13 @@ def main() -> None:
                     lambda app, _, c=concurrency: closed(server.url, app, c, args.duration),
                 )  # fmt: skip
             results["fusion"] = fusion
+            results["fusion_at"] = stamp()
         if "compete" in wanted:
             results["competitive"] = rounds(
                 args.rounds, ["heavy-k2", "heavy-k1"],
                 lambda app, n: open_loop(server.url, app, args.rate, args.duration, seed=n),
             )  # fmt: skip
+            results["competitive_at"] = stamp()
         results["operators"] = {app: operators(server.url, app) for app in APPS}
         if args.ray and "cascade" in wanted:
             from bench.ray_cascade import compare
@@ -183,6 +190,7 @@ def main() -> None:
             results["cascade"] = compare(
                 server.url, repository, args, rounds, closed, payloads("cascade", 48), None
             )
+            results["cascade_at"] = stamp()
     finally:
         server.stop()
     results["machine"]["load_1m_after"] = os.getloadavg()[0]
@@ -204,7 +212,8 @@ def write_results(results: dict[str, Any]) -> None:
         "# Flows experiments (issue 14)",
         "",
         f"`python bench/flows.py --duration {args['duration']:g} --rounds {args['rounds']}"
-        f"{' --ray' if args['ray'] else ''}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+        f"{' --ray' if args['ray'] else ''}` on {time.strftime('%Y-%m-%d', time.gmtime())}"
+        " (with `--only`, one section at a time: each says when it was measured).",
         f"Machine: {m['cpus']} CPUs ({m['cpu']}), Python {m['python']}; **shared** with other "
         f"engineers' test runs (load average {m['load_1m']:.1f} at the start, "
         f"{m['load_1m_after']:.1f} at the end), so absolute figures are noisy; each figure is the "
@@ -213,6 +222,8 @@ def write_results(results: dict[str, Any]) -> None:
         "`flow.local` first.",
         "",
         "## Fusion: pre-process -> model -> post-process -> format (`examples/flows/chain.py`)",
+        "",
+        f"({results.get('fusion_at', '')}) Closed loop; every operator batches.",
         "",
         "| variant | throughput (req/s) | p50 (ms) | p99 (ms) | rejected+errors |",
         "|---|---|---|---|---|",
@@ -232,8 +243,9 @@ def write_results(results: dict[str, Any]) -> None:
         "",
         "## Competitive execution: the heavy-tailed operator (`examples/flows/heavy_tail.py`)",
         "",
-        f"Open loop, Poisson at {args['rate']:g} req/s for each variant (equal offered load). "
-        "k=2: the stage runs on two clones (one per worker), the first answer wins; k=1: one.",
+        f"({results.get('competitive_at', '')}) Open loop, Poisson at {args['rate']:g} req/s "
+        "for each variant (equal offered load). k=2: the stage's model has two replicas (one per "
+        "worker) and each query sends it two copies, the first answer wins; k=1: one replica.",
         "",
         "| variant | throughput (req/s) | p50 (ms) | p99 (ms) | rejected+errors |",
         "|---|---|---|---|---|",
@@ -253,6 +265,7 @@ def write_results(results: dict[str, Any]) -> None:
         lines += [
             "## The cascade: Headway's flow vs Ray Serve's deployment handles",
             "",
+            f"({results.get('cascade_at', '')}) "
             "`examples/flows/cascade.py` on Headway; the same pipeline on Ray Serve 2.60 "
             "(`bench/peers/ray_cascade/app.py`: an ingress deployment calling the fast and the "
             "slow model's deployments through handles, each with `@serve.batch` 32). Answers "
@@ -268,7 +281,10 @@ def write_results(results: dict[str, Any]) -> None:
             f"**{(rp / hp if hp else 0.0):.2f}x** (target: >= 2x throughput at equal or better p99).",
             "",
         ]
-    (BENCH / "RESULTS-flows.md").write_text("\n".join(lines) + "\n")
+    out = BENCH / "RESULTS-flows.md"
+    kept = out.read_text().partition("\n## Reading")[2] if out.exists() else ""
+    text = "\n".join(lines) + "\n" + (f"\n## Reading{kept}" if kept else "")
+    out.write_text(text)  # the hand-written reading, if any, is kept
     print("\n".join(lines))
 
 
