@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 import headway
-from headway.client import Retry
+from headway.client import GrpcClient, Retry
 from headway.errors import InvalidInput, ModelNotFound, Unavailable
 from headway.launcher import ServerProcess
 from tests.integration import models
@@ -152,3 +152,27 @@ def test_retry_after_is_honoured_and_the_backoff_doubles() -> None:
     assert tries.wait_after(busy, None) == 2.0
     with pytest.raises(InvalidInput, match="bad row"):
         tries.wait_after(httpx.Response(400, content=b'{"error": "bad row"}'), None)
+
+
+def test_the_grpc_client_answers_as_rest_and_retries_a_refusal(served: dict[str, Any]) -> None:
+    server: ServerProcess = served["server"]
+    rows, expected = served["rows"], served["expected"]
+    lines: list[str] = []
+    with GrpcClient(server.grpc_address, on_retry=lines.append) as client:
+        answer = client.infer("digits-logreg", rows, request_id="g-1", outputs=["label"])
+        assert (answer.model, answer.version, answer.id) == ("digits-logreg", "1", "g-1")
+        np.testing.assert_array_equal(answer["label"], expected["label"])
+        assert list(answer.outputs) == ["label"]
+        assert client.live() and client.ready("digits-logreg") and not client.ready("nope")
+        assert client.metadata("digits-logreg")["inputs"][0]["shape"] == ["-1", "64"]
+        assert "statistics" in client.metadata()["extensions"]
+        with pytest.raises(InvalidInput, match=r"expected shape \[-1, 64\], got \[1, 3\]"):
+            client.infer("digits-logreg", np.zeros((1, 3)))
+    one_row = np.full((1, 4), 0.5, np.float32)
+    patient = Retry(attempts=4, backoff=0.01)
+    with GrpcClient(server.grpc_address, retry=patient, on_retry=lines.append) as client:
+        client.infer("slow", one_row)  # its 0.5 s duration is known
+        # refused at once each time (0.5 s cannot fit in 0.3 s), retried until the deadline
+        with pytest.raises(Unavailable, match=r"tries: .*deadline cannot be met"):
+            client.infer("slow", one_row, timeout=0.3)
+    assert lines and all(line.startswith("DEADLINE_EXCEEDED model 'slow@1': ") for line in lines)
