@@ -21,6 +21,7 @@ from headway.control.actions import INFER, LOAD, Dispatch
 from headway.control.cache import PredictionCache, cache_key
 from headway.control.engine import Engine, Reply, Tensors
 from headway.control.lifecycle import ModelLifecycle
+from headway.control.measuring import Measuring
 from headway.control.messages import message
 from headway.control.model_stats import ModelStats
 from headway.control.models import (
@@ -36,19 +37,17 @@ from headway.control.validate import check_inputs, check_outputs
 from headway.errors import (
     DeadlineUnmeetable,
     HeadwayError,
-    InvalidInput,
     ModelError,
-    ModelNotFound,
     ModelNotReady,
     WorkerFailed,
 )
-from headway.repository import MAX_VERSION_DIGITS, Repository
+from headway.repository import Repository
 from headway.store import Store
 
 log = logging.getLogger("headway.controller")
 
 
-class Controller(ModelLifecycle):
+class Controller:
     """Serves a repository's models from an engine's workers. See the module docstring."""
 
     def __init__(
@@ -68,60 +67,72 @@ class Controller(ModelLifecycle):
         self.store = store
         self.clock: TimerClock = clock or LoopClock()
         #: With a memory budget, models load on demand and are evicted to fit it.
-        self.memory_budget_mb = memory_budget_mb
         self.on_demand = memory_budget_mb is not None
         self.scheduler = Scheduler(
             self.clock, LatencyEstimator(), policy=policy, demand_loading=self.on_demand
         )
         self.cache = PredictionCache(cache_bytes)
-        #: The default (served) version of each model, by name: what unversioned routes answer.
-        self.models: dict[str, ModelState] = {}
-        #: Other versions of the repository's models, by `name@version`, registered on first use.
-        self.versions: dict[str, ModelState] = {}
-        #: Every model state, default or not, by `name@version` (what the scheduler and the
-        #: workers call a model); `stats` is keyed the same way.
-        self._states: dict[str, ModelState] = {}
-        self.stats: dict[str, ModelStats] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.measuring = Measuring(
+            self.scheduler,
+            self.clock,
+            store,
+            new_future=self._new_future,
+            kick=self._kick,
+            inline=engine.runs_inline,
+        )
+        self.lifecycle = ModelLifecycle(
+            repository,
+            engine,
+            self.scheduler,
+            self.measuring,
+            store=store,
+            memory_budget_mb=memory_budget_mb,
+            kick=self._kick,
+            fail=self._fail,
+            new_future=self._new_future,
+        )
+        #: The lifecycle's registry of models, under the names the transports use: default
+        #: versions by name, other versions by `name@version`, every state and its statistics
+        #: by `name@version`.
+        self.models = self.lifecycle.models
+        self.versions = self.lifecycle.versions
+        self.stats = self.lifecycle.stats
+        self._states = self.lifecycle.states
         #: Whether requests may carry traces (`submit(trace=...)`); off: not looked at.
         self.tracing = False
-        self._remembered = store.model_states() if store else {}
-        for name in repository.models:
-            self._register(name)
         self.ready_timeout = ready_timeout
-        self._placement: dict[int, set[str]] = {w: set() for w in range(engine.size)}
-        self._ready_workers: set[int] = set()
-        self._all_ready: asyncio.Event | None = None
         self._in_flight: dict[bytes, asyncio.Future[Prediction]] = {}
         self._pump_scheduled = False
         self._timer: Timer | None = None
         self._timer_at = float("inf")
-        self._loop: asyncio.AbstractEventLoop | None = None
         self.started = False
         #: Whether the engine can run an action inside `submit` (it runs them in this process).
         self._runs_inline = engine.runs_inline
-        engine.on_ready = self._on_worker_ready
+        engine.on_ready = self.lifecycle.on_worker_ready
         engine.on_message = self._on_reply
-        engine.on_exit = self._on_worker_exit
+        engine.on_exit = self.lifecycle.on_worker_exit
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
         """Start the workers, then load every model the store does not mark unloaded."""
         self._loop = asyncio.get_running_loop()
-        self._all_ready = asyncio.Event()
         await self.engine.start()
-        if len(self._ready_workers) >= self.engine.size:  # none to wait for (Ray: per model)
-            self._all_ready.set()
+        if len(self.lifecycle.ready_workers) >= self.engine.size:
+            self.lifecycle.all_ready.set()  # none to wait for (Ray: workers come per model)
         try:
-            await asyncio.wait_for(self._all_ready.wait(), self.ready_timeout)
+            await asyncio.wait_for(self.lifecycle.all_ready.wait(), self.ready_timeout)
         except TimeoutError:
             raise WorkerFailed(
                 f"workers did not start within {self.ready_timeout:.0f} s "
-                f"({len(self._ready_workers)} of {self.engine.size} ready)"
+                f"({len(self.lifecycle.ready_workers)} of {self.engine.size} ready)"
             ) from None
         for name, reason in self.repository.broken.items():
             log.warning("model %s cannot be served: %s", name, reason)
         if not self.on_demand:
-            loads = [self.load(name) for name in self.models if not self._user_unloaded(name)]
+            loads = [
+                self.load(name) for name in self.models if not self.lifecycle.user_unloaded(name)
+            ]
             await asyncio.gather(*loads, return_exceptions=True)
         self.started = True
 
@@ -129,7 +140,7 @@ class Controller(ModelLifecycle):
         if self._timer is not None:
             self._timer.cancel()
         for model in self._states.values():
-            self._fail_all(
+            self.lifecycle.fail_all(
                 self.scheduler.remove_model(model.config.key), ModelNotReady("server stopping")
             )
         if self.store is not None:
@@ -142,31 +153,13 @@ class Controller(ModelLifecycle):
         """The model by name: its default version, or `version` when given (any version in the
         repository, registered and loaded on first use); ModelNotFound otherwise.
 
-        The unversioned lookup is one dict lookup: it is on every request's path.
-        """
-        state = self.models.get(name)
-        if state is None:
-            self.repository.get(name)  # raises with the reason it is missing or broken
-            state = self._register(name)
+        The unversioned lookup of a registered model is one dict lookup: it is on every
+        request's path."""
         if version is None:
-            return state
-        found = self.versions.get(f"{name}@{version}")
-        if found is not None:
-            return found
-        if not (version.isascii() and version.isdigit()):
-            raise InvalidInput(f"model {name!r}: version must be an integer, got {version!r}")
-        if len(version.lstrip("0")) > MAX_VERSION_DIGITS:  # no folder is named so (int() refuses)
-            raise ModelNotFound(
-                f"model {name!r} has no version of {len(version)} digits; it has "
-                f"{list(state.config.versions)}"
-            )
-        number = int(version)
-        if number == state.config.version:
-            return state
-        known = self.versions.get(f"{name}@{number}")  # asked as e.g. "02"
-        if known is not None:
-            return known
-        return self._register_version(self.repository.version(name, number))
+            state = self.models.get(name)
+            if state is not None:
+                return state
+        return self.lifecycle.model(name, version)
 
     def served(self, name: str, version: int | None = None) -> ModelState | None:
         """The state serving `name` (at `version`) if it is registered; registers nothing and
@@ -175,6 +168,31 @@ class Controller(ModelLifecycle):
         if version is None or state is None or state.config.version == version:
             return state
         return self.versions.get(f"{name}@{version}")
+
+    async def load(self, name: str, version: str | None = None) -> ModelState:
+        """Load the model (its default version, or `version`) on its replicas; waits until
+        they answered."""
+        return await self.lifecycle.load(name, version)
+
+    async def unload(self, name: str, version: str | None = None) -> None:
+        await self.lifecycle.unload(name, version)
+
+    def scale(self, name: str, replicas: int) -> int:
+        """Serve model `name` on `replicas` workers (the tuner's decision); returns how many it
+        is placed on now (`ModelLifecycle.scale`)."""
+        return self.lifecycle.scale(name, replicas)
+
+    def worker_nodes(self) -> dict[int, str]:
+        """The cluster node of each placed worker (empty for an engine on one machine)."""
+        return self.lifecycle.worker_nodes()
+
+    def nodes_of(self, model: ModelState) -> list[str]:
+        """The nodes hosting the model's loaded replicas (empty for an engine on one machine)."""
+        return self.lifecycle.nodes_of(model)
+
+    def _new_future(self) -> asyncio.Future[Any]:
+        assert self._loop is not None, "the controller has not started"
+        return self._loop.create_future()
 
     def shares_workers(self, name: str) -> bool:
         """Whether the model `name` (its default version) shares a worker with another model."""
@@ -314,7 +332,8 @@ class Controller(ModelLifecycle):
         try:
             self.scheduler.submit(request)
         except DeadlineUnmeetable:
-            self._refresh_estimate(request)
+            state = self._states.get(request.model)
+            self.measuring.refresh_estimate(request, state.config if state else None)
             raise
         self._kick()
         return future
@@ -425,7 +444,7 @@ class Controller(ModelLifecycle):
                 for request in dispatch.requests:
                     self._fail(request, error)
         elif dispatch.kind == LOAD:
-            self._loaded(worker, dispatch.model, reply)
+            self.lifecycle.loaded(worker, dispatch.model, reply)
         self._kick()
 
     def _answer(self, dispatch: Dispatch, tensors: Tensors) -> None:

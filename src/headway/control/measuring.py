@@ -1,0 +1,112 @@
+"""Measuring models: warm-up runs after a load, a sweep of batch sizes, probes after a refusal.
+
+A refused request never runs, so an estimate that turns requests away would never be corrected
+by them; these runs of zeros (after all queued work) keep the estimates honest. The controller
+owns one `Measuring`, and submits its runs through the same scheduler as every request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import numpy as np
+
+from headway.clock import Clock
+from headway.control.models import Prediction
+from headway.control.probes import PROBE_PRIORITY, next_sweep_size
+from headway.control.request import Request
+from headway.control.scheduler import Scheduler
+from headway.datatypes import numpy_dtype
+from headway.errors import HeadwayError
+from headway.repository import ModelConfig
+from headway.store import Store
+
+WARMUP_RUNS = 3
+WARMUP_DEADLINE_S = 30.0
+
+
+class Measuring:
+    """Runs measuring batches of zeros through `scheduler`. `new_future` makes the future a
+    request's answer resolves; `kick` asks the controller to poll the scheduler soon; `inline`:
+    the engine runs actions in the frontend's process."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        clock: Clock,
+        store: Store | None,
+        *,
+        new_future: Callable[[], asyncio.Future[Prediction]],
+        kick: Callable[[], None],
+        inline: bool = False,
+    ) -> None:
+        self.scheduler = scheduler
+        self.clock = clock
+        self.store = store
+        self._new_future = new_future
+        self._kick = kick
+        #: Runs happen in the frontend's own process (the inline engine): the sweep stops early.
+        self.inline = inline
+
+    def seed_profile(self, config: ModelConfig) -> None:
+        """Start from the durations measured in an earlier run, when the store has them."""
+        if self.store is None or self.scheduler.estimator.profiled(config.key):
+            return
+        for rows, seconds in self.store.profile(config.key).items():
+            self.scheduler.estimator.observe(config.key, rows, seconds)
+
+    def warm_up(self, config: ModelConfig, runs: int, rows: int = 1) -> None:
+        """Run a few one-row batches of zeros so the first real request meets a warm model
+        and a profile (frameworks compile or allocate lazily on their first calls), then
+        sweep bigger batch sizes, one run each (`probes.next_sweep_size`): a size never
+        measured is otherwise estimated per row from batch 1, far too high for most models.
+        Measuring runs go after every queued request (PROBE_PRIORITY)."""
+        if runs <= 0:
+            following = next_sweep_size(
+                self.scheduler.predictions,
+                config.key,
+                rows,
+                max_batch=config.max_batch_size,
+                slo=config.slo_ms / 1000.0,
+                inline=self.inline,
+            )
+            if following is not None:
+                self.warm_up(config, 1, following)
+            return
+        # the very first run is cold: not a measurement
+        cold = rows == 1 and runs == WARMUP_RUNS
+        self.measure(config, rows, then=lambda: self.warm_up(config, runs - 1, rows), cold=cold)
+
+    def measure(
+        self, config: ModelConfig, rows: int, *, then: Callable[[], None], cold: bool = False
+    ) -> None:
+        """Run a batch of `rows` rows of zeros after all queued work, to measure it; `then()`
+        once it ran."""
+        specs = config.inputs
+        if not specs or any(s.datatype == "BYTES" or -1 in s.shape[1:] for s in specs):
+            return
+        if not self.scheduler.has_model(config.key):  # unloaded, or the server is stopping
+            return
+        inputs = {s.name: np.zeros((rows, *s.shape[1:]), numpy_dtype(s.datatype)) for s in specs}
+        now = self.clock.now()
+        request = Request(
+            config.key, inputs, rows, now, now + WARMUP_DEADLINE_S, priority=PROBE_PRIORITY
+        )
+        request.measured = not cold
+        future = self._new_future()
+        future.add_done_callback(lambda f: None if f.exception() else then())
+        request.token = future
+        try:
+            self.scheduler.submit(request)
+        except HeadwayError:
+            return
+        self._kick()
+
+    def refresh_estimate(self, request: Request, config: ModelConfig | None) -> None:
+        """Measure the size of a request refused on its estimate, when the estimate may be
+        wrong (`Scheduler.probe_wanted`): a size never measured, or an estimate inflated by
+        one slow run, would otherwise turn such requests away for ever, as a refused request
+        never runs to correct it."""
+        if config is not None and self.scheduler.probe_wanted(request):
+            self.measure(config, request.rows, then=lambda: None)
