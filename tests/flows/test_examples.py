@@ -11,6 +11,7 @@ import pytest
 from tests.flows.examples import EXAMPLES, NAMES, flow, inputs, models, same
 
 from headway.adapters.flow_adapter import FlowStageAdapter
+from headway.errors import ConfigError
 from headway.flows import LocalServices, Options
 from headway.flows.local import run_action, run_plan
 from headway.flows.operators import select_rows
@@ -89,6 +90,10 @@ def test_a_stage_run_as_a_worker_action_answers_as_in_process(
                         "compiler": {}, "models": wires},
         })  # fmt: skip
         adapter.load()
+        changed = FlowStageAdapter({**adapter.config, "options": {
+            **adapter.options, "operators": ["map:something-else"]}})  # fmt: skip
+        with pytest.raises(ConfigError, match="the flow file changed since the app was deployed"):
+            changed.load()
         outputs = adapter.predict(to_tensors(upstream[0], stage.name))
         assert outputs[TIMES].shape == (len(upstream[0]), len(stage.nodes))
         last = example.nodes[stage.nodes[-1]].shape

@@ -34,6 +34,12 @@ class FlowStageAdapter(Adapter):
         if not 0 <= number < len(plan.stages) or plan.stages[number].kind != "action":
             raise ConfigError(f"{where}: stage {number} is not an action stage of the flow")
         self.stage = plan.stages[number]
+        expected = self.options.get("operators")
+        if expected is not None and list(self.stage.operators) != list(expected):
+            raise ConfigError(
+                f"{where}: stage {number} is now {list(self.stage.operators)}, not {expected}: "
+                "the flow file changed since the app was deployed; deploy it again (PUT /apps)"
+            )
         self.ops = plan.ops(self.stage)
         first = flow.nodes[self.stage.nodes[0]]
         self.schema = first.inputs[0].shape.schema

@@ -148,6 +148,7 @@ class FlowApplication:
             options={
                 "flow": f"{path}:{self.config.flow.rpartition(':')[2]}",
                 "stage": stage.id,
+                "operators": list(stage.operators),
                 "compiler": asdict(self.plan.options),
                 "models": wires,
             },
