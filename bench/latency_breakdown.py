@@ -113,7 +113,9 @@ def worker_main(endpoint: str, identity: str) -> None:
     else:
         zmq.Socket.recv_multipart = recv_multipart  # type: ignore[method-assign]
     w.unpack, w.pack, w.WorkerState._infer = unpack_, pack_, infer_  # type: ignore[assignment]
-    w.serve(endpoint, identity)
+    from headway.runtime import handshake
+
+    w.serve(endpoint, identity, os.environ.pop(handshake.SECRET_ENV, ""))
 
 
 # -- the frontend side ---------------------------------------------------------------------------
