@@ -4,6 +4,7 @@ does, on the same repository, and keeps the same limits."""
 from __future__ import annotations
 
 import gzip
+import socket
 from collections.abc import Iterator
 
 import httpx
@@ -32,7 +33,7 @@ def granian_pair(
         ServerProcess(
             root,
             state=state / "granian.db",
-            extra=[*extra, "--http", "granian"],
+            extra=[*extra, "--http", "granian", "--header-timeout", "1", "--body-timeout", "1"],
             log=logs / "granian.log",
         ) as b,
     ):
@@ -91,3 +92,17 @@ def test_an_unknown_model_or_route_is_a_404_and_long_heads_are_refused(
     many = httpx.get(f"{url}/v2/health/live", headers={f"x-h{k}": "v" for k in range(200)})
     assert many.status_code == 431
     assert httpx.get(f"{url}/v2/health/live").status_code == 200
+
+
+def test_a_slow_body_is_a_408_and_a_slow_head_is_closed(
+    granian_pair: tuple[ServerProcess, ServerProcess, np.ndarray],
+) -> None:
+    port = granian_pair[1].port
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(b"POST /v2/models/doubler/infer HTTP/1.1\r\nHost: h\r\n"
+                     b"Content-Length: 100\r\n\r\n{\"inputs\"")  # fmt: skip
+        answer = sock.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 408 ") and b"did not arrive within 1 s" in answer
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: h\r\n")  # the head never ends
+        assert sock.recv(4096) == b""  # closed by the server, not by the 30 s client timeout
