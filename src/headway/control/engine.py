@@ -120,9 +120,9 @@ class Engine(Protocol):
         whether it was. An engine's own fixed workers stay."""
         return False
 
-    def grow(self) -> int | None:
-        """Start one more worker (the tuner asked for a replica) and return its number (it
-        reports through `on_ready`); None when the engine cannot."""
+    def grow(self, config: ModelConfig) -> int | None:
+        """Start one more worker for `config` (the tuner asked for a replica) and return its
+        number (it reports through `on_ready`); None when the engine cannot."""
         return None
 
     def nodes(self) -> dict[int, str]:

@@ -190,7 +190,7 @@ class ModelLifecycle:
         placed = sorted(w for w, keys in self.placement.items() if key in keys)
         replicas = max(1, replicas)
         while len(placed) < replicas:
-            worker = self.engine.grow()
+            worker = self.engine.grow(model.config)
             if worker is None:
                 break
             self.placement[worker] = {key}  # loaded when it says it is ready

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from headway.control.engine import Action, Engine, OnExit, OnMessage, OnReady, Tensors
+from headway.repository import ModelConfig
 from headway.runtime import handshake
 from headway.runtime.wire import (
     READ_SIZE,
@@ -177,8 +178,8 @@ class LocalEngine(Engine):
             with contextlib.suppress(OSError):
                 os.unlink(self._ipc_path)
 
-    def grow(self) -> int:
-        """Start one more worker process; its number."""
+    def grow(self, config: ModelConfig) -> int | None:
+        """Start one more worker process (any model may use it); its number."""
         worker = max([self.size - 1, *self._procs, *self._grown]) + 1
         self._grown.add(worker)
         self._spawn(worker)

@@ -248,14 +248,21 @@ class RayEngine(LocalEngine):
         reason = unmet(config.resources, self.node_resources())
         if reason is not None:
             raise ModelNotReady(f"model {config.name!r} cannot be placed: {reason}")
-        workers = []
-        for _ in range(config.replicas):
-            worker = next(self._ids)
-            self._resources[worker] = config.resources
-            self._frameworks[worker] = config.framework
-            self._spawn(worker)
-            workers.append(worker)
-        return workers
+        return [self._start_replica(config) for _ in range(config.replicas)]
+
+    def grow(self, config: ModelConfig) -> int | None:
+        """One more actor for `config` (the tuner's replica), placed by its resources; None in
+        a pool (under a memory budget) or when no node can host it."""
+        if self.pool or unmet(config.resources, self.node_resources()) is not None:
+            return None
+        return self._start_replica(config)
+
+    def _start_replica(self, config: ModelConfig) -> int:
+        worker = next(self._ids)
+        self._resources[worker] = config.resources
+        self._frameworks[worker] = config.framework
+        self._spawn(worker)
+        return worker
 
     def retire(self, worker: int) -> bool:
         """Remove a model's worker for good (the model was unloaded): its actor leaves the
