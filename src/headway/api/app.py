@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import orjson
 
 import headway
-from headway.api import dashboard, oip
+from headway.api import apidocs, dashboard, oip
 from headway.api.apps import AppRoutes, lookup_route
 from headway.api.auth import AdminToken, is_admin
 from headway.api.descriptions import config, index, metadata, unready
@@ -276,6 +276,9 @@ class HeadwayApp:
         if parts[0] == "dashboard":
             _expect(method, "GET")
             return dashboard.route(parts[1:], self.controller, self.apps)
+        if parts[0] == "docs":
+            _expect(method, "GET")
+            return apidocs.route(parts[1:])
         raise _NotFound(f"no route {method} {path}")
 
     def _v2(

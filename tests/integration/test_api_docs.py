@@ -1,0 +1,72 @@
+"""Interactive API docs at /docs: Swagger UI, served by the server itself from an installed
+package, over the OpenAPI document the server serves at /openapi.json."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from headway.launcher import ServerProcess
+from tests.integration import models
+from tests.integration.test_dashboard import CHROMIUM, FLAGS
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    root = tmp_path_factory.mktemp("apidocs")
+    models.python_model(root / "repository", "doubler", "Doubler")
+    with ServerProcess(root / "repository", state=root / "s.db") as started:
+        yield started
+
+
+def test_the_page_points_at_the_document_and_every_file_it_loads_is_served(
+    server: ServerProcess,
+) -> None:
+    page = httpx.get(f"{server.url}/docs")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert '"/openapi.json"' in page.text
+    loaded = re.findall(r'(?:src|href)="(/[^"]+)"', page.text)
+    assert {"/docs/swagger-ui.css", "/docs/swagger-ui-bundle.js"} <= set(loaded)
+    for path in loaded:
+        asset = httpx.get(f"{server.url}{path}")
+        assert asset.status_code == 200, path
+        assert len(asset.content) > 0
+    assert (
+        httpx.get(f"{server.url}/docs/swagger-ui-bundle.js")
+        .headers["content-type"]
+        .startswith("text/javascript")
+    )
+    assert httpx.get(f"{server.url}/openapi.json").json()["paths"]
+    # the package's other files (its own index template) are not served
+    assert httpx.get(f"{server.url}/docs/index.j2").status_code == 404
+    assert httpx.post(f"{server.url}/docs").status_code == 405
+
+
+def test_the_page_renders_every_operation_of_the_document(server: ServerProcess) -> None:
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("chromium is not installed (.ci/run installs it)")
+    from playwright.sync_api import sync_playwright
+
+    document = httpx.get(f"{server.url}/openapi.json").json()
+    operations = sum(len(methods) for methods in document["paths"].values())
+    problems: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page()
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda error: problems.append(str(error)))
+        page.on("requestfailed", lambda request: problems.append(f"failed: {request.url}"))
+        page.goto(f"{server.url}/docs")
+        page.locator(".opblock").first.wait_for(timeout=15_000)
+        shown = page.locator(".opblock").count()
+        title = page.locator(".info .title").inner_text()
+        browser.close()
+    assert shown == operations
+    assert document["info"]["title"] in title
+    assert problems == []
