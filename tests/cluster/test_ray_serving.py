@@ -108,6 +108,10 @@ def test_models_land_on_the_nodes_that_have_their_declared_resources(
         for labels, _ in metric(ray_server, "headway_model_replicas")
     }
     assert hosted["on-accel"] == other and hosted["on-head"] == head
+    # and on the dashboard: each worker's node and models
+    board = httpx.get(f"{ray_server.url}/dashboard/data.json", timeout=10).json()
+    on_nodes = {tuple(w["models"]): w["node"] for w in board["workers"]}
+    assert on_nodes[("on-accel",)] == other and on_nodes[("on-head",)] == head
     rows = np.arange(4, dtype=np.float32).reshape(1, 4)
     for model in ("on-accel", "on-head"):
         np.testing.assert_array_equal(

@@ -40,8 +40,8 @@ def _static(name: str) -> Response | None:
 
 
 def snapshot(controller: Controller, apps: AppRegistry) -> dict[str, Any]:
-    """What the page draws: per model its counters and latency, per worker its models and
-    memory against its budget, per application its policy's weights. Rates are the page's:
+    """What the page draws: per model its counters and latency, per worker its models, its
+    cluster node (Ray engine) and memory against its budget, per application its policy's weights. Rates are the page's:
     it divides the counters' change by the time between two snapshots."""
     models = []
     labels: dict[str, str] = {}
@@ -67,9 +67,11 @@ def snapshot(controller: Controller, apps: AppRegistry) -> dict[str, Any]:
                 "workers": sorted(state.workers),
             }
         )
+    nodes = controller.worker_nodes()  # on a cluster (the Ray engine): where each runs
     workers = [
         {
             "worker": worker,
+            "node": nodes.get(worker),
             "used_mb": used,
             "budget_mb": budget,
             "models": sorted(

@@ -48,6 +48,7 @@ function draw(data) {
   });
   fill("workers", data.workers, (row, w) => {
     cell(row, String(w.worker));
+    cell(row, w.node ?? "this machine", "text");
     cell(row, w.models.join(", ") || "–", "text");
     const memory = cell(row, "", "text");
     const budget = w.budget_mb ? ` of ${w.budget_mb.toFixed(0)} MB` : " (no budget)";
