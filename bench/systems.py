@@ -236,7 +236,7 @@ SYSTEMS: list[System] = [
         "Headway as `headway`, its app behind granian (--http granian) instead of its own server",
         None,
         _headway_granian,
-        kinds=("lr",),
+        kinds=("lr", "wide"),
     ),
     System(
         "headway-poll",
