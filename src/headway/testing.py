@@ -28,8 +28,8 @@ from headway.control.engine import (
 
 #: What an INFER computes from its action and input tensors.
 Compute = Callable[[Action, Tensors], Tensors]
-#: How long an action runs on a simulated worker, in seconds.
-Durations = Callable[[Action], float]
+#: How long an action runs on a simulated worker (given the worker's number), in seconds.
+Durations = Callable[[int, Action], float]
 
 
 def echo(action: Action, tensors: Tensors) -> Tensors:
@@ -158,7 +158,7 @@ class FakeEngine(Engine):
             clock.call_at(start + self.rpc, partial(self._deliver, worker, late, {}))
             return
         reply, outputs = self.answer(worker, action, tensors)
-        seconds = self.durations(action) if self.durations is not None else self.duration
+        seconds = self.durations(worker, action) if self.durations is not None else self.duration
         reply["duration"] = seconds
         self.busy_until[worker] = start + seconds
         if action["op"] in self.busy:

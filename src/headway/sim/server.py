@@ -10,6 +10,7 @@ jumps from one event to the next; between two, the event loop runs only what is 
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Coroutine, Sequence
 from functools import partial
 from pathlib import Path
@@ -22,10 +23,11 @@ from headway.control.actions import INFER, LOAD
 from headway.control.controller import Controller
 from headway.control.engine import Action, Tensors
 from headway.control.models import Prediction
+from headway.control.predictions import TRUSTED_LOADS
 from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
 from headway.errors import HeadwayError
 from headway.repository import ModelConfig, Repository, TensorSpec
-from headway.sim.simulation import ModelProfile, Outcome, SimulationResult
+from headway.sim.results import ModelProfile, Outcome, SimulationResult
 from headway.testing import FakeEngine
 
 T = TypeVar("T")
@@ -35,10 +37,12 @@ INPUT = TensorSpec("x", "FP32", (-1, 1))
 #: Loop turns run after each event: enough for every callback it causes (a reply answers its
 #: futures, their callbacks submit warm-up runs, the pump sends them) to run before time moves.
 SETTLE_TURNS = 6
+#: A bound on the turns one event may cause (a loop of callbacks would otherwise hang the run).
+MAX_TURNS = 10_000
 
 
 def simulated_repository(
-    profiles: dict[str, ModelProfile], *, slo_ms: float, cache: bool = False
+    profiles: dict[str, ModelProfile], *, slo_ms: float, cache: bool = False, max_queue: int = 4096
 ) -> Repository:
     """A repository of the profiled models (version 1 each), held in memory."""
     root = Path("simulated")
@@ -52,6 +56,7 @@ def simulated_repository(
             max_batch_size=profile.max_batch,
             slo_ms=slo_ms,
             cache=cache,
+            max_queue=max_queue,
             memory_mb=profile.size_mb,
         )
         for name, profile in profiles.items()
@@ -78,20 +83,29 @@ class ServerSimulation:
         policy: SchedulingPolicy = HEADWAY,
         rpc_seconds: float = 0.0002,
         cache: bool = False,
+        noise: float = 0.0,
+        seed_profiles: bool = False,
+        max_queue: int = 4096,
+        seed: int = 0,
     ) -> None:
         self.profiles = profiles
         self.policy = policy
+        self.noise = noise
+        #: Each worker's durations vary by a factor (1 + noise * |N(0, 1)|), drawn from its RNG.
+        self.rngs = [random.Random(seed * 7919 + worker) for worker in range(workers)]
         self.clock = ManualClock()
         self.engine = FakeEngine(
             workers, compute=_zeros, clock=self.clock, durations=self._duration, rpc=rpc_seconds
         )
         self.controller = Controller(
-            simulated_repository(profiles, slo_ms=slo_ms, cache=cache),
+            simulated_repository(profiles, slo_ms=slo_ms, cache=cache, max_queue=max_queue),
             self.engine,
             clock=self.clock,
             memory_budget_mb=None if memory_mb is None else memory_mb * workers,
             policy=policy,
         )
+        if seed_profiles:  # measured profiles, as many samples as the scheduler trusts
+            self._seed_profiles()
         #: When the server had started (its loads and warm-up runs done); arrivals count from it.
         self.started_at: float | None = None
         #: The controller keeps the loop it started on: every run goes through this one.
@@ -110,14 +124,28 @@ class ServerSimulation:
                 self._loop.run_until_complete(self.controller.stop())
             self._loop.close()
 
-    def _duration(self, action: Action) -> float:
+    def _seed_profiles(self) -> None:
+        scheduler = self.controller.scheduler
+        for name, profile in self.profiles.items():
+            key = self.controller.model(name).config.key
+            for _ in range(scheduler.estimator.min_samples):
+                for rows, seconds in profile.durations.items():
+                    scheduler.estimator.observe(key, rows, seconds)
+            for _ in range(TRUSTED_LOADS):
+                scheduler.loads.observe(key, 1, profile.load_seconds)
+
+    def _duration(self, worker: int, action: Action) -> float:
         name = action.get("model", "").rpartition("@")[0]
         profile = self.profiles[name]
         if action["op"] == LOAD:
-            return profile.load_seconds
-        if action["op"] == INFER:
-            return profile.duration(action.get("rows", 1))
-        return 0.0
+            base = profile.load_seconds
+        elif action["op"] == INFER:
+            base = profile.duration(action.get("rows", 1))
+        else:
+            return 0.0
+        if not self.noise:
+            return base
+        return base * (1.0 + self.noise * abs(self.rngs[worker].gauss(0.0, 1.0)))
 
     def batches(self, name: str) -> int:
         """How many INFERs of model `name` ran, warm-up runs and probes included (what
@@ -198,8 +226,14 @@ class ServerSimulation:
         )
 
     async def _settle(self) -> None:
-        for _ in range(SETTLE_TURNS):
+        """Let the loop run what the last event caused, before time moves on. An asyncio loop
+        keeps its runnable callbacks in `_ready`: while that holds anything, yield again (at
+        most SETTLE_TURNS times for a loop that does not keep one)."""
+        ready = getattr(self._loop, "_ready", None)
+        for _ in range(SETTLE_TURNS if ready is None else MAX_TURNS):
             await asyncio.sleep(0)
+            if ready is not None and not ready:
+                return
 
     async def _advance(self, until: float) -> None:
         """Run every event due by `until`, each at its time, then move the clock there."""

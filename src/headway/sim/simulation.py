@@ -1,8 +1,9 @@
 """A discrete-event simulation of a serving cluster: a trace, a scheduler, simulated workers.
 
 Time is virtual (a `ManualClock`), so a run of minutes of traffic over thousands of models
-and dozens of workers takes seconds. The scheduler is the server's own, unchanged; only the
-workers and the network (a fixed one-way delay) are simulated.
+and dozens of workers takes seconds. `run` replays a trace through the server's own controller
+(`sim/server.py`); `drive` is the scheduler-level loop the planner builds pipelines on. Only
+the workers and the network (a fixed one-way delay) are simulated.
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Any
 
 import numpy as np
@@ -23,93 +22,9 @@ from headway.control.request import Request
 from headway.control.scheduler import Scheduler
 from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
 from headway.errors import HeadwayError
+from headway.sim.results import ModelProfile, SimulationResult
+from headway.sim.server import ServerSimulation
 from headway.sim.worker import Execution, SimulatedWorker
-
-
-@dataclass(frozen=True)
-class ModelProfile:
-    """A model as the simulation knows it: measured durations per batch size, load time, size."""
-
-    durations: dict[int, float]
-    load_seconds: float
-    size_mb: float
-    max_batch: int = 16
-
-    def duration(self, rows: int) -> float:
-        """Interpolated linearly between measured batch sizes (extrapolated per row beyond)."""
-        sizes = sorted(self.durations)
-        if rows in self.durations:
-            return self.durations[rows]
-        if rows > sizes[-1]:
-            return self.durations[sizes[-1]] * rows / sizes[-1]
-        upper = next(s for s in sizes if s > rows)
-        lower = max((s for s in sizes if s < rows), default=None)
-        if lower is None:
-            return self.durations[upper]
-        share = (rows - lower) / (upper - lower)
-        return self.durations[lower] + share * (self.durations[upper] - self.durations[lower])
-
-
-class Outcome(IntEnum):
-    PENDING = 0
-    ANSWERED = 1
-    REJECTED = 2
-
-
-@dataclass
-class SimulationResult:
-    """Per-request outcomes and what the scheduler did, with the usual summaries."""
-
-    policy: str
-    arrivals: np.ndarray
-    deadlines: np.ndarray
-    finished: np.ndarray
-    outcome: np.ndarray
-    reasons: dict[str, int]
-    counters: dict[str, int]
-    duration: float
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def summary(self, start: float | None = None) -> dict[str, Any]:
-        """Figures of the requests that arrived at `start` or later (all by default: a warm-up
-        before `start` is left out); rates divide by the time from `start` to the last arrival."""
-        window = slice(None) if start is None else self.arrivals >= start
-        arrivals, finished = self.arrivals[window], self.finished[window]
-        outcome, deadlines = self.outcome[window], self.deadlines[window]
-        duration = self.duration if start is None else float(self.arrivals[-1] - start)
-        answered = outcome == Outcome.ANSWERED
-        latency = (finished - arrivals)[answered]
-        on_time = answered & (finished <= deadlines + 1e-12)
-        total = len(outcome)
-        pct = (
-            dict(
-                zip(
-                    ("p50", "p99", "p99.9"),
-                    np.percentile(latency, [50, 99, 99.9]) * 1e3,
-                    strict=True,
-                )
-            )
-            if latency.size
-            else {}
-        )
-        return {
-            "policy": self.policy,
-            "requests": total,
-            "answered": int(answered.sum()),
-            "on_time": int(on_time.sum()),
-            "late": int((answered & ~on_time).sum()),
-            "rejected": int((outcome == Outcome.REJECTED).sum()),
-            "unanswered": int((outcome == Outcome.PENDING).sum()),
-            "slo_attainment": float(on_time.sum() / total) if total else 0.0,
-            "goodput_rps": float(on_time.sum() / duration) if duration > 0 else 0.0,
-            "throughput_rps": float(answered.sum() / duration) if duration > 0 else 0.0,
-            "latency_ms": {
-                **{k: round(float(v), 3) for k, v in pct.items()},
-                "max": round(float(latency.max() * 1e3), 3) if latency.size else None,
-            },
-            "reasons": dict(self.reasons),
-            **{k: v for k, v in self.counters.items() if k in ("loads", "evictions", "refusals")},
-        }
 
 
 class Simulation:
@@ -133,6 +48,9 @@ class Simulation:
         self.policy = policy
         self.scheduler = Scheduler(self.clock, policy=policy, demand_loading=True)
         self.rpc = rpc_seconds
+        self.memory_mb = memory_mb
+        self.noise = noise
+        self.seed = seed
         #: Headway starts from measured profiles (as Clockwork does); the baseline learns.
         self.seed_profiles = policy.profile_batching if seed_profiles is None else seed_profiles
         self.max_queue = max_queue
@@ -167,43 +85,22 @@ class Simulation:
     def run(
         self, times: np.ndarray, models: Sequence[str], slo: float, *, drain: float = 10.0
     ) -> SimulationResult:
-        """Feed requests (`times` sorted, seconds; `models` their keys) with deadline `slo`."""
-        total = len(times)
-        arrivals = np.asarray(times, dtype=np.float64)
-        deadlines = arrivals + slo
-        finished = np.full(total, np.nan)
-        outcome = np.zeros(total, dtype=np.int8)
-        reasons: dict[str, int] = {}
-
-        def arrive(index: int, now: float) -> Request:
-            key = models[index]
-            self.register(key)
-            return Request(key, {}, 1, now, float(deadlines[index]), token=index)
-
-        def answered(request: Request, now: float) -> None:
-            outcome[request.token] = Outcome.ANSWERED
-            finished[request.token] = now
-
-        def rejected(request: Request, error: HeadwayError, now: float) -> None:
-            outcome[request.token] = Outcome.REJECTED
-            finished[request.token] = now
-            reasons[error.reason] = reasons.get(error.reason, 0) + 1
-
-        self.drive(arrivals, arrive, answered, rejected, drain=drain)
-        duration = float(arrivals[-1] - arrivals[0]) if total > 1 else 1.0
-        span = max(self.clock.now(), duration) * len(self.workers)
-        busy = {kind: sum(w.busy[kind] for w in self.workers) for kind in (INFER, LOAD)}
-        return SimulationResult(
-            self.policy.name,
-            arrivals,
-            deadlines,
-            finished,
-            outcome,
-            reasons,
-            dict(vars(self.scheduler.counters)),
-            duration,
-            extra={"utilisation": {kind: t / span for kind, t in busy.items()}},
-        )
+        """Feed requests (`times` sorted, seconds; `models` their keys) with deadline `slo`
+        through the server's own controller (`ServerSimulation`) on workers like these: what
+        the controller adds to the scheduler (validation, probes, loads on demand) included."""
+        with ServerSimulation(
+            self.profiles,
+            workers=len(self.workers),
+            memory_mb=self.memory_mb,
+            slo_ms=slo * 1000.0,
+            policy=self.policy,
+            rpc_seconds=self.rpc,
+            noise=self.noise,
+            seed_profiles=self.seed_profiles,
+            max_queue=self.max_queue,
+            seed=self.seed,
+        ) as server:
+            return server.run(times, models, slo=slo, drain=drain)
 
     def at(self, when: float, action: Callable[[float], None]) -> None:
         """Call `action(now)` at virtual time `when` during `drive` (then decide): what changes

@@ -1,0 +1,95 @@
+"""What a simulation takes and gives: model profiles, and per-request outcomes with summaries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """A model as the simulation knows it: measured durations per batch size, load time, size."""
+
+    durations: dict[int, float]
+    load_seconds: float
+    size_mb: float
+    max_batch: int = 16
+
+    def duration(self, rows: int) -> float:
+        """Interpolated linearly between measured batch sizes (extrapolated per row beyond)."""
+        sizes = sorted(self.durations)
+        if rows in self.durations:
+            return self.durations[rows]
+        if rows > sizes[-1]:
+            return self.durations[sizes[-1]] * rows / sizes[-1]
+        upper = next(s for s in sizes if s > rows)
+        lower = max((s for s in sizes if s < rows), default=None)
+        if lower is None:
+            return self.durations[upper]
+        share = (rows - lower) / (upper - lower)
+        return self.durations[lower] + share * (self.durations[upper] - self.durations[lower])
+
+
+class Outcome(IntEnum):
+    PENDING = 0
+    ANSWERED = 1
+    REJECTED = 2
+
+
+@dataclass
+class SimulationResult:
+    """Per-request outcomes and what the scheduler did, with the usual summaries."""
+
+    policy: str
+    arrivals: np.ndarray
+    deadlines: np.ndarray
+    finished: np.ndarray
+    outcome: np.ndarray
+    reasons: dict[str, int]
+    counters: dict[str, int]
+    duration: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self, start: float | None = None) -> dict[str, Any]:
+        """Figures of the requests that arrived at `start` or later (all by default: a warm-up
+        before `start` is left out); rates divide by the time from `start` to the last arrival."""
+        window = slice(None) if start is None else self.arrivals >= start
+        arrivals, finished = self.arrivals[window], self.finished[window]
+        outcome, deadlines = self.outcome[window], self.deadlines[window]
+        duration = self.duration if start is None else float(self.arrivals[-1] - start)
+        answered = outcome == Outcome.ANSWERED
+        latency = (finished - arrivals)[answered]
+        on_time = answered & (finished <= deadlines + 1e-12)
+        total = len(outcome)
+        pct = (
+            dict(
+                zip(
+                    ("p50", "p99", "p99.9"),
+                    np.percentile(latency, [50, 99, 99.9]) * 1e3,
+                    strict=True,
+                )
+            )
+            if latency.size
+            else {}
+        )
+        return {
+            "policy": self.policy,
+            "requests": total,
+            "answered": int(answered.sum()),
+            "on_time": int(on_time.sum()),
+            "late": int((answered & ~on_time).sum()),
+            "rejected": int((outcome == Outcome.REJECTED).sum()),
+            "unanswered": int((outcome == Outcome.PENDING).sum()),
+            "slo_attainment": float(on_time.sum() / total) if total else 0.0,
+            "goodput_rps": float(on_time.sum() / duration) if duration > 0 else 0.0,
+            "throughput_rps": float(answered.sum() / duration) if duration > 0 else 0.0,
+            "latency_ms": {
+                **{k: round(float(v), 3) for k, v in pct.items()},
+                "max": round(float(latency.max() * 1e3), 3) if latency.size else None,
+            },
+            "reasons": dict(self.reasons),
+            **{k: v for k, v in self.counters.items() if k in ("loads", "evictions", "refusals")},
+        }
