@@ -23,11 +23,10 @@ from headway.control.actions import INFER, LOAD
 from headway.control.controller import Controller
 from headway.control.engine import Action, Tensors
 from headway.control.models import Prediction
-from headway.control.predictions import TRUSTED_LOADS
 from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
 from headway.errors import HeadwayError
 from headway.repository import ModelConfig, Repository, TensorSpec
-from headway.sim.results import ModelProfile, Outcome, SimulationResult
+from headway.sim.results import ModelProfile, Outcome, SimulationResult, seed_profile
 from headway.testing import FakeEngine
 
 T = TypeVar("T")
@@ -125,14 +124,9 @@ class ServerSimulation:
             self._loop.close()
 
     def _seed_profiles(self) -> None:
-        scheduler = self.controller.scheduler
         for name, profile in self.profiles.items():
             key = self.controller.model(name).config.key
-            for _ in range(scheduler.estimator.min_samples):
-                for rows, seconds in profile.durations.items():
-                    scheduler.estimator.observe(key, rows, seconds)
-            for _ in range(TRUSTED_LOADS):
-                scheduler.loads.observe(key, 1, profile.load_seconds)
+            seed_profile(self.controller.scheduler, key, profile)
 
     def _duration(self, worker: int, action: Action) -> float:
         name = action.get("model", "").rpartition("@")[0]

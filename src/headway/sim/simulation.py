@@ -17,12 +17,11 @@ import numpy as np
 
 from headway.clock import ManualClock
 from headway.control.actions import INFER, LOAD, Dispatch
-from headway.control.predictions import TRUSTED_LOADS
 from headway.control.request import Request
 from headway.control.scheduler import Scheduler
 from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
 from headway.errors import HeadwayError
-from headway.sim.results import ModelProfile, SimulationResult
+from headway.sim.results import ModelProfile, SimulationResult, seed_profile
 from headway.sim.server import ServerSimulation
 from headway.sim.worker import Execution, SimulatedWorker
 
@@ -75,12 +74,8 @@ class Simulation:
         self.scheduler.add_model(
             key, max_batch=profile.max_batch, max_queue=self.max_queue, size_mb=profile.size_mb
         )
-        if self.seed_profiles:  # enough samples per size for the estimates to be trusted
-            for _ in range(self.scheduler.estimator.min_samples):
-                for rows, seconds in profile.durations.items():
-                    self.scheduler.estimator.observe(key, rows, seconds)
-            for _ in range(TRUSTED_LOADS):  # as many as the scheduler trusts over others'
-                self.scheduler.loads.observe(key, 1, profile.load_seconds)
+        if self.seed_profiles:
+            seed_profile(self.scheduler, key, profile)
 
     def run(
         self, times: np.ndarray, models: Sequence[str], slo: float, *, drain: float = 10.0
