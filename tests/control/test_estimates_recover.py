@@ -110,11 +110,27 @@ def test_a_refusal_on_a_size_never_measured_is_an_occasion_to_measure(clock: Man
     demo = request(clock, 50, 1.0)
     with pytest.raises(DeadlineUnmeetable, match="needs ~2020"):
         s.submit(demo)
-    assert s.probe_wanted(demo)  # 40 ms measured at batch 1 could fit: measure 50 rows
-    assert not s.probe_wanted(demo)  # once: the probe is on its way
-    s.submit(request(clock, 50, 30.0, priority=PROBE_PRIORITY))
-    run(s, clock, forest(50))
-    s.submit(request(clock, 50, 1.0))  # measured now: admitted
+    assert s.probe_size(demo) == 32  # 40 ms at batch 1 could fit: measure, up to max_batch
+    assert s.probe_size(demo) is None  # once: the probe is on its way
+    s.submit(request(clock, 32, 30.0, priority=PROBE_PRIORITY))
+    run(s, clock, forest(32))
+    s.submit(request(clock, 50, 1.0))  # on the line through 1 and 32 rows: ~60 ms, admitted
+
+
+def test_a_huge_refused_request_is_reached_by_doubling_probes(clock: ManualClock) -> None:
+    s = server(clock)
+    warm_up_at_batch_one(s)
+    huge = request(clock, 100_000, 1.0)
+    with pytest.raises(DeadlineUnmeetable):
+        s.submit(huge)
+    assert s.probe_size(huge) == 32  # never one unbounded run of zeros
+    s.submit(request(clock, 32, 30.0, priority=PROBE_PRIORITY))
+    run(s, clock, forest(32))
+    # the next probe waits ten times the last one's estimate (32 x 40.4 ms, per row from 1)
+    clock.set(12.0)
+    assert s.probe_size(request(clock, 100_000, 1.0)) is None
+    clock.set(13.0)
+    assert s.probe_size(request(clock, 100_000, 1.0)) == 64
 
 
 def test_a_refusal_that_even_the_fastest_run_confirms_measures_nothing(clock: ManualClock) -> None:
@@ -124,7 +140,7 @@ def test_a_refusal_that_even_the_fastest_run_confirms_measures_nothing(clock: Ma
     hopeless = request(clock, 1, ms(1))  # 20 of these a second must not keep the worker busy
     with pytest.raises(DeadlineUnmeetable):
         s.submit(hopeless)
-    assert not s.probe_wanted(hopeless)
+    assert s.probe_size(hopeless) is None
 
 
 def test_probes_of_an_inflated_estimate_take_a_tenth_of_the_worker_at_most(
@@ -140,9 +156,9 @@ def test_probes_of_an_inflated_estimate_take_a_tenth_of_the_worker_at_most(
         refused = request(clock, 1, ms(500))
         with pytest.raises(DeadlineUnmeetable):
             s.submit(refused)
-        wanted.append(s.probe_wanted(refused))
-    # a 100 ms probe at most once a second: 10% of the worker
-    assert [i for i, w in enumerate(wanted) if w] == [0, 10, 20]
+        wanted.append(s.probe_size(refused) is not None)
+    # a probe estimated at 4 s at most every 40 s: 10% of the worker
+    assert [i for i, w in enumerate(wanted) if w] == [0]
 
 
 def test_probes_wait_behind_queued_work_of_any_model(clock: ManualClock) -> None:

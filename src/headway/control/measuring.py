@@ -22,7 +22,9 @@ from headway.errors import HeadwayError
 from headway.repository import ModelConfig
 from headway.store import Store
 
-WARMUP_RUNS = 3
+#: One cold run (not a measurement), then three measured: the model is profiled (its
+#: estimates no longer stretched) before its sweep and its first requests.
+WARMUP_RUNS = 4
 WARMUP_DEADLINE_S = 30.0
 
 
@@ -105,8 +107,9 @@ class Measuring:
 
     def refresh_estimate(self, request: Request, config: ModelConfig | None) -> None:
         """Measure the size of a request refused on its estimate, when the estimate may be
-        wrong (`Scheduler.probe_wanted`): a size never measured, or an estimate inflated by
+        wrong (`Scheduler.probe_size`): a size never measured, or an estimate inflated by
         one slow run, would otherwise turn such requests away for ever, as a refused request
         never runs to correct it."""
-        if config is not None and self.scheduler.probe_wanted(request):
-            self.measure(config, request.rows, then=lambda: None)
+        rows = self.scheduler.probe_size(request) if config is not None else None
+        if config is not None and rows is not None:
+            self.measure(config, rows, then=lambda: None)

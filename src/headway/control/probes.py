@@ -21,8 +21,8 @@ from headway.control.predictions import Predictions
 PROBE_PRIORITY = 2**31
 #: Seconds between two probes of one model, at least.
 PROBE_INTERVAL_S = 0.05
-#: The most of a worker's time that probes of one model take: after a probe expected to take
-#: d seconds, the next waits d / PROBE_DUTY.
+#: The most of a worker's time that probes of one model take: after a probe estimated to take
+#: d seconds (the estimate that refused it), the next waits d / PROBE_DUTY.
 PROBE_DUTY = 0.1
 #: The sweep stops after a size whose run took more than this share of the model's SLO.
 SWEEP_SHARE = 0.5
@@ -57,17 +57,22 @@ class Probes:
         self._predictions = predictions
         self._next: dict[str, float] = {}  # model -> the earliest time of its next probe
 
-    def wanted(self, key: str, rows: int, left: float, now: float) -> bool:
-        """Whether to probe `key` at `rows` rows after refusing such a request with `left`
-        seconds to its deadline (and nothing of it queued); True counts as the probe sent."""
+    def size(self, key: str, rows: int, left: float, now: float, *, max_batch: int) -> int | None:
+        """How many rows to probe `key` with after refusing a request of `rows` rows with `left`
+        seconds to its deadline (and nothing of it queued), or None: no probe. A probe counts
+        as sent. It is the refused size, but no more than twice the largest measured (or
+        `max_batch`): a huge request is reached by doubling, each probe a measured step
+        from the last, never one unbounded run."""
         if now < self._next.get(key, float("-inf")):
-            return False
-        fastest = self._predictions.estimator.fastest(key, rows)
+            return None
+        estimator = self._predictions.estimator
+        fastest = estimator.fastest(key, rows)
         if fastest is not None and fastest + self._predictions.overhead > left:
-            return False  # even the fastest run measured would be late: a verdict
-        expected = fastest or 0.0
+            return None  # even the fastest run measured would be late: a verdict
+        size = min(rows, max(max_batch, 2 * estimator.largest_measured(key)))
+        expected = estimator.estimate(key, size) or 0.0
         self._next[key] = now + max(PROBE_INTERVAL_S, expected / PROBE_DUTY)
-        return True
+        return size
 
     def forget(self, key: str) -> None:
         self._next.pop(key, None)

@@ -244,19 +244,19 @@ class Scheduler:
         )
         return min(waits, default=0.0)
 
-    def probe_wanted(self, request: Request) -> bool:
-        """After `request` was refused at admission: whether to measure its size with a probe
-        (`probes.Probes.wanted`), because the refusal rests on its estimate alone, nothing of
-        its model is queued, and the fastest measured run says it might have fitted."""
+    def probe_size(self, request: Request) -> int | None:
+        """After `request` was refused at admission: how many rows to measure its model with
+        (`probes.Probes.size`), or None, because the refusal does not rest on its estimate
+        alone, something of its model is queued, or even the fastest measured run confirms it."""
         model = self._models.get(request.model)
         if model is None or model.queue or not model.replicas:
-            return False
+            return None
         now = self.clock.now()
         left = request.deadline - now
         service = self.service_time(model.key, request.rows)
         if service is None or service <= left:
-            return False  # refused for the queue or the busy worker: the estimate is not at fault
-        return self.probes.wanted(model.key, request.rows, left, now)
+            return None  # refused for the queue or the busy worker: the estimate is not at fault
+        return self.probes.size(model.key, request.rows, left, now, max_batch=model.max_batch)
 
     def start_now(self, request: Request) -> Dispatch | None:
         """Start `request` alone at once when its model has nothing queued and is profiled, has
