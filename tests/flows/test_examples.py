@@ -119,3 +119,17 @@ def test_tables_travel_as_tensors_with_nulls_strings_and_values() -> None:
     back = from_tensors(schema, to_tensors(table, "t"), table.qids)
     assert same(back.records(), table.records())
     assert back.records()[1] == dict.fromkeys(schema.names)
+
+
+def test_the_rows_of_any_two_queries_batch_together_nulls_or_not() -> None:
+    """The controller concatenates the tensors of the requests it batches: a query with NULLs
+    and one without must carry the same tensors, of the same shapes past the first."""
+    from headway.flows.types import Schema, Table
+
+    schema = Schema([("label", int), ("name", str), ("a", np.ndarray)])
+    with_nulls = to_tensors(Table.build(schema, [(None, None, [1.0, 2.0])]), "t")
+    without = to_tensors(Table.build(schema, [(1, "x", [3.0, 4.0]), (2, "y", [5.0, 6.0])]), "t")
+    assert with_nulls.keys() == without.keys()
+    batch = {k: np.concatenate([with_nulls[k], without[k]]) for k in without}
+    back = from_tensors(schema, batch, (0, 1, 2))
+    assert same(back.records()[0], {"label": None, "name": None, "a": [1.0, 2.0]})

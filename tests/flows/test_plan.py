@@ -61,21 +61,18 @@ def test_without_fusion_every_operator_is_its_own_stage() -> None:
 def test_why_chains_end() -> None:
     flow = Flow("f", {"x": np.ndarray})
     a = flow.map(pre, names=["x"])
-    b = a.map(MODEL).map(post).filter(keep)  # the filter ends the chain
-    c = b.map(fmt).map(Model("m2", {"y": float}, inputs={"input-0": "fmt"}))
-    second = c.map(Model("m3", {"z": float}, inputs={"input-0": "fmt"}))  # a second model
+    b = a.map(MODEL).map(post).filter(keep)  # a filter does not end a chain
+    c = b.map(fmt).map(Model("m2", {"y": float}, inputs={"input-0": "fmt"}))  # a second model
+    second = c.map(Model("m3", {"z": float}, inputs={"input-0": "fmt"}))  # and a third
     joined = a.join(second)  # a is read twice; the join reads two tables
     joined.lookup("k")
     plan = flow.compile()
     why = {s.operators: s.why for s in plan.stages}
     assert why[("map:pre",)] == "2 operators read it"
-    assert why[("model:m", "map:post", "filter:keep")] == (
-        "a filter ends a chain: rows are dropped in the frontend"
+    assert why[("model:m", "map:post", "filter:keep", "map:fmt")] == (
+        "model:m2 is a second model: each model keeps its own batching"
     )
-    assert (
-        why[("map:fmt", "model:m2")]
-        == "model:m3 is a second model: each model keeps its own batching"
-    )
+    assert why[("model:m2",)] == "model:m3 is a second model: each model keeps its own batching"
     assert why[("model:m3",)] == "join reads several tables"
     assert why[("join",)] == why[("lookup:k",)] == "runs in the frontend"
     assert [s.kind for s in plan.stages if s.operators == ("join",)] == [FRONTEND]
@@ -92,3 +89,19 @@ def test_a_fused_stage_is_high_variance_if_a_member_is_and_batches_only_if_all_d
     all_batch.map(pre_all, names=["x"], batching=True).map(MODEL)
     assert all_batch.compile().stages[1].batching
     assert not all_batch.compile(Options(batching=False)).stages[1].batching
+
+
+def test_a_stage_that_may_read_null_arrays_does_not_batch() -> None:
+    """A row of NULLs from a left join's right side has no array shape to batch with."""
+    flow = Flow("f", {"x": np.ndarray})
+    scored = flow.map(MODEL)
+    arrays = flow.map(pre, names=["y"], batching=False)
+    joined = scored.join(arrays, how="left")
+    joined.map(pre_all, names=["z"], batching=True)
+    last = flow.compile().stages[-1]
+    assert last.operators == ("map:pre_all",) and not last.batching
+    inner = Flow("g", {"x": np.ndarray})
+    inner.map(MODEL).join(inner.map(pre, names=["y"]), how="inner").map(
+        pre_all, names=["z"], batching=True
+    )
+    assert inner.compile().stages[-1].batching

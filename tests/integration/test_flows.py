@@ -86,7 +86,7 @@ def test_the_app_describes_its_plan_and_each_operators_statistics(deployed: dict
     stages = {s["name"]: s for s in described["flow"]["stages"]}
     assert stages["model:digits-fast+map:top"]["kind"] == "action"
     assert stages["join"]["kind"] == "frontend"
-    assert len(described["ready"]) == 4  # the four action stages are served
+    assert len(described["ready"]) == 3  # the three action stages are served
     ops = {o["operator"]: o for o in described["statistics"]["operators"]}
     assert ops["model:digits-fast"]["rows_in"] >= 30
     unsure = ops["filter:unsure"]

@@ -5,8 +5,8 @@ The frontend registers each action stage of a deployed flow as a model of framew
 and the wire configs of the repository models the chain calls. The worker imports the flow,
 compiles it the same way, loads those models with their own adapters, and then runs the chain
 over each batch: the rows cross the process boundary once, however many operators the chain
-has. Outputs are the chain's columns, the keep mask of a closing filter, and each operator's
-seconds spread over the batch's rows (`headway.flows.tensors`).
+has. Outputs are the chain's columns (NULL in the rows a filter dropped), the keep mask of its
+filters, and each operator's seconds spread over the batch's rows (`headway.flows.tensors`).
 """
 
 from __future__ import annotations
@@ -61,6 +61,11 @@ class FlowStageAdapter(Adapter):
         table = from_tensors(self.schema, inputs, tuple(range(rows)))
         table = Table(table.schema, table.rows, table.qids, self.group)
         table, keep, seconds = run_chain(self.ops, table, self.services)
+        if keep is not None:  # one row per row: NULL rows where a filter dropped one
+            kept = iter(table.rows)
+            empty = (None,) * len(table.schema)
+            full = tuple(next(kept) if k else empty for k in keep)
+            table = Table(table.schema, full, tuple(range(rows)), table.group)
         out = to_tensors(table, self.stage.name)
         if keep is not None:
             out[KEEP] = np.asarray(keep, dtype=np.bool_)

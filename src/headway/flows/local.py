@@ -65,23 +65,31 @@ class LocalServices:
 def run_chain(
     ops: list[tuple[Operator, str]], table: Table, services: Services
 ) -> tuple[Table, list[bool] | None, list[float]]:
-    """An action stage's operators over `table`: (the table, the last filter's keep mask, the
-    seconds each operator took)."""
+    """An action stage's operators over `table`: (the rows that passed every filter, after the
+    chain; which input rows they are, None when no filter ran; each operator's seconds).
+    Operators after a filter run on the rows it kept only."""
     seconds = []
-    keep = None
+    rows = len(table)
+    positions = list(range(rows))
+    filtered = False
     for op, label in ops:
         started = time.perf_counter()
         if isinstance(op, Filter):
             keep = op.keep(table, label)
+            table = select_rows(table, keep)
+            positions = [p for p, k in zip(positions, keep, strict=True) if k]
+            filtered = True
         else:
             table = op.run([table], services, label)
         seconds.append(time.perf_counter() - started)
-    return table, keep, seconds
+    if not filtered:
+        return table, None, seconds
+    kept = set(positions)
+    return table, [i in kept for i in range(rows)], seconds
 
 
 def run_action(ops: list[tuple[Operator, str]], table: Table, services: Services) -> Table:
-    table, keep, _ = run_chain(ops, table, services)
-    return table if keep is None else select_rows(table, keep)
+    return run_chain(ops, table, services)[0]
 
 
 def run_stage(plan: Plan, stage: Stage, inputs: list[Table], services: Services) -> Table:

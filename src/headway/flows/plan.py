@@ -5,11 +5,13 @@ deployed, so a fused chain's data crosses the process boundary once) or a *front
 (source, union, anyof, join, lookup, groupby, agg: data movement that runs beside the store).
 
 Fusion (Cloudflow's): a chain is a maximal run of action operators where each reads only the
-previous one and the previous one feeds only it. A chain also ends after a filter (an action
-answers one row per row it got; dropping rows happens in the frontend), and before a second
-model (each model keeps its own replicas and batch sizes). A fused stage is high-variance if
+previous one and the previous one feeds only it. A chain also ends before a second model (each
+model keeps its own replicas and batch sizes). A filter inside a chain drops rows for the
+operators after it; the action answers the dropped rows as NULL with a keep mask, and the
+frontend removes them. A fused stage is high-variance if
 any member is, and batches only if every member batches. Without fusion every operator is its
-own stage. Competitive execution runs a high-variance stage on `compete_replicas` clones; the
+own stage. A stage that reads a left or outer join whose NULL side has an array column does
+not batch (a NULL array has no shape to batch with). Competitive execution runs a high-variance stage on `compete_replicas` clones; the
 first answer wins.
 
 The `Plan` is the typed DAG a planner reads: stages, edges, and which stages call which models.
@@ -19,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from headway.flows.flow import Flow, Node, Options
 from headway.flows.operators import Filter, Model, Operator
@@ -143,12 +147,28 @@ def compile_flow(flow: Flow, options: Options) -> Plan:
                 inputs=tuple(node_stage[p.id] for p in first.inputs),
                 models=tuple(_models(ops)),
                 high_variance=variance,
-                batching=kind == ACTION and options.batching and all(op.batching for op in ops),
+                batching=kind == ACTION
+                and options.batching
+                and all(op.batching for op in ops)
+                and not _null_arrays(first),
                 replicas=options.compete_replicas if variance and options.compete else 1,
                 why=why,
             )
         )
     return Plan(flow, options, tuple(stages), node_stage[sink.id], node_stage)
+
+
+def _null_arrays(node: Node) -> bool:
+    """Whether the node reads a left or outer join whose NULL side has an array column: a row
+    of NULLs has no shape, so its action cannot share a batch with rows that have one."""
+    from headway.flows.relational import Join
+
+    for parent in node.inputs:
+        if isinstance(parent.op, Join) and parent.op.how != "inner":
+            sides = parent.inputs[1:] if parent.op.how == "left" else parent.inputs
+            if any(c.type is np.ndarray for side in sides for c in side.schema):
+                return True
+    return False
 
 
 def _models(ops: list[Operator]) -> list[str]:
@@ -168,8 +188,6 @@ def _chain_end(node: Node, readers: dict[int, list[Node]], options: Options) -> 
     """Why the chain cannot continue after `node` ('' when it can)."""
     if not options.fusion:
         return "fusion is off"
-    if isinstance(node.op, Filter):
-        return "a filter ends a chain: rows are dropped in the frontend"
     after = readers[node.id]
     if len(after) != 1:
         return "nothing reads it" if not after else f"{len(after)} operators read it"

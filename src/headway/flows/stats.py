@@ -75,10 +75,15 @@ class FlowStats:
         seconds: list[float],
         wall: float,
     ) -> None:
-        """One action stage ran: each member saw every row but the closing filter's dropped."""
+        """One action stage ran. Members up to its first filter saw every row; that filter
+        gave `rows_out`, which the members after it saw (exact with one filter per stage)."""
+        first = next((i for i, label in enumerate(labels) if label.startswith("filter:")), None)
+        if first is None:
+            first = len(labels) - 1  # no filter: every member gave what it got
         for i, (label, running) in enumerate(zip(labels, seconds, strict=False)):
-            out = rows_out if i == len(labels) - 1 else rows_in
-            self.operators[label].observe(rows_in, out, running)
+            seen = rows_in if i <= first else rows_out
+            gave = rows_in if i < first else rows_out
+            self.operators[label].observe(seen, gave, running)
         self.operators[labels[0]].queued_s += max(0.0, wall - sum(seconds))
 
     def failed_stage(self, labels: tuple[str, ...]) -> None:

@@ -1,9 +1,9 @@
 """A table's columns as tensors (one array per column, a row per row), and back.
 
 This is how an action stage's rows travel to a worker and back: numbers and arrays as their
-bytes, strings and bytes as BYTES tensors, other values (`object` columns) as JSON. A column
-holding NULLs travels with a mask `\\0null:<column>`. Query ids stay in the frontend: an
-action answers one row per row, in order. Metadata tensors start with `\\0`.
+bytes, strings and bytes as BYTES tensors, other values (`object` columns) as JSON. Each column
+travels with its NULL mask `\\0null:<column>`. Query ids stay in the frontend: an action
+answers one row per row, in order. Metadata tensors start with `\\0`.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ def to_tensors(table: Table, where: str) -> dict[str, np.ndarray]:
     tensors: dict[str, np.ndarray] = {}
     for position, column in enumerate(table.schema):
         values = [row[position] for row in table.rows]
-        nulls = [v is None for v in values]
-        if any(nulls):
-            tensors[NULL + column.name] = np.asarray(nulls)
+        # every column's mask, NULLs or not: the requests the controller batches into one
+        # action must carry the same tensors
+        tensors[NULL + column.name] = np.asarray([v is None for v in values], dtype=np.bool_)
         tensors[column.name] = _encode(column.type, values, where, column.name)
     return tensors
 
