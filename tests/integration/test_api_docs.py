@@ -1,5 +1,6 @@
 """Interactive API docs at /docs: Swagger UI, served by the server itself from an installed
-package, over the OpenAPI document the server serves at /openapi.json."""
+package, over the OpenAPI document the server serves at /openapi.json; in headless Chromium it
+shows every operation and its "Try it out" reaches the live server."""
 
 from __future__ import annotations
 
@@ -48,7 +49,9 @@ def test_the_page_points_at_the_document_and_every_file_it_loads_is_served(
     assert httpx.post(f"{server.url}/docs").status_code == 405
 
 
-def test_the_page_renders_every_operation_of_the_document(server: ServerProcess) -> None:
+def test_the_page_renders_every_operation_and_tries_one_against_the_server(
+    server: ServerProcess,
+) -> None:
     if not os.path.exists(CHROMIUM):
         pytest.skip("chromium is not installed (.ci/run installs it)")
     from playwright.sync_api import sync_playwright
@@ -66,7 +69,16 @@ def test_the_page_renders_every_operation_of_the_document(server: ServerProcess)
         page.locator(".opblock").first.wait_for(timeout=15_000)
         shown = page.locator(".opblock").count()
         title = page.locator(".info .title").inner_text()
+        ready = page.locator(".opblock", has=page.locator('[data-path="/v2/models/{name}/ready"]'))
+        ready.locator(".opblock-summary").click()
+        ready.locator("button.try-out__btn").click()
+        ready.locator('input[placeholder="name"]').fill("doubler")
+        ready.locator("button.execute").click()
+        status = ready.locator(".live-responses-table tr.response .response-col_status").first
+        status.wait_for(timeout=10_000)
+        answered = status.inner_text()
         browser.close()
     assert shown == operations
+    assert answered.strip() == "200"  # the live server answered the page's request
     assert document["info"]["title"] in title
     assert problems == []
