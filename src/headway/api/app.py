@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Coroutine
 from functools import partial
 from typing import Any, Protocol
 
@@ -164,18 +164,27 @@ class HeadwayApp:
     async def _read_asgi_body(self, headers: dict[bytes, bytes], receive: Receive) -> bytes:
         """The body, decoded (gzip, deflate) as it arrives, within the body limit."""
         self.check_length(headers.get(b"content-length"))
+
+        async def pieces() -> AsyncIterator[bytes]:
+            while True:
+                message = await receive()
+                yield message.get("body", b"")
+                if not message.get("more_body"):
+                    return
+
+        return await self.read_body(headers, pieces())
+
+    async def read_body(self, headers: dict[bytes, bytes], pieces: AsyncIterable[bytes]) -> bytes:
+        """A body that arrives in `pieces`, counted against the body limit as it comes and
+        decoded (gzip, deflate) piece by piece (for servers that stream bodies to the app)."""
         decoder = body_decoder(headers.get(b"content-encoding"), self.max_body_bytes)
         chunks: list[bytes] = []
         size = 0
-        while True:
-            message = await receive()
-            chunk = message.get("body", b"")
+        async for chunk in pieces:
             if chunk:
                 size += len(chunk)
                 self.check_size(size)
-                chunks.append(chunk if decoder is None else decoder.feed(chunk))
-            if not message.get("more_body"):
-                break
+                chunks.append(bytes(chunk) if decoder is None else decoder.feed(chunk))
         if decoder is not None:
             decoder.finish()
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)

@@ -30,7 +30,6 @@ from headway.api.limits import (
     MAX_CONNECTIONS,
     MAX_HEADER_BYTES,
     MAX_URL_BYTES,
-    body_decoder,
     connection_cap,
     headers_too_large,
     uri_too_long,
@@ -104,21 +103,11 @@ class GranianServer:
     async def read_body(self, headers: dict[bytes, bytes], protocol: Any) -> bytes:
         """The body, within the limit: at once when its declared length is within it (granian
         reads no more than declared), else counted (and decoded) piece by piece."""
-        app = self.app
         declared = headers.get(b"content-length")
-        app.check_length(declared)
-        decoder = body_decoder(headers.get(b"content-encoding"), app.max_body_bytes)
-        if decoder is None and declared is not None:
+        self.app.check_length(declared)
+        if declared is not None and b"content-encoding" not in headers:
             return bytes(await protocol())
-        pieces: list[bytes] = []
-        size = 0
-        async for piece in protocol:
-            size += len(piece)
-            app.check_size(size)
-            pieces.append(bytes(piece) if decoder is None else decoder.feed(piece))
-        if decoder is not None:
-            decoder.finish()
-        return b"".join(pieces)
+        return await self.app.read_body(headers, protocol)
 
     # -- running ---------------------------------------------------------------------------
     def granian(self) -> Any:
