@@ -55,6 +55,21 @@ def test_a_request_behind_another_models_long_action_is_refused_at_arrival(
     assert next_run.model == "fast"
 
 
+def test_a_models_own_batch_in_flight_is_left_to_the_queue_check(clock: ManualClock) -> None:
+    """Under overload a model's worker is always busy with its own batches, each predicted by
+    a pessimistic p99: admission counts the rows queued ahead, and the drop time decides
+    whether a request waited too long (a batch that ends early lets it run)."""
+    s = shared(clock, {1: ["slow"]})
+    s.submit(request(clock, "slow", 1.0))
+    assert len(s.poll().dispatches) == 1  # busy with its own 600 ms batch
+    clock.advance(ms(50))
+    s.submit(request(clock, "slow", ms(700)))  # admitted; it must start by 150 ms
+    clock.set(ms(151))
+    [(dropped, error)] = s.poll().rejected  # its own batch ran on: dropped, never late
+    assert dropped.deadline == pytest.approx(ms(750))
+    assert "deadline passed while queued" in str(error)
+
+
 def test_an_idle_replica_takes_the_request_whatever_the_busy_one_runs(clock: ManualClock) -> None:
     s = shared(clock, {1: ["fast", "slow"], 2: ["fast"]})
     s.submit(request(clock, "slow", 1.0))

@@ -236,9 +236,14 @@ class Scheduler:
         self._push(model, request)
 
     def _busy_wait(self, model: ModelSlot, now: float) -> float:
-        """Predicted seconds until a live worker holding `model` is free (0: one is idle)."""
+        """Predicted seconds until a live worker holding `model` is free of other models'
+        actions (0: one is idle, or runs only `model`'s batches: those the queue check and
+        the drop times account for, and under overload they must be kept fed, not second-
+        guessed by a pessimistic estimate of the batch in flight)."""
         waits = (
             max(0.0, worker.free_at - now)
+            if any(d.model != model.key for d in worker.inflight)
+            else 0.0
             for worker in (self._workers.get(w) for w in model.replicas)
             if worker is not None and worker.alive
         )
