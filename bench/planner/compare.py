@@ -1,20 +1,21 @@
 """Planner vs coarse-grained baselines, in simulation: cost and SLO misses per (SLO, CV).
 
-    python bench/planner/compare.py [--rate 100] [--seconds 30] [--out bench/.work/planner.json]
+    python bench/planner/compare.py [--rate 100] [--plan-seconds 60] [--test-seconds 500]
 
 For each SLO in {150, 300, 1000} ms and arrival CV in {0.1, 1, 4}:
 
 - **InferLine's planner** (`headway.planning.Planner`) plans the image cascade (preprocess ->
   resnet50 -> resnet152 for 30% of queries) on a planning trace (seed 1);
-- **CG-Mean / CG-Peak** (InferLine's coarse-grained baselines): the whole pipeline is one unit
-  on one hardware kind, running its models one after the other (a model with no profile on a
-  GPU-like kind runs on that machine's CPUs: the cpu4 profile); its batch is the largest whose
-  unit latency is at most half the SLO (a query may wait one batch, then run in one); units are
-  replicated for the trace's mean rate (CG-Mean) or its peak (the highest rate in any 1 s
-  window: CG-Peak), on the kind where that costs least;
+- **CG-Mean / CG-Peak** (InferLine's coarse-grained baselines): one unit is the whole pipeline,
+  every model once, each on its own hardware and priced as such (the planner's cost model:
+  the sum of the replicas' hourly prices); a unit on an accelerator kind runs each model there,
+  or on cpu4 if it has no profile there (preprocessing). All models run at one batch size: the
+  largest whose unit latency (the critical path at that batch) meets the SLO. Units are
+  replicated for the planning trace's mean rate (CG-Mean) or its peak (the highest rate in any
+  1 s window: CG-Peak), on the kind where that costs least;
 
-then every configuration is simulated on a test trace (seed 2, same rate and CV) and judged by
-its cost per hour and the share of queries over the SLO. Profiles and prices:
+then every configuration is simulated on a held-out test trace (seed 2, same rate and CV) and
+judged by its cost per hour and the share of queries over the SLO. Profiles and prices:
 `bench/planner/profiles.yaml` (assumed GPU-like shapes, not measured) and `catalogue.yaml`.
 """
 
@@ -24,6 +25,7 @@ import argparse
 import json
 import math
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +33,6 @@ import numpy as np
 from headway.planning import (
     Catalogue,
     Configuration,
-    LatencyProfile,
     Pipeline,
     Planner,
     Profiles,
@@ -46,6 +47,7 @@ from headway.planning.description import (
     read_profile_rows,
 )
 from headway.planning.envelope import max_count
+from headway.planning.pipeline import profile_of
 from headway.planning.workloads import ArrivalSpec, arrival_times
 
 HERE = Path(__file__).parent
@@ -67,18 +69,40 @@ def load() -> tuple[Catalogue, Profiles]:
     return catalogue, profiles_from_rows(read_profile_rows(HERE / "profiles.yaml"))
 
 
-def unit_profile(pipeline: Pipeline, profiles: Profiles, kind: str) -> LatencyProfile:
-    """The whole pipeline as one unit on `kind`: its models one after the other, each on
-    `kind` (or on the machine's CPUs, cpu4, when it has no profile there)."""
-    seconds = {}
-    for b in SIZES:
-        total = 0.0
-        for stage in pipeline.stages:
-            on = profiles[stage.model]
-            profile = on.get(kind) or on["cpu4"]
-            total += profile.latency(max(1, math.ceil(stage.scale * b)))
-        seconds[b] = total
-    return LatencyProfile(seconds)
+def unit_stage(stage: Stage, profiles: Profiles, kind: str) -> str:
+    """The hardware a stage's model runs on inside a CG unit on `kind`: `kind` itself, or the
+    CPU kind (cpu4) for a model with no profile on it (preprocessing on a GPU machine)."""
+    return kind if kind in profiles[stage.model] else "cpu4"
+
+
+def unit_config(
+    pipeline: Pipeline, profiles: Profiles, kind: str, batch: int, units: int
+) -> Configuration:
+    """`units` copies of the whole pipeline: every model once per unit, on its own hardware,
+    at the unit's batch (the planner's cost model: a model is a replica, priced by its kind)."""
+    return Configuration(
+        {s.name: StageConfig(unit_stage(s, profiles, kind), batch, units) for s in pipeline.stages}
+    )
+
+
+def unit_latency(pipeline: Pipeline, profiles: Profiles, kind: str, batch: int) -> float:
+    """The unit's service time for a batch of `batch` queries: its critical path, each model
+    at the rows that reach it (a cascade's second model sees its share)."""
+    service = {
+        s.name: profile_of(profiles, s.model, unit_stage(s, profiles, kind)).latency(
+            max(1, math.ceil(s.scale * batch))
+        )
+        for s in pipeline.stages
+    }
+    return pipeline.critical_path(service)
+
+
+def unit_throughput(pipeline: Pipeline, profiles: Profiles, kind: str, batch: int) -> float:
+    """Queries per second one unit takes at `batch`: its slowest model, share counted."""
+    return min(
+        profile_of(profiles, s.model, unit_stage(s, profiles, kind)).throughput(batch) / s.scale
+        for s in pipeline.stages
+    )
 
 
 def coarse(
@@ -87,19 +111,23 @@ def coarse(
     catalogue: Catalogue,
     slo: float,
     rate: float,
-) -> tuple[str, int, int, float] | None:
-    """(kind, batch, units, cost) of the cheapest coarse-grained deployment for `rate`."""
-    best: tuple[str, int, int, float] | None = None
+) -> tuple[Configuration, float] | None:
+    """The cheapest coarse-grained deployment for `rate`: per accelerator kind, the largest
+    batch whose unit latency meets the SLO, units enough for `rate`; then the kind costing least.
+    """
+    best: tuple[Configuration, float] | None = None
     for kind in catalogue:
-        unit = unit_profile(pipeline, profiles, kind)
-        fitting = [b for b in SIZES if unit.latency(b) <= slo / 2]
+        if not any(kind in profiles[s.model] for s in pipeline.stages):
+            continue
+        fitting = [b for b in SIZES if unit_latency(pipeline, profiles, kind, b) <= slo]
         if not fitting:
             continue
         batch = fitting[-1]
-        units = max(1, math.ceil(rate / unit.throughput(batch)))
-        cost = units * catalogue[kind].cost_per_hour
-        if best is None or cost < best[3]:
-            best = (kind, batch, units, cost)
+        units = max(1, math.ceil(rate / unit_throughput(pipeline, profiles, kind, batch)))
+        config = unit_config(pipeline, profiles, kind, batch, units)
+        cost = config.cost(catalogue)
+        if best is None or cost < best[1]:
+            best = (config, cost)
     return best
 
 
@@ -120,54 +148,83 @@ def judge(
 
 
 def cell(
-    catalogue: Catalogue, profiles: Profiles, slo_ms: int, cv: float, rate: float, seconds: float
+    catalogue: Catalogue,
+    profiles: Profiles,
+    slo_ms: int,
+    cv: float,
+    rate: float,
+    plan_seconds: float,
+    test_seconds: float,
 ) -> dict[str, object]:
     slo = slo_ms / 1e3
-    planning = arrival_times(ArrivalSpec(rate, seconds, cv=cv, seed=1))
-    test = arrival_times(ArrivalSpec(rate, seconds, cv=cv, seed=2))
+    planning = arrival_times(ArrivalSpec(rate, plan_seconds, cv=cv, seed=1))
+    test = arrival_times(ArrivalSpec(rate, test_seconds, cv=cv, seed=2))
     started = time.perf_counter()
     planner = Planner(CASCADE, profiles, catalogue, planning, slo, seed=1)
     plan = planner.plan()
     planning_seconds = time.perf_counter() - started
-    row: dict[str, object] = {"slo_ms": slo_ms, "cv": cv, "planning_s": round(planning_seconds, 2)}
+    row: dict[str, object] = {
+        "slo_ms": slo_ms,
+        "cv": cv,
+        "planning_queries": len(planning),
+        "test_queries": len(test),
+        "planning_s": round(planning_seconds, 2),
+    }
     if plan.config is not None:
         row["planner"] = judge(CASCADE, plan.config, profiles, catalogue, test, slo)
-        row["planner"]["config"] = {  # type: ignore[index]
-            s: f"{c.hardware} b{c.max_batch} x{c.replicas}" for s, c in plan.config.stages.items()
-        }
+        row["planner"]["planned_p99_ms"] = round(plan.p99 * 1e3, 2)  # type: ignore[index]
+        row["planner"]["config"] = describe(plan.config)  # type: ignore[index]
     else:
         row["planner"] = {"infeasible": plan.reason}
     peak = max_count(planning, 1.0) / 1.0
-    mean = len(planning) / seconds
+    mean = len(planning) / plan_seconds
     for name, target in (("cg_mean", mean), ("cg_peak", peak)):
         chosen = coarse(CASCADE, profiles, catalogue, slo, target)
         if chosen is None:
-            row[name] = {"infeasible": "no kind runs the unit within half the SLO"}
+            row[name] = {"infeasible": "no kind runs the unit within the SLO"}
             continue
-        kind, batch, units, _cost = chosen
-        unit = Pipeline("unit", (Stage("unit", "unit"),))
-        unit_profiles = {"unit": {kind: unit_profile(CASCADE, profiles, kind)}}
-        config = Configuration({"unit": StageConfig(kind, batch, units)})
-        row[name] = judge(unit, config, unit_profiles, catalogue, test, slo)
-        row[name]["config"] = f"{kind} b{batch} x{units}"  # type: ignore[index]
+        config, _cost = chosen
+        row[name] = judge(CASCADE, config, profiles, catalogue, test, slo)
+        row[name]["config"] = describe(config)  # type: ignore[index]
     return row
+
+
+def describe(config: Configuration) -> dict[str, str]:
+    return {s: f"{c.hardware} b{c.max_batch} x{c.replicas}" for s, c in config.stages.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rate", type=float, default=100.0)
-    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--plan-seconds", type=float, default=60.0)
+    parser.add_argument("--test-seconds", type=float, default=500.0)
+    parser.add_argument("--jobs", type=int, default=2, help="cells planned at once (processes)")
     parser.add_argument("--out", type=Path, default=Path("bench/.work/planner-compare.json"))
     args = parser.parse_args()
     catalogue, profiles = load()
-    rows = []
-    for slo_ms in SLOS_MS:
-        for cv in CVS:
-            row = cell(catalogue, profiles, slo_ms, cv, args.rate, args.seconds)
-            print(json.dumps(row), flush=True)
-            rows.append(row)
+    grid = [(slo_ms, cv) for slo_ms in SLOS_MS for cv in CVS]
+    with ProcessPoolExecutor(args.jobs) as pool:
+        futures = [
+            pool.submit(
+                cell,
+                catalogue,
+                profiles,
+                slo_ms,
+                cv,
+                args.rate,
+                args.plan_seconds,
+                args.test_seconds,
+            )
+            for slo_ms, cv in grid
+        ]
+        rows = []
+        for future in futures:
+            rows.append(future.result())
+            print(json.dumps(rows[-1]), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"rate": args.rate, "seconds": args.seconds, "rows": rows}))
+    summary = {"rate": args.rate, "plan_seconds": args.plan_seconds}
+    summary["test_seconds"] = args.test_seconds
+    args.out.write_text(json.dumps({**summary, "rows": rows}))
 
 
 if __name__ == "__main__":
