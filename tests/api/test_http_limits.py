@@ -267,3 +267,18 @@ def test_the_connection_cap_fits_the_file_limit_raising_it_when_allowed() -> Non
     cap, after, logged = cap_under_file_limit(512, 512, 1000)
     assert (cap, after) == (512 - RESERVED_FDS, 512)
     assert "--max-connections 1000 lowered to 256: the file limit is 512" in logged
+
+
+def test_a_refusal_reaches_a_client_that_is_still_sending() -> None:
+    """Closed after its answer, a connection still drains what the client sends (a lingering
+    close): closing with input unread would reset it, and the reset can overtake the answer."""
+
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        for _ in range(5):
+            reader, writer = await connect(server)
+            writer.write(b"NOT HTTP AT ALL\r\n\r\n" + b"x" * 2_000_000)
+            assert "malformed HTTP request" in await refused(reader, 400)
+            writer.close()
+        await served(server)
+
+    serve(test)

@@ -43,8 +43,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("headway.http")
 
-#: How long a connection turned away at the cap is read (and discarded) before it is closed:
-#: closing at once with the client's request unread would reset it before it reads the 503.
+#: How long a connection that is closed after an answer (a refusal, `connection: close`, turned
+#: away at the cap) is read and its input discarded before it is closed: closing at once with
+#: the client's input unread would reset it before it reads the answer.
 LINGER_S = 1.0
 
 # Which part of a request a connection is reading (for the read timeouts).
@@ -137,9 +138,7 @@ class HttpConnection(asyncio.Protocol):
                 keep_alive=False,
             )
         )  # fmt: skip
-        if transport.can_write_eof():
-            transport.write_eof()
-        self.loop.call_later(LINGER_S, self.close)
+        self._linger(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
@@ -292,8 +291,7 @@ class HttpConnection(asyncio.Protocol):
                 continue
             transport.write(done.data)  # type: ignore[arg-type]
             if done.close:
-                self.closing = True
-                transport.close()
+                self._linger(transport)
         self.last_active = time.monotonic()
         if self.server.poller is not None:  # the client's next request comes soon
             self.server.poller.arm()
@@ -336,6 +334,23 @@ class HttpConnection(asyncio.Protocol):
             self._refuse(problem(408, "the request body did not arrive within "
                                  f"{server.body_timeout:g} s of its head (--body-timeout)"))  # fmt: skip
 
+    def _linger(self, transport: asyncio.Transport) -> None:
+        """Close after the last answer: send EOF, discard what the client still sends for
+        `LINGER_S`, then close. Closing with its input unread resets the connection, and the
+        reset can reach the client before it has read the answer (a lingering close, as
+        nginx does)."""
+        self.closing = True
+        self._no_more = True
+        if not transport.can_write_eof():
+            transport.close()
+            return
+        transport.write_eof()  # after the answer, once it has left
+        if self._paused_reading:
+            self._paused_reading = False
+            with contextlib.suppress(RuntimeError):
+                transport.resume_reading()
+        self.loop.call_later(LINGER_S, _close, transport)
+
     @property
     def idle(self) -> bool:
         return not self.pending
@@ -344,3 +359,8 @@ class HttpConnection(asyncio.Protocol):
         if self.transport is not None and not self.closing:
             self.closing = True
             self.transport.close()
+
+
+def _close(transport: asyncio.Transport) -> None:
+    if not transport.is_closing():
+        transport.close()
