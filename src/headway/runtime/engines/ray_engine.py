@@ -195,6 +195,7 @@ class RayEngine(LocalEngine):
         for name, value in _OWN_INSTANCE_ENV.items():
             os.environ.setdefault(name, value)
         ray.init(
+            address="local",  # a new instance, even if another runs on this machine
             num_cpus=int(self.num_cpus or os.cpu_count() or 1),
             object_store_memory=OBJECT_STORE_BYTES,
             **options,
