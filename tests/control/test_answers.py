@@ -18,6 +18,7 @@ import pytest
 from headway.clock import ManualClock
 from headway.control.controller import Controller
 from headway.control.engine import Action, Tensors
+from headway.errors import ModelError
 from headway.repository import Repository
 from headway.testing import FakeEngine
 
@@ -151,3 +152,34 @@ def test_then_runs_for_requests_failed_when_the_server_stops(repository: Reposit
         return errors
 
     assert asyncio.run(scenario()) == ["server stopping"]
+
+
+def test_requests_that_cannot_form_one_batch_fail_and_free_the_worker(tmp_path: Path) -> None:
+    """A model with no declared inputs: requests with other tensor names meet in one batch.
+    Each is answered with the reason, none hangs, and the worker takes the next batch."""
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "model.yaml").write_text("framework: python\nentrypoint: m.py:M\n")
+
+    async def scenario() -> None:
+        controller, engine = await started(Repository.scan(tmp_path))
+        first = controller.submit("m", row(1.0))
+        await asyncio.sleep(0)  # the worker is busy with it
+        mixed = [
+            controller.submit("m", {"x": np.ones((1, 2), np.float32)}),
+            controller.submit("m", {"z": np.ones((1, 2), np.float32)}),
+        ]
+        engine.release()
+        await asyncio.sleep(0)  # the pump's turn: the two go out as one batch, which fails
+        for future in mixed:
+            with pytest.raises(
+                ModelError, match=r"could not be formed.*declare the model.s inputs"
+            ):
+                await asyncio.wait_for(future, 1)
+        assert first.done()
+        last = controller.submit("m", row(4.0))
+        await asyncio.sleep(0)
+        engine.release()
+        assert (await asyncio.wait_for(last, 1)).outputs["y"][0, 0] == 40.0
+        await controller.stop()
+
+    asyncio.run(scenario())

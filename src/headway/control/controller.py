@@ -374,8 +374,21 @@ class Controller:
                 evicted = self._states.get(key)
                 if evicted is not None:
                     evicted.workers.discard(dispatch.worker)
+        try:
+            action, tensors = message(dispatch, config)
+        except (KeyError, ValueError) as exc:
+            # Requests that cannot form one batch (a model with no declared inputs, sent
+            # tensors of other names or shapes): answered as the batch's failure, through the
+            # reply path, so that none is left unanswered and the worker is free again.
+            error = (
+                f"its batch could not be formed ({type(exc).__name__}: {exc}): requests with "
+                "other input names or shapes were batched together; declare the model's "
+                "inputs in model.yaml so that each request is checked on arrival"
+            )
+            self._on_reply(dispatch.worker, {"id": dispatch.id, "ok": False, "error": error}, {})
+            return
         # A failed send means the worker is gone: the watcher reports it and requeues.
-        self.engine.send(dispatch.worker, *message(dispatch, config))
+        self.engine.send(dispatch.worker, action, tensors)
 
     def _run_alone(self, request: Request) -> asyncio.Future[Prediction] | None:
         """Run `request` now, inside this call, when the engine runs actions in this process
