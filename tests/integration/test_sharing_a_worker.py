@@ -43,7 +43,11 @@ def one_worker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
     with ServerProcess(
         root, state=tmp / "state.db", workers=1, extra=extra, log=tmp / "server.log"
     ) as server:
-        warm_models(server.url, ["digits-fast", "digits-slow"])
+        warm_models(server.url, ["digits-fast"])
+        deadline = time.monotonic() + 60
+        while batches_run(server.url, "digits-slow") < 4 and time.monotonic() < deadline:
+            time.sleep(0.1)  # its warm-up runs measured it (it may refuse its own SLO on a
+            # busy machine: one slow run is the p99 of a few, and that is fine here)
         api = AppClient(server.url)
         yield {"url": server.url, "api": api, "fast": fast}
         api.close()

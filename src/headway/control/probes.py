@@ -21,8 +21,8 @@ from headway.control.predictions import Predictions
 PROBE_PRIORITY = 2**31
 #: Seconds between two probes of one model, at least.
 PROBE_INTERVAL_S = 0.05
-#: The most of a worker's time that probes of one model take: after a probe estimated to take
-#: d seconds (the estimate that refused it), the next waits d / PROBE_DUTY.
+#: The most of a worker's time that probes of one model take: after a probe expected to take
+#: d seconds, the next waits d / PROBE_DUTY.
 PROBE_DUTY = 0.1
 #: The sweep stops after a size whose run took more than this share of the model's SLO.
 SWEEP_SHARE = 0.5
@@ -70,7 +70,11 @@ class Probes:
         if fastest is not None and fastest + self._predictions.overhead > left:
             return None  # even the fastest run measured would be late: a verdict
         size = min(rows, max(max_batch, 2 * estimator.largest_measured(key)))
-        expected = estimator.estimate(key, size) or 0.0
+        # what the probe will take: a measured size's typical run (its estimate may be the
+        # very outlier the probe is for), else the estimate that refused it
+        measured = estimator.samples(key, size) > 0
+        expected = estimator.fastest(key, size) if measured else estimator.estimate(key, size)
+        expected = expected or 0.0
         self._next[key] = now + max(PROBE_INTERVAL_S, expected / PROBE_DUTY)
         return size
 
