@@ -84,6 +84,38 @@ def test_increase_batch_raises_the_batch_until_a_replica_can_go() -> None:
     assert p.increase_batch(Configuration({"s0": StageConfig("cpu1", 1, 1)}), "s0") is None
 
 
+def test_increase_batch_takes_the_larger_batch_needing_fewest_replicas() -> None:
+    p = Planner(chain(1.0), PROFILES, CATALOGUE, steady(180), 60 * MS)
+    three = Configuration({"s0": StageConfig("cpu1", 1, 3)})
+    assert p.feasible(three)
+    # at batch 2 one replica takes 166 queries/s: two are needed at 180/s, and that is the
+    # first size that lets a replica go; at batch 4 (250/s) one replica suffices
+    assert p.feasible(Configuration({"s0": StageConfig("cpu1", 2, 2)}))
+    assert not p.feasible(Configuration({"s0": StageConfig("cpu1", 2, 1)}))
+    assert p.feasible(Configuration({"s0": StageConfig("cpu1", 4, 1)}))
+    # batch 8 needs one replica too: the tie goes to the smaller batch
+    assert p.feasible(Configuration({"s0": StageConfig("cpu1", 8, 1)}))
+    assert p.increase_batch(three, "s0") == Configuration({"s0": StageConfig("cpu1", 4, 1)})
+
+
+def test_the_plan_does_not_downgrade_when_a_larger_batch_is_cheaper() -> None:
+    # The shape of the bench's 300 ms / CV 4 defect: from three fast replicas at batch 1, the
+    # first replica-saving batch (2, two replicas: $6/h) is dearer than moving to the slow kind
+    # ($4.4/h, where the search then stays), but batch 4 needs a single fast replica ($3/h).
+    profiles = {
+        "m0": {
+            "gpu": flat(10, SIZES, per_row_ms=0.5),
+            "cpu4": flat(40, SIZES, per_row_ms=20),
+        }
+    }
+    p = Planner(chain(1.0), profiles, CATALOGUE, steady(250), 60 * MS)
+    plan = p.plan()
+    assert plan.feasible and plan.config is not None
+    assert plan.config["s0"].hardware == "gpu" and plan.config["s0"].replicas == 1
+    assert plan.cost_per_hour == pytest.approx(3.0)
+    assert plan.p99 <= 60 * MS
+
+
 def test_downgrade_hardware_keeps_the_throughput_the_load_needs() -> None:
     on_gpu = Configuration({"s0": StageConfig("gpu", 1, 1)})
     # 2.5 ms on the GPU-like kind, 5 ms on cpu4 (the next cheaper): at 300 queries/s, two

@@ -6,9 +6,12 @@
    share of queries it sees -- until the estimator's P99 meets the SLO.
 2. Then, greedily, try on every stage each action below, estimate each candidate, and apply the
    cheapest feasible one, until no candidate is both feasible and cheaper:
-   - IncreaseBatch: raise the stage's max batch a step at a time (through its profiled sizes)
-     until fewer replicas are feasible, and keep as few as are. (A larger batch alone costs
-     the same; InferLine raises it because the throughput it adds lets replicas go.)
+   - IncreaseBatch: of every larger profiled batch size, the one at which the fewest replicas
+     are feasible (ties: the smaller batch). A larger batch alone costs the same; InferLine
+     raises it because the throughput it adds lets replicas go (mechanisms.md section 3.3), so
+     the action is worth as much as the replicas it saves. Stopping at the first size that
+     saves one can leave the stage two replicas where a larger batch needs one, and the greedy
+     loop then prefers slower hardware it never leaves again.
    - RemoveReplica: one replica fewer.
    - DowngradeHardware: the next cheaper hardware that has a profile of the stage's model, with
      enough replicas to keep the stage's throughput at its batch size, then as few of those as
@@ -156,19 +159,28 @@ class Planner:
         return at(high)
 
     def increase_batch(self, config: Configuration, stage: str) -> Configuration | None:
-        """The stage's batch raised a step at a time until fewer replicas are feasible (as few
-        as are)."""
+        """The stage at the larger batch size needing the fewest feasible replicas, fewer than
+        now (ties go to the smaller batch); None if no larger size lets a replica go.
+
+        InferLine's IncreaseBatch (mechanisms.md section 3.3) raises the batch for the replicas
+        the added throughput lets go; every larger size is looked at, not only the first that
+        saves one. Each size only searches below the best count so far, so the sizes after a
+        good one cost one estimate each (and infeasible ones end early: `give_up`).
+        """
         c = config[stage]
-        if c.replicas <= 1:
-            return None
+        best: Configuration | None = None
+        most = c.replicas - 1  # only strictly fewer replicas are worth a larger batch
         for size in self.profile(stage, c.hardware).batch_sizes:
+            if most < 1:
+                break
             if size <= c.max_batch:
                 continue
-            larger = config.with_stage(stage, max_batch=size, replicas=c.replicas - 1)
-            candidate = self.fewest_replicas(larger, stage, c.replicas - 1)
+            larger = config.with_stage(stage, max_batch=size, replicas=most)
+            candidate = self.fewest_replicas(larger, stage, most)
             if candidate is not None:
-                return candidate
-        return None
+                best = candidate
+                most = candidate[stage].replicas - 1
+        return best
 
     def remove_replica(self, config: Configuration, stage: str) -> Configuration | None:
         c = config[stage]
