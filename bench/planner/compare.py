@@ -1,6 +1,7 @@
 """Planner vs coarse-grained baselines, in simulation: cost and SLO misses per (SLO, CV).
 
     python bench/planner/compare.py [--rate 100] [--plan-seconds 60] [--test-seconds 500]
+                                    [--slo 300 ...] [--cv 4 ...]
 
 For each SLO in {150, 300, 1000} ms and arrival CV in {0.1, 1, 4}:
 
@@ -198,11 +199,13 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=100.0)
     parser.add_argument("--plan-seconds", type=float, default=60.0)
     parser.add_argument("--test-seconds", type=float, default=500.0)
+    parser.add_argument("--slo", type=int, nargs="+", default=SLOS_MS, help="SLOs (ms) to run")
+    parser.add_argument("--cv", type=float, nargs="+", default=CVS, help="arrival CVs to run")
     parser.add_argument("--jobs", type=int, default=2, help="cells planned at once (processes)")
     parser.add_argument("--out", type=Path, default=Path("bench/.work/planner-compare.json"))
     args = parser.parse_args()
     catalogue, profiles = load()
-    grid = [(slo_ms, cv) for slo_ms in SLOS_MS for cv in CVS]
+    grid = [(slo_ms, cv) for slo_ms in args.slo for cv in args.cv]
     with ProcessPoolExecutor(args.jobs) as pool:
         futures = [
             pool.submit(
