@@ -43,6 +43,10 @@ def test_an_inference_is_traced_in_the_callers_trace(tmp_path: Path) -> None:
         await server.start()
         statuses = []
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.port}") as client:
+            for _ in range(300):  # ready: loaded, warmed up, its batch sizes measured
+                if (await client.get("/v2/health/ready")).status_code == 200:
+                    break
+                await asyncio.sleep(0.05)
             for body in (BODY, b"{not json"):
                 answer = await client.post(
                     "/v2/models/doubler/infer",

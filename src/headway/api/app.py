@@ -318,7 +318,8 @@ class HeadwayApp:
             return 200, orjson.dumps({"live": True}), JSON
         if head == "health" and len(parts) == 2 and parts[1] == "ready":
             _expect(method, "GET")
-            return _readiness(c, starting=not self.started)
+            # starting until every model loaded at start is warm (its batch sizes measured)
+            return _readiness(c, starting=not self.started or bool(c.measuring.warming))
         if head == "models" and len(parts) >= 2:
             name, rest = parts[1], parts[2:]
             version = None

@@ -78,9 +78,14 @@ def index(controller: Controller) -> list[dict[str, Any]]:
 def unready(controller: Controller) -> dict[str, str]:
     """The models the server was asked to serve that do not serve now, each with the reason:
     the repository's models, less those unloaded through the API (Triton's strict readiness).
-    A lazily indexed repository's unread models are ready: they load on demand."""
+    A lazily indexed repository's unread models are ready: they load on demand. A model is
+    not ready until its first warm-up and sweep of batch sizes end, as Triton warms a model
+    before it is ready."""
     out = dict(controller.repository.broken)
+    warming = controller.measuring.warming
     for name, model in controller.models.items():
         if model.state not in (READY, UNLOADED):
             out[name] = model.reason or model.state.lower()
+        elif model.state == READY and model.config.key in warming:
+            out[name] = "warming up (measuring its batch sizes)"
     return dict(sorted(out.items()))

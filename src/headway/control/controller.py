@@ -80,6 +80,8 @@ class Controller:
             new_future=self._new_future,
             kick=self._kick,
             inline=engine.runs_inline,
+            # loaded at start, a model is ready once warm; loaded on demand, at once
+            track_warming=not self.on_demand,
         )
         self.lifecycle = ModelLifecycle(
             repository,

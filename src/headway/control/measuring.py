@@ -42,6 +42,7 @@ class Measuring:
         new_future: Callable[[], asyncio.Future[Prediction]],
         kick: Callable[[], None],
         inline: bool = False,
+        track_warming: bool = True,
     ) -> None:
         self.scheduler = scheduler
         self.clock = clock
@@ -50,6 +51,10 @@ class Measuring:
         self._kick = kick
         #: Runs happen in the frontend's own process (the inline engine): the sweep stops early.
         self.inline = inline
+        #: Models whose first warm-up and sweep have not ended: the server is not ready while
+        #: it has any, so that traffic sent on readiness does not queue behind measuring runs.
+        self.warming: set[str] = set()
+        self.track_warming = track_warming
 
     def seed_profile(self, config: ModelConfig) -> None:
         """Start from the durations measured in an earlier run, when the store has them."""
@@ -64,6 +69,8 @@ class Measuring:
         sweep bigger batch sizes, one run each (`probes.next_sweep_size`): a size never
         measured is otherwise estimated per row from batch 1, far too high for most models.
         Measuring runs go after every queued request (PROBE_PRIORITY)."""
+        if runs == WARMUP_RUNS and rows == 1 and self.track_warming:
+            self.warming.add(config.key)
         if runs <= 0:
             following = next_sweep_size(
                 self.scheduler.predictions,
@@ -73,23 +80,38 @@ class Measuring:
                 slo=config.slo_ms / 1000.0,
                 inline=self.inline,
             )
-            if following is not None:
+            if following is None:
+                self.warming.discard(config.key)
+            else:
                 self.warm_up(config, 1, following)
             return
         # the very first run is cold: not a measurement
         cold = rows == 1 and runs == WARMUP_RUNS
-        self.measure(config, rows, then=lambda: self.warm_up(config, runs - 1, rows), cold=cold)
+        if not self.measure(
+            config,
+            rows,
+            then=lambda: self.warm_up(config, runs - 1, rows),
+            cold=cold,
+            failed=lambda: self.warming.discard(config.key),
+        ):
+            self.warming.discard(config.key)
 
     def measure(
-        self, config: ModelConfig, rows: int, *, then: Callable[[], None], cold: bool = False
-    ) -> None:
+        self,
+        config: ModelConfig,
+        rows: int,
+        *,
+        then: Callable[[], None],
+        cold: bool = False,
+        failed: Callable[[], None] | None = None,
+    ) -> bool:
         """Run a batch of `rows` rows of zeros after all queued work, to measure it; `then()`
-        once it ran."""
+        once it ran, `failed()` if it did not. False when nothing was submitted."""
         specs = config.inputs
         if not specs or any(s.datatype == "BYTES" or -1 in s.shape[1:] for s in specs):
-            return
+            return False
         if not self.scheduler.has_model(config.key):  # unloaded, or the server is stopping
-            return
+            return False
         inputs = {s.name: np.zeros((rows, *s.shape[1:]), numpy_dtype(s.datatype)) for s in specs}
         now = self.clock.now()
         request = Request(
@@ -97,13 +119,21 @@ class Measuring:
         )
         request.measured = not cold
         future = self._new_future()
-        future.add_done_callback(lambda f: None if f.exception() else then())
+
+        def ended(future: asyncio.Future[Prediction]) -> None:
+            if not future.exception():
+                then()
+            elif failed is not None:
+                failed()
+
+        future.add_done_callback(ended)
         request.token = future
         try:
             self.scheduler.submit(request)
         except HeadwayError:
-            return
+            return False
         self._kick()
+        return True
 
     def refresh_estimate(self, request: Request, config: ModelConfig | None) -> None:
         """Measure the size of a request refused on its estimate, when the estimate may be
