@@ -11,11 +11,7 @@ and `outputs` on the class or function (lists of `{name, datatype, shape}`) give
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
-import itertools
-import re
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,9 +19,8 @@ import numpy as np
 
 from headway.adapters.base import DEFAULT_OUTPUT, Adapter, wanted
 from headway.errors import ConfigError
+from headway.importing import import_file
 from headway.repository import TensorSpec, entry_files
-
-_modules = itertools.count()
 
 
 class PythonAdapter(Adapter):
@@ -55,21 +50,8 @@ class PythonAdapter(Adapter):
             raise ConfigError(
                 f"{where}: {file_name} is in neither {self.path} nor {self.path.parent}"
             )
-        safe = re.sub(r"\W", "_", f"{self.config['name']}_{self.config['version']}")
-        module_name = f"headway_model_{safe}_{next(_modules)}"
-        spec = importlib.util.spec_from_file_location(module_name, file)
-        if spec is None or spec.loader is None:
-            raise ConfigError(f"{where}: {file} cannot be imported")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        sys.path.insert(0, str(file.parent))
-        try:
-            spec.loader.exec_module(module)
-        except Exception as exc:
-            sys.modules.pop(module_name, None)
-            raise ConfigError(f"{where}: importing {file} failed: {exc!r}") from exc
-        finally:
-            sys.path.remove(str(file.parent))
+        label = f"{self.config['name']}_{self.config['version']}"
+        module = import_file(file, "headway_model", label, where, keep=True)
         if not hasattr(module, attr):
             raise ConfigError(f"{where}: {file} defines no {attr!r}")
         return getattr(module, attr)

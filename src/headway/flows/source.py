@@ -8,16 +8,11 @@ is: only who may change applications (the admin token) may name one.
 
 from __future__ import annotations
 
-import importlib.util
-import itertools
-import re
-import sys
 from pathlib import Path
 
 from headway.errors import ConfigError
 from headway.flows.flow import Flow
-
-_modules = itertools.count()
+from headway.importing import import_file
 
 
 def split_spec(spec: str, where: str, base: Path | None = None) -> tuple[Path, str]:
@@ -36,23 +31,7 @@ def split_spec(spec: str, where: str, base: Path | None = None) -> tuple[Path, s
 def load_flow(spec: str, where: str, base: Path | None = None) -> Flow:
     """Import the file and return its flow; ConfigError saying what is wrong."""
     path, attr = split_spec(spec, where, base)
-    stem = re.sub(r"\W", "_", path.stem)
-    module_name = f"headway_flow_{stem}_{next(_modules)}"
-    loader = importlib.util.spec_from_file_location(module_name, path)
-    if loader is None or loader.loader is None:
-        raise ConfigError(f"{where}: {path} cannot be imported")
-    module = importlib.util.module_from_spec(loader)
-    sys.modules[module_name] = module
-    sys.path.insert(0, str(path.parent))
-    try:
-        loader.loader.exec_module(module)
-    except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc.message}") from None
-    except Exception as exc:
-        raise ConfigError(f"{where}: importing {path} failed: {exc!r}") from exc
-    finally:
-        sys.path.remove(str(path.parent))
-        sys.modules.pop(module_name, None)
+    module = import_file(path, "headway_flow", path.stem, where, keep=False)
     found = getattr(module, attr, None)
     if found is None:
         raise ConfigError(f"{where}: {path} defines no {attr!r}")
