@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import yaml
 
+from headway.control.measuring import WARMUP_RUNS
 from headway.flows import LocalServices
 from headway.launcher import ServerProcess
 from tests.flows.examples import APPS, EXAMPLES, NAMES, flow, inputs, models, same
@@ -140,9 +141,8 @@ def test_bad_input_and_bad_flows_are_4xx_naming_the_problem(
 
 
 def warm(url: str, app: str, row: Any, timeout: float = 60.0) -> None:
-    """Wait until the app answers: a stage's first actions are cold (no warm-up runs for a
-    stage, whose inputs the controller cannot make up), and on a busy machine their inflated
-    estimate turns requests away early (503) until the next ones run."""
+    """Wait until the app answers: on a busy machine a stage's estimate, inflated by one slow
+    run, can turn requests away early (503) until the next ones run."""
     value = row.tolist() if hasattr(row, "tolist") else row
     deadline = time.monotonic() + timeout
     while True:
@@ -177,3 +177,50 @@ def test_a_select_operator_inside_a_flow_learns_from_feedback(deployed: dict[str
         "POST", "/apps/selection/feedback", {"query_id": "nope", "label": 1}, status=404
     )
     assert "unknown query id 'nope'" in error["error"]
+
+
+def test_a_flows_stage_models_are_warm_before_it_is_deployed(deployed: dict[str, Any]) -> None:
+    """PUT answers once every stage model ran its warm-up (a fused stage's too: the app makes
+    up rows of zeros of its input columns), before the app was asked anything."""
+    api: AppClient = deployed["api"]
+    body = {"flow": f"{EXAMPLES / 'cascade'}.py:flow", "slo_ms": SLO_MS}
+    described = api.call("PUT", "/apps/cascade-warm", body, status=201)
+    stages = [s for s in described["flow"]["stages"] if s["kind"] == "action"]
+    served = sorted(name for stage in stages for name in stage["served_as"])
+    assert [s["name"] for s in stages] == [
+        "model:digits-fast+map:top",
+        "filter:unsure+model:digits-slow+map:top_slow",
+        "map:pick",  # its image column is shaped as digits-fast's input, which it fed
+    ]
+    assert sorted(described["ready"]) == served
+    assert described["statistics"]["queries"] == 0
+    for name in served:
+        (stats,) = api.call("GET", f"/v2/models/{name}/stats")["model_stats"]
+        assert stats["execution_count"] >= WARMUP_RUNS, (name, stats)
+
+
+def test_a_flow_that_cannot_make_its_deadline_answers_the_default_output(
+    deployed: dict[str, Any], tmp_path: Path
+) -> None:
+    """The app's slo_ms bounds the whole flow: a first stage that sleeps 400 ms under a 200 ms
+    SLO is cut off at the deadline, the model after it is never called, and the answer is the
+    app's default output, flagged."""
+    api: AppClient = deployed["api"]
+    late = tmp_path / "late.py"
+    late.write_text(
+        "import time\nimport numpy as np\nfrom headway.flows import Flow, Model, Row\n"
+        "def pause(row: Row) -> np.ndarray:\n    time.sleep(0.4)\n    return row['image']\n"
+        "flow = Flow('late', {'image': np.ndarray})\n"
+        "flow.map(pause, names=['image']).map(\n"
+        "    Model('digits-fast', {'probabilities': np.ndarray}, inputs={'input-0': 'image'}))\n"
+    )
+    body = {"flow": f"{late}:flow", "slo_ms": 200, "default_output": "unknown", "fusion": False}
+    api.call("PUT", "/apps/late", body, status=201)
+    answer = api.call("POST", "/apps/late/predict", {"input": inputs("cascade", 1)[0].tolist()})
+    assert (answer["output"], answer["default"], answer["models"]) == ("unknown", True, [])
+    assert "deadline (200 ms)" in answer["default_explanation"]
+    described = api.call("GET", "/apps/late")
+    assert described["config"]["default_output"] == "unknown"
+    ops = {o["operator"]: o for o in described["statistics"]["operators"]}
+    assert ops["model:digits-fast"]["calls"] == 0
+    assert described["statistics"]["defaults"] == 1

@@ -137,7 +137,7 @@ class AppConfig:
     def to_dict(self) -> dict[str, Any]:
         """The same shape as the YAML entry (without its name), unset options left out."""
         if self.flow is not None:
-            keys = ("flow", "slo_ms", *FLOW_OPTIONS)
+            keys = ("flow", "slo_ms", "default_output", *FLOW_OPTIONS)
             return {k: getattr(self, k) for k in keys if getattr(self, k) is not None}
         out: dict[str, Any] = {}
         for item in fields(self):
@@ -237,12 +237,13 @@ def parse_app(
 def parse_flow_app(
     name: str, raw: Mapping[str, Any], repository: Repository | None, base: Path | None
 ) -> AppConfig:
-    """A flow application: `flow: path/file.py:object`, `slo_ms`, and compiler switches."""
+    """A flow application: `flow: path/file.py:object`, `slo_ms` (the whole flow's deadline),
+    `default_output` (the answer of a query that cannot make it) and compiler switches."""
     from headway.flows.serving import check_flow
     from headway.flows.source import split_spec
 
     where = f"app {name!r}"
-    known = {*FLOW_KEYS, "slo_ms"}
+    known = {*FLOW_KEYS, "slo_ms", "default_output"}
     unknown = sorted(str(key) for key in raw if key not in known)
     if unknown:
         raise ConfigError(
@@ -266,6 +267,7 @@ def parse_flow_app(
         name=name,
         models=(),
         slo_ms=_number(where, "slo_ms", raw.get("slo_ms", 1000.0), low=1e-3),
+        default_output=raw.get("default_output"),
         flow=f"{path}:{attr}",
         **switches,
     )

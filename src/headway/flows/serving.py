@@ -9,7 +9,12 @@ each query sends it that many copies, and the first answer wins. Frontend stages
 join, lookup, groupby, agg) run here, beside the lookups.
 
 A query is one input row: `{"input": row}` answers `{"query_id", "output": [sink rows],
-"default": false, "models": [models called]}`, the shape of a selection app's answer.
+"default": false, "models": [models called]}`, the shape of a selection app's answer. The app's
+`slo_ms` is the whole query's deadline (`headway.flows.deadline`): each call gets the time left,
+and a query that cannot make it is answered with the app's `default_output`, flagged `default`.
+
+Before the app is ready its stage models are warm (`headway.flows.warmup`), as single models
+are before the server is ready.
 """
 
 from __future__ import annotations
@@ -29,8 +34,10 @@ import numpy as np
 from headway.apps.application import FeedbackResult, UnknownQuery
 from headway.apps.config import AppConfig, ModelRef
 from headway.control.controller import Controller
+from headway.control.measuring import WARMUP_RUNS
 from headway.control.models import READY, Prediction
-from headway.errors import ConfigError, HeadwayError, InvalidInput, ModelError
+from headway.errors import ConfigError, DeadlineUnmeetable, HeadwayError, InvalidInput, ModelError
+from headway.flows.deadline import QueryDeadline, explanation
 from headway.flows.flow import Flow, Options
 from headway.flows.local import run_action, run_stage
 from headway.flows.lookups import Lookups
@@ -42,6 +49,7 @@ from headway.flows.source import load_flow, split_spec
 from headway.flows.stats import FlowStats
 from headway.flows.tensors import KEEP, TIMES, from_tensors, to_tensors
 from headway.flows.types import Table
+from headway.flows.warmup import stage_inputs
 from headway.repository import ModelConfig
 from headway.selection import Selection, StateRegistry
 from headway.selection.losses import plain
@@ -52,6 +60,8 @@ _generations = itertools.count(1)
 SELECTION_LOG = 10_000
 #: Memory reserved for a stage model of functions only, before it is measured.
 STAGE_MB = 16.0
+#: How often starting checks whether the stage models' warm-up ended.
+WARM_POLL_S = 0.02
 
 
 class _Frontend:
@@ -160,16 +170,59 @@ class FlowApplication:
         ]
 
     def start(self) -> asyncio.Future[Any]:
-        """Load the stage models (and pinned model versions); done when all answered."""
+        """Load the stage models (and pinned model versions) and warm them up; done when all
+        loads answered and every stage model's warm-up and sweep of batch sizes ended."""
         if self._loading is None:
-            loads: list[Awaitable[Any]] = [self.controller.load(n) for n in self._own_models()]
-            for stage in self.plan.stages:
-                if _direct(stage):
-                    ref = ModelRef.parse(stage.models[0], f"app {self.name!r}")
-                    if ref.version is not None:
-                        loads.append(self.controller.load(ref.name, str(ref.version)))
-            self._loading = asyncio.gather(*loads, return_exceptions=True)
+            self._loading = asyncio.ensure_future(self._start())
         return self._loading
+
+    async def _start(self) -> None:
+        loads: list[Awaitable[Any]] = [self.controller.load(n) for n in self._own_models()]
+        for stage in self.plan.stages:
+            if _direct(stage):
+                ref = ModelRef.parse(stage.models[0], f"app {self.name!r}")
+                if ref.version is not None:
+                    loads.append(self.controller.load(ref.name, str(ref.version)))
+        await asyncio.gather(*loads, return_exceptions=True)
+        self._warm_up()
+        while self._warming():
+            await asyncio.sleep(WARM_POLL_S)
+
+    def _warm_up(self) -> None:
+        """Warm each fused stage's model with rows of zeros of its input columns (the
+        controller warms repository models itself, but cannot make up a stage's inputs)."""
+        for stage in self.plan.stages:
+            if stage.kind != ACTION or _direct(stage):
+                continue
+            state = self.controller.served(self.stage_models[stage.id][0])
+            if state is None or state.state != READY:
+                continue
+            first = self.flow.nodes[stage.nodes[0]].inputs[0].shape
+            mine = [op for op, _ in self.plan.ops(stage)]
+            ops = [*mine, *(n.op for n in self.flow.nodes if n.op is not None and n.op not in mine)]
+            specs = stage_inputs(first.schema, ops, self._signature)
+            if specs is not None:
+                self.controller.measuring.warm_up(replace(state.config, inputs=specs), WARMUP_RUNS)
+
+    def _signature(self, key: str) -> tuple[Any, ...]:
+        ref = ModelRef.parse(key, f"app {self.name!r}")
+        state = self.controller.served(ref.name, ref.version)
+        return () if state is None else state.config.inputs
+
+    def _warming(self) -> list[str]:
+        """The stage models (this app's and the repository models it calls) still warming."""
+        warming = self.controller.measuring.warming
+        return [name for name, key in self._stage_keys().items() if key in warming]
+
+    def _stage_keys(self) -> dict[str, str]:
+        keys = {}
+        for names in self.stage_models.values():
+            for name in names:
+                ref = ModelRef.parse(name, "") if "@" in name else ModelRef(name)
+                state = self.controller.served(ref.name, ref.version)
+                if state is not None:
+                    keys[name] = state.config.key
+        return keys
 
     async def stop(self) -> None:
         """Unload the stage models (the app was deleted or replaced)."""
@@ -181,12 +234,14 @@ class FlowApplication:
             self.controller.repository.models.pop(name, None)
 
     def ready_models(self) -> list[str]:
+        """The stage models that serve now and are warm."""
         ready = []
+        warming = self.controller.measuring.warming
         for names in self.stage_models.values():
             for name in names:
                 ref = ModelRef.parse(name, "") if "@" in name else ModelRef(name)
                 state = self.controller.served(ref.name, ref.version)
-                if state is not None and state.state == READY:
+                if state is not None and state.state == READY and state.config.key not in warming:
                     ready.append(name)
         return ready
 
@@ -201,14 +256,35 @@ class FlowApplication:
         return list(await asyncio.gather(*(self._answer(t) for t in tables)))
 
     async def _answer(self, table: Table) -> dict[str, Any]:
+        """One query, answered by its deadline: the sink's rows, or the default output when
+        a stage cannot make the deadline or the flow has not finished by then."""
         clock = self.controller.clock
         started = clock.now()
         trace = Trace()
+        deadline = QueryDeadline.starting(clock, started, self.config.slo_ms)
+        running = asyncio.ensure_future(self.run(table, trace, deadline))
+        cut: list[bool] = []
+
+        def cut_off() -> None:
+            if not running.done():
+                cut.append(True)
+                running.cancel()
+
+        timer = clock.call_at(deadline.at, cut_off)
+        output: Table | None = None
+        missed: DeadlineUnmeetable | None = None
         try:
-            output = await self.run(table, trace)
+            output = await running
+        except asyncio.CancelledError:
+            if not cut:
+                raise
+        except DeadlineUnmeetable as exc:
+            missed = exc
         except Exception:
             self.stats.failed += 1
             raise
+        finally:
+            timer.cancel()
         self.stats.queries += 1
         self.stats.latency.observe(clock.now() - started)
         query_id = uuid.uuid4().hex
@@ -216,15 +292,20 @@ class FlowApplication:
             self.selections[query_id] = trace.selections
             while len(self.selections) > SELECTION_LOG:
                 self.selections.popitem(last=False)
-        return {
+        answer = {
             "query_id": query_id,
-            "output": output.records(),
-            "default": False,
+            "output": self.config.default_output if output is None else output.records(),
+            "default": output is None,
             "models": list(dict.fromkeys(trace.called)),
         }
+        if output is None:
+            self.stats.defaults += 1
+            answer["default_explanation"] = explanation(missed, self.config.slo_ms)
+        return answer
 
-    async def run(self, table: Table, trace: Trace) -> Table:
-        """The flow over one query's table: each stage starts once its inputs are done."""
+    async def run(self, table: Table, trace: Trace, deadline: QueryDeadline) -> Table:
+        """The flow over one query's table: each stage starts once its inputs are done; each
+        call it makes gets the time left until `deadline`."""
         futures: dict[int, asyncio.Future[Table]] = {}
         loop = asyncio.get_running_loop()
         try:
@@ -234,7 +315,7 @@ class FlowApplication:
                     futures[stage.id].set_result(table)
                 else:
                     inputs = [futures[i] for i in stage.inputs]
-                    task = asyncio.ensure_future(self._stage(stage, inputs, trace))
+                    task = asyncio.ensure_future(self._stage(stage, inputs, trace, deadline))
                     task.add_done_callback(_retrieve)
                     futures[stage.id] = task
             return await futures[self.plan.sink]
@@ -244,7 +325,11 @@ class FlowApplication:
                     future.cancel()
 
     async def _stage(
-        self, stage: Stage, inputs: list[asyncio.Future[Table]], trace: Trace
+        self,
+        stage: Stage,
+        inputs: list[asyncio.Future[Table]],
+        trace: Trace,
+        deadline: QueryDeadline,
     ) -> Table:
         ops = self.plan.ops(stage)
         if isinstance(ops[0][0], AnyOf):
@@ -252,19 +337,21 @@ class FlowApplication:
         else:
             tables = [await future for future in inputs]
         if stage.kind == ACTION:
-            return await self._action(stage, tables[0], trace)
+            return await self._action(stage, tables[0], trace, deadline)
         clock = self.controller.clock
         started = clock.now()
         op, label = ops[0]
         if isinstance(op, Select):
-            out = await self._select(op, label, tables[0], trace)
+            out = await self._select(op, label, tables[0], trace, deadline)
         else:
             out = run_stage(self.plan, stage, tables, self.services)
         rows_in = sum(len(t) for t in tables)
         self.stats.operators[stage.operators[0]].observe(rows_in, len(out), clock.now() - started)
         return out
 
-    async def _action(self, stage: Stage, table: Table, trace: Trace) -> Table:
+    async def _action(
+        self, stage: Stage, table: Table, trace: Trace, deadline: QueryDeadline
+    ) -> Table:
         ops = self.plan.ops(stage)
         if not table.rows:  # nothing to send: the operators make their empty table here
             return run_action(ops, table, self.services)
@@ -274,11 +361,13 @@ class FlowApplication:
             if _direct(stage):
                 ((op, label),) = ops
                 assert isinstance(op, Model)
-                prediction = await self._submit(op.model, op.encode(table, label))
+                tensors = op.encode(table, label)
+                prediction = await self._submit(op.model, tensors, deadline.remaining(label))
                 out = op.decode(table, prediction.outputs, label)
                 seconds = [clock.now() - started]
             else:
-                outputs = (await self._compete(stage, to_tensors(table, stage.name))).outputs
+                tensors = to_tensors(table, stage.name)
+                outputs = (await self._compete(stage, tensors, deadline)).outputs
                 last = self.flow.nodes[stage.nodes[-1]].shape
                 out = from_tensors(last.schema, outputs, table.qids)
                 out = Table(out.schema, out.rows, out.qids, last.group)
@@ -292,7 +381,9 @@ class FlowApplication:
         self.stats.action(stage.operators, len(table), len(out), seconds, clock.now() - started)
         return out
 
-    async def _select(self, op: Select, label: str, table: Table, trace: Trace) -> Table:
+    async def _select(
+        self, op: Select, label: str, table: Table, trace: Trace, deadline: QueryDeadline
+    ) -> Table:
         """Each row: the policy's models through the controller, their answers combined."""
         shape = op.check([Shape(table.schema, table.group)], label)
         ready = [m for m in op.models if self._ready(m)]
@@ -300,7 +391,8 @@ class FlowApplication:
         async def one(values: tuple[Any, ...], qid: int) -> tuple[Any, ...]:
             tensors = encode_inputs(Table(table.schema, (values,), (qid,)), op.inputs, label)
             selection = op.choose(ready)
-            futures = {m: self._submit(m, tensors) for m in selection.models}
+            left = deadline.remaining(label)
+            futures = {m: self._submit(m, tensors, left) for m in selection.models}
             answers: dict[str, Any] = {}
             for model, future in futures.items():
                 try:
@@ -323,14 +415,17 @@ class FlowApplication:
         state = self.controller.served(ref.name, ref.version)
         return state is not None and state.state == READY
 
-    def _submit(self, key: str, tensors: dict[str, np.ndarray]) -> asyncio.Future[Prediction]:
+    def _submit(
+        self, key: str, tensors: dict[str, np.ndarray], timeout: float
+    ) -> asyncio.Future[Prediction]:
+        """Call a repository model with `timeout` seconds (what is left of the query's)."""
         ref = ModelRef.parse(key, f"app {self.name!r}")
-        served = self.controller.model(ref.name)
-        timeout = max(served.config.slo_ms, self.config.slo_ms) / 1000.0
         version = None if ref.version is None else str(ref.version)
         return self.controller.submit(ref.name, tensors, version=version, timeout=timeout)
 
-    async def _compete(self, stage: Stage, tensors: dict[str, np.ndarray]) -> Prediction:
+    async def _compete(
+        self, stage: Stage, tensors: dict[str, np.ndarray], deadline: QueryDeadline
+    ) -> Prediction:
         """The rows go to the stage `replicas` times (a competing stage's model has that many
         replicas and batches nothing, so the copies run on different workers); the first good
         answer wins."""
@@ -339,7 +434,8 @@ class FlowApplication:
         (name,) = self.stage_models[stage.id]
         for _ in range(stage.replicas):
             try:
-                futures.append(self.controller.submit(name, tensors))
+                timeout = deadline.remaining(stage.name)
+                futures.append(self.controller.submit(name, tensors, timeout=timeout))
             except HeadwayError as exc:
                 refused = exc
         if not futures:

@@ -66,6 +66,8 @@ class FlowStats:
         self.latency = Latencies()
         self.queries = 0
         self.failed = 0
+        #: Queries answered with the default output (their deadline could not be made).
+        self.defaults = 0
 
     def action(
         self,
@@ -93,6 +95,7 @@ class FlowStats:
         return {
             "queries": self.queries,
             "failed": self.failed,
+            "defaults": self.defaults,
             "latency": self.latency.summary(),
             "operators": [op.to_dict() for op in self.operators.values()],
         }
