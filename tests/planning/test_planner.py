@@ -7,6 +7,7 @@ import pytest
 
 from headway.planning.pipeline import Configuration, LatencyProfile, StageConfig
 from headway.planning.planner import Planner
+from headway.planning.workloads import ArrivalSpec, arrival_times
 from tests.planning.helpers import CATALOGUE, MS, chain, flat
 
 SIZES = (1, 2, 4, 8)
@@ -119,8 +120,9 @@ def test_the_plan_does_not_downgrade_when_a_larger_batch_is_cheaper() -> None:
 def test_downgrade_hardware_keeps_the_throughput_the_load_needs() -> None:
     on_gpu = Configuration({"s0": StageConfig("gpu", 1, 1)})
     # 2.5 ms on the GPU-like kind, 5 ms on cpu4 (the next cheaper): at 300 queries/s, two
-    # cpu4 replicas keep up; at 10 queries/s one does
-    busy = planner(300, 100)
+    # cpu4 replicas keep up at batch 1 (and none at batch 2 within the SLO of 8 ms: a query
+    # waits for the batch ahead of it); at 10 queries/s one does
+    busy = Planner(chain(1.0), PROFILES, CATALOGUE, steady(300), 8 * MS)
     assert busy.downgrade_hardware(on_gpu, "s0") == Configuration({"s0": StageConfig("cpu4", 1, 2)})
     light = planner(10, 100)
     assert light.downgrade_hardware(on_gpu, "s0") == Configuration(
@@ -128,6 +130,25 @@ def test_downgrade_hardware_keeps_the_throughput_the_load_needs() -> None:
     )
     on_cpu1 = Configuration({"s0": StageConfig("cpu1", 1, 1)})
     assert light.downgrade_hardware(on_cpu1, "s0") is None  # nothing cheaper
+
+
+def test_downgrade_hardware_takes_a_smaller_batch_when_the_slower_kind_needs_it() -> None:
+    # The shape of the bench's 1000 ms / CV 0.1 local minimum. Poisson arrivals at 300/s:
+    # one cpu4 replica at batch 8 ($0.4/h) meets 30 ms; cpu1 replicas (10 ms + 2 ms a row)
+    # at batch 8 do not, however many cost less (a queued burst makes 24 ms batches), but three
+    # at batch 2 do ($0.3/h).
+    arrivals = arrival_times(ArrivalSpec(300, 5, cv=1.0, seed=0))
+    p = Planner(chain(1.0), PROFILES, CATALOGUE, arrivals, 30 * MS)
+    on_cpu4 = Configuration({"s0": StageConfig("cpu4", 8, 1)})
+    assert p.feasible(on_cpu4)
+    for count in (1, 2, 3):
+        assert not p.feasible(Configuration({"s0": StageConfig("cpu1", 8, count)}))
+    moved = p.downgrade_hardware(on_cpu4, "s0")
+    assert moved == Configuration({"s0": StageConfig("cpu1", 2, 3)})
+    assert p.feasible(moved) and p.cost(moved) < p.cost(on_cpu4)
+    # nothing on cpu1 costs less than one cpu4 replica and keeps up with twice the load
+    doubled = Planner(chain(1.0), PROFILES, CATALOGUE, arrivals / 2, 30 * MS)
+    assert doubled.downgrade_hardware(on_cpu4, "s0") is None
 
 
 def test_fewest_replicas_finds_the_smallest_feasible_count() -> None:

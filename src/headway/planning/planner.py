@@ -13,9 +13,10 @@
      saves one can leave the stage two replicas where a larger batch needs one, and the greedy
      loop then prefers slower hardware it never leaves again.
    - RemoveReplica: one replica fewer.
-   - DowngradeHardware: the next cheaper hardware that has a profile of the stage's model, with
-     enough replicas to keep the stage's throughput at its batch size, then as few of those as
-     are feasible (matching the old hardware's capacity alone would rarely be cheaper).
+   - DowngradeHardware: the next cheaper hardware that has a profile of the stage's model, at
+     the batch size there needing the fewest feasible replicas (ties: the smaller batch), if
+     they cost less than the stage now. The batch is chosen again because slower
+     hardware may meet the SLO only at a smaller batch.
 
 Each candidate is estimated with `simulate` on the planning trace; results are cached, as the
 greedy loop proposes the same configurations again.
@@ -187,20 +188,37 @@ class Planner:
         return config.with_stage(stage, replicas=c.replicas - 1) if c.replicas > 1 else None
 
     def downgrade_hardware(self, config: Configuration, stage: str) -> Configuration | None:
-        """The next cheaper hardware with replicas enough to keep the stage's throughput, then
-        as few of them as are feasible (capacity kept for the trace's load, not the old
-        hardware's)."""
+        """The stage on the next cheaper hardware, at the batch size there needing the fewest
+        feasible replicas (ties: the smaller batch), if that costs less than the stage now;
+        else None.
+
+        InferLine's DowngradeHW re-adds replicas to keep the stage's throughput; here as many
+        as the load needs (found by bisection under the stage's cost now). The batch is
+        chosen again because a batch that fits the SLO on fast hardware may not on slow: kept,
+        the cheaper kind looks infeasible however many replicas it gets, and the search stays
+        on the dearer one (no other action reaches a cheaper kind at a smaller batch).
+        """
         c = config[stage]
         price = self.catalogue[c.hardware].cost_per_hour
         cheaper = [k for k in self.hardware_for(stage) if self.catalogue[k].cost_per_hour < price]
         if not cheaper:
             return None
         kind = cheaper[0]
-        old = self.profile(stage, c.hardware).throughput(c.max_batch)
-        new = self.profile(stage, kind).throughput(c.max_batch)
-        replicas = min(MAX_REPLICAS, max(1, math.ceil(c.replicas * old / new - 1e-9)))
-        moved = config.with_stage(stage, hardware=kind, replicas=replicas)
-        return self.fewest_replicas(moved, stage, replicas) or moved
+        new_price = self.catalogue[kind].cost_per_hour
+        # only counts that cost less than the stage now are worth estimating
+        most = MAX_REPLICAS
+        if new_price > 0:
+            most = min(most, math.ceil(c.replicas * price / new_price - 1e-9) - 1)
+        best: Configuration | None = None
+        for size in self.profile(stage, kind).batch_sizes:
+            if most < 1:
+                break
+            moved = config.with_stage(stage, hardware=kind, max_batch=size, replicas=most)
+            candidate = self.fewest_replicas(moved, stage, most)
+            if candidate is not None:
+                best = candidate
+                most = candidate[stage].replicas - 1
+        return best
 
     # -- the algorithm ------------------------------------------------------------------------
     def initial(self) -> Configuration:
