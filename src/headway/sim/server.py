@@ -10,8 +10,10 @@ jumps from one event to the next; between two, the event loop runs only what is 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
-from collections.abc import Coroutine, Sequence
+import selectors
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -33,9 +35,6 @@ T = TypeVar("T")
 
 #: The one input of a simulated model: one FP32 column, as many rows as the request has.
 INPUT = TensorSpec("x", "FP32", (-1, 1))
-#: Loop turns run after each event: enough for every callback it causes (a reply answers its
-#: futures, their callbacks submit warm-up runs, the pump sends them) to run before time moves.
-SETTLE_TURNS = 6
 #: A bound on the turns one event may cause (a loop of callbacks would otherwise hang the run).
 MAX_TURNS = 10_000
 
@@ -61,6 +60,55 @@ def simulated_repository(
         for name, profile in profiles.items()
     }
     return Repository(root, models=models, names=sorted(models))
+
+
+class _NoIO(selectors.BaseSelector):
+    """A selector with nothing to watch: the simulated server has no sockets."""
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        raise NotImplementedError("the simulated server does no I/O")
+
+    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        raise KeyError(fileobj)
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        return []
+
+    def get_map(self) -> Mapping[Any, selectors.SelectorKey]:
+        return {}
+
+
+class VirtualLoop(asyncio.BaseEventLoop):
+    """An event loop without I/O, turned by the simulation itself (`turns`) between the
+    `ManualClock`'s events: a turn runs the callbacks ready at its start, as asyncio's does,
+    with no system call and no task of the simulation's own in between."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._selector = _NoIO()
+
+    def _process_events(self, event_list: list[Any]) -> None:
+        pass
+
+    def _write_to_self(self) -> None:
+        pass
+
+    @contextlib.contextmanager
+    def entered(self) -> Iterator[None]:
+        """Let the caller's code turn the loop (`turns`) as if it were running."""
+        asyncio._set_running_loop(self)
+        try:
+            yield
+        finally:
+            asyncio._set_running_loop(None)
+
+    def turns(self) -> None:
+        """Run turns until no callback is ready (at most MAX_TURNS)."""
+        ready = self._ready  # type: ignore[attr-defined]
+        for _ in range(MAX_TURNS):
+            if not ready:
+                return
+            self._run_once()  # type: ignore[attr-defined]
 
 
 def _zeros(action: Action, tensors: Tensors) -> Tensors:
@@ -108,7 +156,7 @@ class ServerSimulation:
         #: When the server had started (its loads and warm-up runs done); arrivals count from it.
         self.started_at: float | None = None
         #: The controller keeps the loop it started on: every run goes through this one.
-        self._loop = asyncio.new_event_loop()
+        self._loop = VirtualLoop()
 
     def __enter__(self) -> ServerSimulation:
         return self
@@ -158,14 +206,14 @@ class ServerSimulation:
         sorted, seconds from now; `models` their names), each with deadline `slo`
         seconds (None: the model's SLO), and follow them until answered or `drain` seconds
         after the last arrival."""
-        work = self._run(np.asarray(times, dtype=np.float64), models, slo, drain)
-        return self._loop.run_until_complete(work)
+        with self._loop.entered():
+            if self.started_at is None:
+                self._start()
+            return self._run(np.asarray(times, dtype=np.float64), models, slo, drain)
 
-    async def _run(
+    def _run(
         self, times: np.ndarray, models: Sequence[str], slo: float | None, drain: float
     ) -> SimulationResult:
-        if self.started_at is None:
-            await self._start()
         begun = self.clock.now()
         arrivals = times + begun
         total = len(arrivals)
@@ -173,6 +221,8 @@ class ServerSimulation:
         deadlines = np.full(total, np.nan)
         outcome = np.zeros(total, dtype=np.int8)
         reasons: dict[str, int] = {}
+        #: each request's one row holds its index (repeats of an index hit the cache)
+        rows = np.arange(total, dtype=np.float32).reshape(total, 1, 1)
 
         def rejected(index: int, error: BaseException | None) -> None:
             outcome[index] = Outcome.REJECTED
@@ -191,20 +241,19 @@ class ServerSimulation:
             finished[index] = self.clock.now()
 
         for index, (when, name) in enumerate(zip(arrivals.tolist(), models, strict=True)):
-            await self._advance(when)
+            self._advance(when)
             state = self.controller.model(name)
             deadlines[index] = when + (slo if slo is not None else state.config.slo_ms / 1000.0)
-            inputs = {INPUT.name: np.full((1, 1), index, np.float32)}
             try:
                 self.controller.submit(
                     name,
-                    inputs,
+                    {INPUT.name: rows[index]},
                     timeout=slo,
                     then=partial(answered, index),
                 )
             except HeadwayError as error:
                 rejected(index, error)
-        await self._advance((arrivals[-1] if total else self.clock.now()) + drain)
+        self._advance((arrivals[-1] if total else self.clock.now()) + drain)
         duration = float(times[-1] - times[0]) if total > 1 else 1.0
         span = max(self.clock.now() - begun, duration) * self.engine.size
         return SimulationResult(
@@ -219,51 +268,44 @@ class ServerSimulation:
             extra={"utilisation": {kind: t / span for kind, t in self.engine.busy.items()}},
         )
 
-    async def _settle(self) -> None:
-        """Let the loop run what the last event caused, before time moves on. An asyncio loop
-        keeps its runnable callbacks in `_ready`: while that holds anything, yield again (at
-        most SETTLE_TURNS times for a loop that does not keep one)."""
-        ready = getattr(self._loop, "_ready", None)
-        for _ in range(SETTLE_TURNS if ready is None else MAX_TURNS):
-            await asyncio.sleep(0)
-            if ready is not None and not ready:
-                return
-
-    async def _advance(self, until: float) -> None:
-        """Run every event due by `until`, each at its time, then move the clock there."""
-        await self._settle()
+    def _advance(self, until: float) -> None:
+        """Run every event due by `until`, each at its time and followed by the loop turns it
+        causes, then move the clock there."""
+        turns = self._loop.turns
+        turns()
         while (due := self.clock.next_timer()) is not None and due <= until:
             self.clock.run_next()
-            await self._settle()
+            turns()
         if until > self.clock.now():
             self.clock.set(until)
-        await self._settle()
+        turns()
 
-    async def _quiet(self) -> None:
+    def _quiet(self) -> None:
         """Run events until no action is on its way to or from a worker."""
-        await self._settle()
+        self._loop.turns()
         while self.engine.in_flight and self.clock.run_next():
-            await self._settle()
+            self._loop.turns()
 
-    async def _until(self, work: Coroutine[Any, Any, T]) -> T:
+    def _until(self, work: Coroutine[Any, Any, T]) -> T:
         """Run events until `work` is done."""
-        task = asyncio.ensure_future(work)
-        await self._settle()
+        task = self._loop.create_task(work)
+        self._loop.turns()
         while not task.done():
             if not self.clock.run_next():
                 raise RuntimeError("the simulated server waits for an event that never comes")
-            await self._settle()
+            self._loop.turns()
         return task.result()
 
     def start(self) -> float:
         """Start the server: load its models (every one, without a memory budget) and let
         their warm-up runs finish. Returns the time it took; `run` starts it if need be."""
         if self.started_at is None:
-            self._loop.run_until_complete(self._start())
+            with self._loop.entered():
+                self._start()
         assert self.started_at is not None
         return self.started_at
 
-    async def _start(self) -> None:
-        await self._until(self.controller.start())
-        await self._quiet()
+    def _start(self) -> None:
+        self._until(self.controller.start())
+        self._quiet()
         self.started_at = self.clock.now()
