@@ -1,5 +1,5 @@
 """How fast the simulator replays a trace, and what it answers: one synthetic trace through
-`Simulation.run` (50 models in a Zipf mix, 4 workers of 500 MB, 20,000 requests over 20 s,
+`ServerSimulation` (50 models in a Zipf mix, 4 workers of 500 MB, 20,000 requests over 20 s,
 100 ms SLO), in wall and CPU seconds (on a shared machine the CPU time is the steadier
 figure). Compare two trees with ``PYTHONPATH=/other/src python bench/sim_speed.py NAME``."""
 
@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from headway.sim import ModelProfile, Simulation
+from headway.sim import ModelProfile, ServerSimulation
 
 
 def main() -> None:
@@ -20,9 +20,11 @@ def main() -> None:
     n = 20_000
     times = np.sort(rng.uniform(0, 20.0, n))
     models = [f"m{int(i)}" for i in rng.zipf(1.3, n) % 50]
-    sim = Simulation(profiles, workers=4, memory_mb=500.0, rpc_seconds=0.0002)
     started, cpu = time.perf_counter(), time.process_time()
-    summary = sim.run(times, models, slo=0.1, drain=2.0).summary()
+    with ServerSimulation(
+        profiles, workers=4, memory_mb=500.0, rpc_seconds=0.0002, seed_profiles=True
+    ) as sim:
+        summary = sim.run(times, models, slo=0.1, drain=2.0).summary()
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu
     name = sys.argv[1] if len(sys.argv) > 1 else "this tree"
     print(

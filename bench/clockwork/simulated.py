@@ -40,7 +40,7 @@ import common
 import zoo
 
 from headway.control.scheduling_policy import POLICIES
-from headway.sim import ModelProfile, Simulation
+from headway.sim import ModelProfile, ServerSimulation
 from headway.traces import TraceSpec, base_rates, generate, popularity
 
 
@@ -120,10 +120,13 @@ def simulate(
 ) -> tuple[dict[str, Any], dict[str, Any], float]:
     times, keys = base.at(rate)
     memory = args.budget_fraction * sum(p.size_mb for p in profiles.values()) / args.workers
-    sim = Simulation(profiles, workers=args.workers, memory_mb=memory, policy=POLICIES[policy],
-                     rpc_seconds=args.rpc_ms / 1e3, seed=args.seed)  # fmt: skip
+    chosen = POLICIES[policy]
     started = time.perf_counter()
-    result = sim.run(times, keys, slo=args.slo_ms / 1e3)
+    # Headway starts from measured profiles (as Clockwork does); the baseline learns
+    with ServerSimulation(profiles, workers=args.workers, memory_mb=memory, policy=chosen,
+                          rpc_seconds=args.rpc_ms / 1e3, seed_profiles=chosen.profile_batching,
+                          seed=args.seed) as sim:  # fmt: skip
+        result = sim.run(times, keys, slo=args.slo_ms / 1e3)
     elapsed = time.perf_counter() - started
     measured = result.summary(start=args.warmup)
     measured["offered_rps"] = measured["requests"] / (args.duration - args.warmup)

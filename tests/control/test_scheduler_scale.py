@@ -17,7 +17,7 @@ from headway.control.profiles import LatencyEstimator
 from headway.control.scheduler import Scheduler
 from headway.control.scheduling_policy import HEADWAY
 from headway.errors import ColdStartTooSlow
-from headway.sim import ModelProfile, Simulation
+from headway.sim import ModelProfile, ServerSimulation
 from tests.control.helpers import ms, request
 
 
@@ -113,9 +113,11 @@ def test_drop_times_follow_the_queue_heads_after_batches_and_drops(clock: Manual
 def test_a_seeded_simulation_batches_by_profile_from_the_first_batch() -> None:
     profile = ModelProfile({1: ms(5), 2: ms(6), 4: ms(8), 8: ms(12)}, 0.01, 10.0, max_batch=8)
     times = np.concatenate([[0.0], np.full(8, 0.002)])  # all queued while the model loads
-    sim = Simulation({"m": profile}, workers=1, memory_mb=100.0, rpc_seconds=0.0)
-    assert sim.scheduler.estimator.min_samples == 3
-    result = sim.run(times, ["m"] * 9, slo=0.1)
+    with ServerSimulation(
+        {"m": profile}, workers=1, memory_mb=100.0, rpc_seconds=0.0, seed_profiles=True
+    ) as sim:
+        assert sim.controller.scheduler.estimator.min_samples == 3
+        result = sim.run(times, ["m"] * 9, slo=0.1)
     # LOAD 0-10 ms, then the largest batch the profile allows (8 rows, 12 ms), then the ninth.
     # AIMD, which does not trust a profile of one sample per size, would send 1, then 2, ...
     assert np.round(result.finished * 1e3, 3).tolist() == [22.0] * 8 + [27.0]

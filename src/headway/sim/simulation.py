@@ -1,16 +1,15 @@
-"""A discrete-event simulation of a serving cluster: a trace, a scheduler, simulated workers.
+"""The scheduler-level event loop the planner's pipeline estimator runs on (`drive`).
 
-Time is virtual (a `ManualClock`), so a run of minutes of traffic over thousands of models
-and dozens of workers takes seconds. `run` replays a trace through the server's own controller
-(`sim/server.py`); `drive` is the scheduler-level loop the planner builds pipelines on. Only
-the workers and the network (a fixed one-way delay) are simulated.
+A trace of single requests is replayed through the server's own controller instead
+(`ServerSimulation`); docs/decisions.md says why pipelines are not, yet. Time is virtual (a
+`ManualClock`); only the workers and the network (a fixed one-way delay) are simulated.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -21,13 +20,12 @@ from headway.control.request import Request
 from headway.control.scheduler import Scheduler
 from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
 from headway.errors import HeadwayError
-from headway.sim.results import ModelProfile, SimulationResult, seed_profile
-from headway.sim.server import ServerSimulation
+from headway.sim.results import ModelProfile, seed_profile
 from headway.sim.worker import Execution, SimulatedWorker
 
 
 class Simulation:
-    """Replays a trace through a `Scheduler` over `SimulatedWorker`s. See the module docstring."""
+    """A `Scheduler` over `SimulatedWorker`s, driven by `drive`. See the module docstring."""
 
     def __init__(
         self,
@@ -47,9 +45,6 @@ class Simulation:
         self.policy = policy
         self.scheduler = Scheduler(self.clock, policy=policy, demand_loading=True)
         self.rpc = rpc_seconds
-        self.memory_mb = memory_mb
-        self.noise = noise
-        self.seed = seed
         #: Headway starts from measured profiles (as Clockwork does); the baseline learns.
         self.seed_profiles = policy.profile_batching if seed_profiles is None else seed_profiles
         self.max_queue = max_queue
@@ -76,26 +71,6 @@ class Simulation:
         )
         if self.seed_profiles:
             seed_profile(self.scheduler, key, profile)
-
-    def run(
-        self, times: np.ndarray, models: Sequence[str], slo: float, *, drain: float = 10.0
-    ) -> SimulationResult:
-        """Feed requests (`times` sorted, seconds; `models` their keys) with deadline `slo`
-        through the server's own controller (`ServerSimulation`) on workers like these: what
-        the controller adds to the scheduler (validation, probes, loads on demand) included."""
-        with ServerSimulation(
-            self.profiles,
-            workers=len(self.workers),
-            memory_mb=self.memory_mb,
-            slo_ms=slo * 1000.0,
-            policy=self.policy,
-            rpc_seconds=self.rpc,
-            noise=self.noise,
-            seed_profiles=self.seed_profiles,
-            max_queue=self.max_queue,
-            seed=self.seed,
-        ) as server:
-            return server.run(times, models, slo=slo, drain=drain)
 
     def at(self, when: float, action: Callable[[float], None]) -> None:
         """Call `action(now)` at virtual time `when` during `drive` (then decide): what changes
