@@ -179,7 +179,12 @@ async def frontend(args: argparse.Namespace) -> dict[str, Any]:
     sched = controller.scheduler
     if args.memo_estimates:
         _memo_estimates(sched.estimator)
-    submit, pump, send, on_message = sched.submit, controller._pump, engine.send, engine.on_message
+    submit, pump, send, on_message = (
+        sched.submit,
+        controller.dispatch._pump,
+        engine.send,
+        engine.on_message,
+    )
     poll, complete = sched.poll, sched.complete
 
     def complete_(*args: Any) -> Any:
@@ -217,7 +222,7 @@ async def frontend(args: argparse.Namespace) -> dict[str, Any]:
     sched.submit = submit_  # type: ignore[method-assign]
     sched.poll = poll_  # type: ignore[method-assign]
     sched.complete = complete_  # type: ignore[method-assign]
-    controller._pump = pump_  # type: ignore[method-assign]
+    controller.dispatch._pump = pump_  # type: ignore[method-assign]
     engine.send = send_  # type: ignore[method-assign]
     engine.on_message = on_message_
 

@@ -1,9 +1,10 @@
-"""The data plane every transport calls: admit, queue, batch, dispatch, answer.
+"""The data plane every transport calls: admit, validate, cache, queue.
 
-The `Controller` drives the pure `Scheduler` from one asyncio event loop: a request becomes a
-future in a deadline-ordered queue; each poll of the scheduler turns idle workers' slots into
-actions sent through the engine; replies resolve the futures with their rows of the batch.
-It holds no sockets itself: the engine (runtime layer) moves the bytes.
+The `Controller` turns a request into a future in the scheduler's deadline-ordered queue, and
+composes the parts that do the rest: `Dispatcher` (the pump that sends the scheduler's
+decisions through the engine, and the replies that resolve the futures), `ModelLifecycle`
+(what is loaded where) and `Measuring` (warm-up runs and probes). It holds no sockets itself:
+the engine (runtime layer) moves the bytes.
 """
 
 from __future__ import annotations
@@ -16,13 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from headway.clock import LoopClock, Timer, TimerClock
-from headway.control.actions import INFER, LOAD, Dispatch
+from headway.clock import LoopClock, TimerClock
 from headway.control.cache import PredictionCache, cache_key
-from headway.control.engine import Engine, Reply, Tensors
+from headway.control.dispatch import Dispatcher
+from headway.control.engine import Engine
 from headway.control.lifecycle import ModelLifecycle
 from headway.control.measuring import Measuring
-from headway.control.messages import message
 from headway.control.model_stats import ModelStats
 from headway.control.models import (
     READY,
@@ -37,7 +37,6 @@ from headway.control.validate import check_inputs, check_outputs
 from headway.errors import (
     DeadlineUnmeetable,
     HeadwayError,
-    ModelError,
     ModelNotReady,
     WorkerFailed,
 )
@@ -73,6 +72,9 @@ class Controller:
         )
         self.cache = PredictionCache(cache_bytes)
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: The pump and the reply path (`control/dispatch.py`).
+        self.dispatch = Dispatcher(self.scheduler, engine, self.clock)
+        self._kick = self.dispatch.kick
         self.measuring = Measuring(
             self.scheduler,
             self.clock,
@@ -91,9 +93,10 @@ class Controller:
             store=store,
             memory_budget_mb=memory_budget_mb,
             kick=self._kick,
-            fail=self._fail,
+            fail=self.dispatch.fail,
             new_future=self._new_future,
         )
+        self.dispatch.serve(self.lifecycle)
         #: The lifecycle's registry of models, under the names the transports use: default
         #: versions by name, other versions by `name@version`, every state and its statistics
         #: by `name@version`.
@@ -101,24 +104,28 @@ class Controller:
         self.versions = self.lifecycle.versions
         self.stats = self.lifecycle.stats
         self._states = self.lifecycle.states
-        #: Whether requests may carry traces (`submit(trace=...)`); off: not looked at.
-        self.tracing = False
         self.ready_timeout = ready_timeout
         self._in_flight: dict[bytes, asyncio.Future[Prediction]] = {}
-        self._pump_scheduled = False
-        self._timer: Timer | None = None
-        self._timer_at = float("inf")
         self.started = False
         #: Whether the engine can run an action inside `submit` (it runs them in this process).
         self._runs_inline = engine.runs_inline
         engine.on_ready = self.lifecycle.on_worker_ready
-        engine.on_message = self._on_reply
+        engine.on_message = self.dispatch.on_reply
         engine.on_exit = self.lifecycle.on_worker_exit
+
+    @property
+    def tracing(self) -> bool:
+        """Whether requests may carry traces (`submit(trace=...)`); off: not looked at."""
+        return self.dispatch.tracing
+
+    @tracing.setter
+    def tracing(self, on: bool) -> None:
+        self.dispatch.tracing = on
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
         """Start the workers, then load every model the store does not mark unloaded."""
-        self._loop = asyncio.get_running_loop()
+        self._loop = self.dispatch.loop = asyncio.get_running_loop()
         await self.engine.start()
         if len(self.lifecycle.ready_workers) >= self.engine.size:
             self.lifecycle.all_ready.set()  # none to wait for (Ray: workers come per model)
@@ -139,8 +146,7 @@ class Controller:
         self.started = True
 
     async def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        self.dispatch.stop()
         for model in self._states.values():
             self.lifecycle.fail_all(
                 self.scheduler.remove_model(model.config.key), ModelNotReady("server stopping")
@@ -279,7 +285,7 @@ class Controller:
                 request.then = then
                 request.trace = trace
                 if self._runs_inline:
-                    future = self._run_alone(request) or self._enqueue(request)
+                    future = self.dispatch.run_alone(request) or self._enqueue(request)
                 else:
                     future = self._enqueue(request)
         except HeadwayError as exc:
@@ -340,75 +346,6 @@ class Controller:
         self._kick()
         return future
 
-    # -- the pump: scheduler decisions -> engine -----------------------------------------------
-    def _kick(self) -> None:
-        if not self._pump_scheduled and self._loop is not None:
-            self._pump_scheduled = True
-            self._loop.call_soon(self._pump)
-
-    def _pump(self) -> None:
-        self._pump_scheduled = False
-        decisions = self.scheduler.poll()
-        for request, error in decisions.rejected:
-            self._fail(request, error)
-        for dispatch in decisions.dispatches:
-            self._send(dispatch)
-        if decisions.wakeup is not None:
-            self._wake_at(decisions.wakeup)
-
-    def _wake_at(self, when: float) -> None:
-        if self._timer is not None and self._timer_at <= when:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer_at = when
-        self._timer = self.clock.call_at(when, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer, self._timer_at = None, float("inf")
-        self._pump()
-
-    def _send(self, dispatch: Dispatch) -> None:
-        config = None
-        if dispatch.kind == LOAD:
-            config = self._states[dispatch.model].config.to_wire()
-            for key in dispatch.evict:
-                evicted = self._states.get(key)
-                if evicted is not None:
-                    evicted.workers.discard(dispatch.worker)
-        try:
-            action, tensors = message(dispatch, config)
-        except (KeyError, ValueError) as exc:
-            # Requests that cannot form one batch (a model with no declared inputs, sent
-            # tensors of other names or shapes): answered as the batch's failure, through the
-            # reply path, so that none is left unanswered and the worker is free again.
-            error = (
-                f"its batch could not be formed ({type(exc).__name__}: {exc}): requests with "
-                "other input names or shapes were batched together; declare the model's "
-                "inputs in model.yaml so that each request is checked on arrival"
-            )
-            self._on_reply(dispatch.worker, {"id": dispatch.id, "ok": False, "error": error}, {})
-            return
-        # A failed send means the worker is gone: the watcher reports it and requeues.
-        self.engine.send(dispatch.worker, action, tensors)
-
-    def _run_alone(self, request: Request) -> asyncio.Future[Prediction] | None:
-        """Run `request` now, inside this call, when the engine runs actions in this process
-        and the scheduler lets it start alone (`Scheduler.start_now`); else None."""
-        dispatch = self.scheduler.start_now(request)
-        if dispatch is None:
-            return None
-        assert self._loop is not None
-        future: asyncio.Future[Prediction] = self._loop.create_future()
-        request.token = future
-        action, tensors = message(dispatch)
-        answer = self.engine.run_now(dispatch.worker, action, tensors)
-        if answer is None:  # the engine is busy after all: it queues the action as usual
-            self.engine.send(dispatch.worker, action, tensors)
-        else:
-            self._on_reply(dispatch.worker, *answer)
-        return future
-
     def catch_up(self) -> None:
         """Hear the workers' waiting replies now, and send what they free up.
 
@@ -416,82 +353,7 @@ class Controller:
         replies' requests are answered at once (their `then` runs inside the reply) and a
         freed worker gets its next batch, instead of both waiting for the turn to end. A no-op
         for an engine that has nothing to catch up on (the inline one)."""
-        self.engine.catch_up()
-        if self._pump_scheduled:
-            self._pump()
-
-    # -- engine events -----------------------------------------------------------------------
-    def _on_reply(self, worker: int, reply: Reply, tensors: Tensors) -> None:
-        ok = reply["ok"]
-        dispatch_id = reply["id"]
-        if dispatch_id is None:  # not an answer to an action of ours
-            return
-        if reply.get("late"):
-            self.scheduler.refused(dispatch_id)
-            self._kick()
-            return
-        dispatch = self.scheduler.complete(dispatch_id, reply.get("duration") if ok else None)
-        if dispatch is None:
-            return
-        if dispatch.kind == INFER:
-            if ok:
-                # counted when run, not when sent: a batch the worker refused (too late to
-                # start) is requeued and would otherwise count twice
-                received = self.clock.now()
-                ran = float(reply.get("duration") or 0.0)
-                if self.tracing:  # before the answers: answering ends a request's trace
-                    for r in dispatch.requests:
-                        if r.trace is not None:
-                            r.trace.executed(
-                                r.arrival, dispatch.sent_at, received, ran, dispatch.rows, worker
-                            )
-                self._answer(dispatch, tensors)
-                self.stats[dispatch.model].executed(
-                    dispatch.rows,
-                    [dispatch.sent_at - r.arrival for r in dispatch.requests],
-                    infer_s=ran,
-                    input_s=max(0.0, received - dispatch.sent_at - ran),
-                    output_s=self.clock.now() - received,
-                    at=received,
-                )
-            else:
-                error = ModelError(f"model {dispatch.model!r} failed: {reply.get('error')}")
-                for request in dispatch.requests:
-                    self._fail(request, error)
-        elif dispatch.kind == LOAD:
-            self.lifecycle.loaded(worker, dispatch.model, reply)
-        self._kick()
-
-    def _answer(self, dispatch: Dispatch, tensors: Tensors) -> None:
-        name, _, version = dispatch.model.rpartition("@")
-        now = self.clock.now()
-        late = sum(1 for r in dispatch.requests if now > r.deadline and r.measured)
-        if late:
-            self.stats[dispatch.model].late += late
-        start = 0
-        for request in dispatch.requests:
-            end = start + request.rows
-            future: asyncio.Future[Prediction] = request.token
-            if not future.done():
-                mine = (
-                    tensors
-                    if len(dispatch.requests) == 1
-                    else {k: v[start:end] for k, v in tensors.items()}
-                )
-                if request.outputs is not None:
-                    mine = {k: v for k, v in mine.items() if k in request.outputs}
-                future.set_result(Prediction(name, int(version), mine))
-                if request.then is not None:
-                    _call(request.then, future)
-            start = end
-
-    # -- helpers -----------------------------------------------------------------------------
-    def _fail(self, request: Request, error: HeadwayError) -> None:
-        future: asyncio.Future[Prediction] | None = request.token
-        if future is not None and not future.done():
-            future.set_exception(error)
-            if request.then is not None:
-                _call(request.then, future)
+        self.dispatch.catch_up()
 
     def statistics(self) -> dict[str, Any]:
         """A snapshot for metrics, the dashboard and tests."""
@@ -525,14 +387,3 @@ class Controller:
             },
             "workers": self.engine.pids(),
         }
-
-
-def _call(
-    then: Callable[[asyncio.Future[Prediction]], None], future: asyncio.Future[Prediction]
-) -> None:
-    """Run a submitter's `then`: a failure in it is logged, and the batch's other requests
-    are still answered."""
-    try:
-        then(future)
-    except Exception:
-        log.exception("answering a request failed")

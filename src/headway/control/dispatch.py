@@ -1,0 +1,218 @@
+"""The pump and the reply path: the scheduler's decisions sent to the workers, their replies
+turned into answers.
+
+Between the controller's admission (above) and the engine (below): a poll of the scheduler
+becomes actions sent through the engine, and each reply completes its action in the scheduler
+and resolves its requests' futures with their rows of the batch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from headway.clock import Timer, TimerClock
+from headway.control.actions import INFER, LOAD, Dispatch
+from headway.control.engine import Engine, Reply, Tensors
+from headway.control.lifecycle import ModelLifecycle
+from headway.control.messages import message
+from headway.control.model_stats import ModelStats
+from headway.control.models import ModelState, Prediction
+from headway.control.request import Request
+from headway.control.scheduler import Scheduler
+from headway.errors import HeadwayError, ModelError
+
+log = logging.getLogger("headway.controller")
+
+
+class Dispatcher:
+    """Sends what `scheduler` decides through `engine` and answers from the replies, for the
+    models of the lifecycle it serves (`serve`)."""
+
+    def __init__(self, scheduler: Scheduler, engine: Engine, clock: TimerClock) -> None:
+        self.scheduler = scheduler
+        self.engine = engine
+        self.clock = clock
+        #: The served lifecycle's statistics and model states, by model key (`serve`).
+        self.stats: dict[str, ModelStats] = {}
+        self._states: dict[str, ModelState] = {}
+        self._loaded: Callable[[int, str, Reply], None] = lambda worker, key, reply: None
+        #: The loop the pump runs on; set when the controller starts.
+        self.loop: asyncio.AbstractEventLoop | None = None
+        #: Whether requests may carry traces; off: not looked at.
+        self.tracing = False
+        self._pump_scheduled = False
+        self._timer: Timer | None = None
+        self._timer_at = float("inf")
+
+    def serve(self, lifecycle: ModelLifecycle) -> None:
+        """Send and answer for `lifecycle`'s models; it hears the replies to LOADs."""
+        self.stats = lifecycle.stats
+        self._states = lifecycle.states
+        self._loaded = lifecycle.loaded
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    # -- the pump: scheduler decisions -> engine -----------------------------------------------
+    def kick(self) -> None:
+        """Poll the scheduler soon (once per loop turn, however often asked)."""
+        if not self._pump_scheduled and self.loop is not None:
+            self._pump_scheduled = True
+            self.loop.call_soon(self._pump)
+
+    def _pump(self) -> None:
+        self._pump_scheduled = False
+        decisions = self.scheduler.poll()
+        for request, error in decisions.rejected:
+            self.fail(request, error)
+        for dispatch in decisions.dispatches:
+            self._send(dispatch)
+        if decisions.wakeup is not None:
+            self._wake_at(decisions.wakeup)
+
+    def _wake_at(self, when: float) -> None:
+        if self._timer is not None and self._timer_at <= when:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = when
+        self._timer = self.clock.call_at(when, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer, self._timer_at = None, float("inf")
+        self._pump()
+
+    def _send(self, dispatch: Dispatch) -> None:
+        config = None
+        if dispatch.kind == LOAD:
+            config = self._states[dispatch.model].config.to_wire()
+            for key in dispatch.evict:
+                evicted = self._states.get(key)
+                if evicted is not None:
+                    evicted.workers.discard(dispatch.worker)
+        try:
+            action, tensors = message(dispatch, config)
+        except (KeyError, ValueError) as exc:
+            # Requests that cannot form one batch (a model with no declared inputs, sent
+            # tensors of other names or shapes): answered as the batch's failure, through the
+            # reply path, so that none is left unanswered and the worker is free again.
+            error = (
+                f"its batch could not be formed ({type(exc).__name__}: {exc}): requests with "
+                "other input names or shapes were batched together; declare the model's "
+                "inputs in model.yaml so that each request is checked on arrival"
+            )
+            self.on_reply(dispatch.worker, {"id": dispatch.id, "ok": False, "error": error}, {})
+            return
+        # A failed send means the worker is gone: the watcher reports it and requeues.
+        self.engine.send(dispatch.worker, action, tensors)
+
+    def run_alone(self, request: Request) -> asyncio.Future[Prediction] | None:
+        """Run `request` now, inside this call, when the engine runs actions in this process
+        and the scheduler lets it start alone (`Scheduler.start_now`); else None."""
+        dispatch = self.scheduler.start_now(request)
+        if dispatch is None:
+            return None
+        assert self.loop is not None
+        future: asyncio.Future[Prediction] = self.loop.create_future()
+        request.token = future
+        action, tensors = message(dispatch)
+        answer = self.engine.run_now(dispatch.worker, action, tensors)
+        if answer is None:  # the engine is busy after all: it queues the action as usual
+            self.engine.send(dispatch.worker, action, tensors)
+        else:
+            self.on_reply(dispatch.worker, *answer)
+        return future
+
+    def catch_up(self) -> None:
+        """Hear the workers' waiting replies now, and send what they free up (see
+        `Controller.catch_up`)."""
+        self.engine.catch_up()
+        if self._pump_scheduled:
+            self._pump()
+
+    # -- the reply path: engine -> answers ----------------------------------------------------
+    def on_reply(self, worker: int, reply: Reply, tensors: Tensors) -> None:
+        ok = reply["ok"]
+        dispatch_id = reply["id"]
+        if dispatch_id is None:  # not an answer to an action of ours
+            return
+        if reply.get("late"):
+            self.scheduler.refused(dispatch_id)
+            self.kick()
+            return
+        dispatch = self.scheduler.complete(dispatch_id, reply.get("duration") if ok else None)
+        if dispatch is None:
+            return
+        if dispatch.kind == INFER:
+            if ok:
+                # counted when run, not when sent: a batch the worker refused (too late to
+                # start) is requeued and would otherwise count twice
+                received = self.clock.now()
+                ran = float(reply.get("duration") or 0.0)
+                if self.tracing:  # before the answers: answering ends a request's trace
+                    for r in dispatch.requests:
+                        if r.trace is not None:
+                            r.trace.executed(
+                                r.arrival, dispatch.sent_at, received, ran, dispatch.rows, worker
+                            )
+                self._answer(dispatch, tensors)
+                self.stats[dispatch.model].executed(
+                    dispatch.rows,
+                    [dispatch.sent_at - r.arrival for r in dispatch.requests],
+                    infer_s=ran,
+                    input_s=max(0.0, received - dispatch.sent_at - ran),
+                    output_s=self.clock.now() - received,
+                    at=received,
+                )
+            else:
+                error = ModelError(f"model {dispatch.model!r} failed: {reply.get('error')}")
+                for request in dispatch.requests:
+                    self.fail(request, error)
+        elif dispatch.kind == LOAD:
+            self._loaded(worker, dispatch.model, reply)
+        self.kick()
+
+    def _answer(self, dispatch: Dispatch, tensors: Tensors) -> None:
+        name, _, version = dispatch.model.rpartition("@")
+        now = self.clock.now()
+        late = sum(1 for r in dispatch.requests if now > r.deadline and r.measured)
+        if late:
+            self.stats[dispatch.model].late += late
+        start = 0
+        for request in dispatch.requests:
+            end = start + request.rows
+            future: asyncio.Future[Prediction] = request.token
+            if not future.done():
+                mine = (
+                    tensors
+                    if len(dispatch.requests) == 1
+                    else {k: v[start:end] for k, v in tensors.items()}
+                )
+                if request.outputs is not None:
+                    mine = {k: v for k, v in mine.items() if k in request.outputs}
+                future.set_result(Prediction(name, int(version), mine))
+                if request.then is not None:
+                    _call(request.then, future)
+            start = end
+
+    def fail(self, request: Request, error: HeadwayError) -> None:
+        """Fail `request` with `error`, unless it has its answer already."""
+        future: asyncio.Future[Prediction] | None = request.token
+        if future is not None and not future.done():
+            future.set_exception(error)
+            if request.then is not None:
+                _call(request.then, future)
+
+
+def _call(
+    then: Callable[[asyncio.Future[Prediction]], None], future: asyncio.Future[Prediction]
+) -> None:
+    """Run a submitter's `then`: a failure in it is logged, and the batch's other requests
+    are still answered."""
+    try:
+        then(future)
+    except Exception:
+        log.exception("answering a request failed")
