@@ -4,7 +4,6 @@ shows every operation and its "Try it out" reaches the live server."""
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 
@@ -13,7 +12,7 @@ import pytest
 
 from headway.launcher import ServerProcess
 from tests.integration import models
-from tests.integration.test_dashboard import CHROMIUM, FLAGS
+from tests.integration.browser import chromium_page
 
 pytestmark = pytest.mark.integration
 
@@ -52,19 +51,9 @@ def test_the_page_points_at_the_document_and_every_file_it_loads_is_served(
 def test_the_page_renders_every_operation_and_tries_one_against_the_server(
     server: ServerProcess,
 ) -> None:
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("chromium is not installed (.ci/run installs it)")
-    from playwright.sync_api import sync_playwright
-
     document = httpx.get(f"{server.url}/openapi.json").json()
     operations = sum(len(methods) for methods in document["paths"].values())
-    problems: list[str] = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        page = browser.new_page()
-        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda error: problems.append(str(error)))
-        page.on("requestfailed", lambda request: problems.append(f"failed: {request.url}"))
+    with chromium_page(failed_requests=True) as (page, problems):
         page.goto(f"{server.url}/docs")
         page.locator(".opblock").first.wait_for(timeout=15_000)
         shown = page.locator(".opblock").count()
@@ -77,7 +66,6 @@ def test_the_page_renders_every_operation_and_tries_one_against_the_server(
         status = ready.locator(".live-responses-table tr.response .response-col_status").first
         status.wait_for(timeout=10_000)
         answered = status.inner_text()
-        browser.close()
     assert shown == operations
     assert answered.strip() == "200"  # the live server answered the page's request
     assert document["info"]["title"] in title

@@ -4,7 +4,6 @@ models, workers and applications, and its numbers move under load."""
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,18 +14,10 @@ import pytest
 
 from headway.launcher import ServerProcess
 from tests.integration import models
+from tests.integration.browser import chromium_page
 from tests.integration.test_serving import infer_json
 
 pytestmark = pytest.mark.integration
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--no-first-run",
-]
 
 
 @pytest.fixture(scope="module")
@@ -56,16 +47,7 @@ def test_the_root_redirects_to_the_dashboard_and_its_data_names_every_model(
 def test_the_page_shows_the_models_and_its_numbers_move_under_load(
     server: ServerProcess, tmp_path: Path
 ) -> None:
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("chromium is not installed (.ci/run installs it)")
-    from playwright.sync_api import sync_playwright
-
-    problems: list[str] = []
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        page = browser.new_page()
-        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda error: problems.append(str(error)))
+    with chromium_page() as (page, problems):
         page.goto(f"{server.url}/")
         assert page.url.endswith("/dashboard")
         doubler = page.locator('#models tr[data-name="doubler"]')
@@ -85,7 +67,6 @@ def test_the_page_shows_the_models_and_its_numbers_move_under_load(
         )
         rate = doubler.locator("td.rate").inner_text()
         page.screenshot(path=str(_artifacts(tmp_path) / "dashboard.png"), full_page=True)
-        browser.close()
     assert rate != "\u2013", rate  # an en dash: no rate yet
     assert problems == []
 
