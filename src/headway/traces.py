@@ -1,21 +1,8 @@
 """Multi-model workloads shaped like serverless production traces (Azure Functions 2019).
 
-The public trace is per-minute invocation counts per function over 14 days; it cannot be
-downloaded here, so this module generates traces of the same shape (docs/traces.md says why
-each statistic was chosen):
-
-- **Popularity** is heavy-tailed: each model's base rate is log-normal (sigma = `sigma`, default
-  2.5 in natural-log units, so rates span about 8 orders of magnitude between the rarest and the
-  busiest of 10,000 models), then scaled so the whole trace averages `rate` requests/s.
-- **Rates change per interval** (a minute in the original; `interval` seconds here, so a trace
-  can be compressed): each model's rate is multiplied by log-normal noise (sigma = `jitter`) and a
-  shared diurnal wave (`diurnal` amplitude over `period` intervals).
-- **Bursts**: in any interval, a model bursts with probability `burst_probability`, its rate
-  multiplied by `burst_factor`.
-- **Triggers**: a fraction `timer_fraction` of models (16% of Azure's functions are timers) fire
-  strictly periodically; the rest arrive as Poisson processes within each interval.
-
-Everything is a pure function of the parameters and the seed.
+The public trace cannot be downloaded here, so this module generates traces of the same shape
+(heavy-tailed popularity, rates changing per interval, bursts, timers), as a pure function of
+the parameters and the seed; docs/traces.md says why each statistic was chosen.
 """
 
 from __future__ import annotations
@@ -31,7 +18,18 @@ import numpy as np
 
 @dataclass(frozen=True)
 class TraceSpec:
-    """The parameters of a generated trace (all recorded in the trace file's header)."""
+    """The parameters of a generated trace (all recorded in the trace file's header).
+
+    - **Popularity** is heavy-tailed: each model's base rate is log-normal (sigma = `sigma`, default
+      2.5 in natural-log units, so rates span about 8 orders of magnitude between the rarest and the
+      busiest of 10,000 models), then scaled so the whole trace averages `rate` requests/s.
+    - **Rates change per interval** (a minute in the original; `interval` seconds here, so a trace
+      can be compressed): each model's rate is multiplied by log-normal noise (sigma = `jitter`) and a
+      shared diurnal wave (`diurnal` amplitude over `period` intervals).
+    - **Bursts**: in any interval, a model bursts with probability `burst_probability`, its rate
+      multiplied by `burst_factor`.
+    - **Triggers**: a fraction `timer_fraction` of models (16% of Azure's functions are timers) fire
+      strictly periodically; the rest arrive as Poisson processes within each interval."""
 
     models: int = 1000
     duration: float = 60.0

@@ -1,17 +1,5 @@
 """The application API: `/apps/{app}/predict` and `/feedback` (Clipper's), and its admin routes.
 
-    GET    /apps                    every application: policy, models, weights, default rate
-    GET    /apps/{app}              its configuration and statistics
-    PUT    /apps/{app}              create or replace it (JSON in the shape of the YAML entry)
-    DELETE /apps/{app}              remove it
-    POST   /apps/{app}/predict      {"input": row, "user": id?} or {"inputs": [rows], ...}
-    POST   /apps/{app}/feedback     {"query_id": id, "label": y} or {"input": row, "label": y, "user": id?}
-    POST   /apps/{app}/models       {"model": "name[@version]"}: link one more (at the mean weight)
-    POST   /apps/{app}/active       {"model": m} or {"split": {m: share}}: fixed policy's traffic
-    GET    /apps/{app}/users/{user} the weights that serve one user
-    PUT    /lookups/{key}           {"value": v}: a value flows read with lookup(key)
-    GET    /lookups/{key}           that value; DELETE /lookups/{key} removes it
-
 Bodies are JSON objects; errors are `{"error": "..."}` with the status of `api.errors`.
 """
 
@@ -35,7 +23,19 @@ def _reply(body: Any, status: int = 200) -> Response:
 
 
 class AppRoutes:
-    """Routes `/apps/...` to the registry."""
+    """Routes `/apps/...` and `/lookups/...` to the registry.
+
+    GET    /apps                    every application: policy, models, weights, default rate
+    GET    /apps/{app}              its configuration and statistics
+    PUT    /apps/{app}              create or replace it (JSON in the shape of the YAML entry)
+    DELETE /apps/{app}              remove it
+    POST   /apps/{app}/predict      {"input": row, "user": id?} or {"inputs": [rows], ...}
+    POST   /apps/{app}/feedback     {"query_id": id, "label": y} or {"input": row, "label": y, "user": id?}
+    POST   /apps/{app}/models       {"model": "name[@version]"}: link one more (at the mean weight)
+    POST   /apps/{app}/active       {"model": m} or {"split": {m: share}}: fixed policy's traffic
+    GET    /apps/{app}/users/{user} the weights that serve one user
+    PUT    /lookups/{key}           {"value": v}: a value flows read with lookup(key)
+    GET    /lookups/{key}           that value; DELETE /lookups/{key} removes it"""
 
     def __init__(self, registry: AppRegistry) -> None:
         self.registry = registry

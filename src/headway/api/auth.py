@@ -1,15 +1,9 @@
 """The admin token: which routes change what the server serves, and who may call them.
 
-Admin routes (everything that changes state; `docs/security.md` lists them):
-
-    POST   /v2/repository/models/{m}/load, /unload
-    PUT    /apps/{app}, DELETE /apps/{app}
-    POST   /apps/{app}/feedback, /apps/{app}/models, /apps/{app}/active
-    GET, PUT, DELETE /lookups/{key}
-
-With a token configured (`--admin-token`, `HEADWAY_ADMIN_TOKEN`), these need
-`Authorization: Bearer <token>`; without one they get 401 and a `WWW-Authenticate` header
-(RFC 6750). Inference, predictions, metadata, health and metrics stay open, as in Triton.
+With a token configured (`--admin-token`, `HEADWAY_ADMIN_TOKEN`) the admin routes (`is_admin`;
+docs/security.md lists them) need `Authorization: Bearer <token>`, else 401 with a
+`WWW-Authenticate` header (RFC 6750). Inference, metadata, health and metrics stay open, as in
+Triton.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Busy polling: the frontend's event loop keeps turning for a while after I/O, not sleeping.
 
-Why: at low load every request finds the frontend asleep in `epoll_wait`, and a worker asleep
-in `recv`; waking a sleeping process is slow on a virtual machine, and a request with a worker
-process pays it up to three times (docs/decisions.md). A loop that polls instead of sleeping
-sees the next read at once.
-
-What it costs: up to `seconds` of one core after each read or answer, so a server answering
-one request at a time keeps a core busy. Under load the loop has work on every turn anyway and
-the poller is one cheap callback per turn. It yields the core between polls
-(`os.sched_yield`), so a runnable process on the same core (a worker, the client) is not held
-up. Off by default (`headway serve --busy-poll-us`).
+At low load every request finds the frontend asleep in `epoll_wait` (and a worker asleep in
+`recv`), and waking a sleeping process is slow on a virtual machine; a loop that polls sees
+the next read at once, at the price of a core. Off by default (`headway serve
+--busy-poll-us`); docs/decisions.md has the measurements.
 """
 
 from __future__ import annotations
@@ -22,7 +16,13 @@ from collections.abc import Callable
 
 class BusyPoller:
     """Keeps `loop` turning (`call_soon`, each turn an `epoll_wait` with no timeout) until
-    `seconds` after the last `arm()`."""
+    `seconds` after the last `arm()`.
+
+    It costs up to `seconds` of one core after each read or answer, so a server answering one
+    request at a time keeps a core busy; under load the loop has work on every turn anyway and
+    the poller is one cheap callback per turn. It yields the core between polls
+    (`os.sched_yield`), so a runnable process on the same core (a worker, the client) is not held
+    up."""
 
     __slots__ = ("_loop", "_now", "_running", "_until", "seconds")
 

@@ -1,16 +1,7 @@
 """One client connection of Headway's HTTP/1.1 server (`api.http`): parse, limit, answer.
 
 An asyncio protocol over httptools: a whole request becomes one call to
-`HeadwayApp.respond(method, path, headers, body, reply)`, and its answer one `transport.write`
-from `reply`. Pipelined requests are answered in order; a client that does not read its
-answers stops being read (back-pressure).
-
-The limits of `api.limits` are checked where their bytes arrive, each with an integer
-comparison: a body over the limit (declared, received or decoded) is 413, a long URL 414,
-large headers 431 (before the parser buffers more than a read past the limit), a request whose
-head or body does not arrive in time 408 (`time_out`, from the server's sweep), and a
-connection over the cap is answered 503 and closed. Each refusal answers once, after the
-answers already due, and closes.
+`HeadwayApp.respond`, and its answer one `transport.write` from `reply`.
 """
 
 from __future__ import annotations
@@ -93,7 +84,15 @@ class _Refused(Exception):
 
 
 class HttpConnection(asyncio.Protocol):
-    """One client connection: parse requests, hand whole ones to the app, answer in order."""
+    """One client connection: parse requests, hand whole ones to the app, answer in order.
+
+    Pipelined requests are answered in order; a client that does not read its answers stops being
+    read (back-pressure). The limits of `api.limits` are checked where their bytes arrive, each
+    with an integer comparison: a body over the limit (declared, received or decoded) is 413, a
+    long URL 414, large headers 431 (before the parser buffers more than a read past the limit),
+    a request whose head or body does not arrive in time 408 (`time_out`, from the server's
+    sweep), and a connection over the cap is answered 503 and closed. Each refusal answers once,
+    after the answers already due, and closes."""
 
     def __init__(self, server: HttpServer) -> None:
         self.server = server

@@ -1,16 +1,9 @@
 """Headway's HTTP/1.1 server: listens, tracks connections and requests in flight, stops.
 
-Why its own server (docs/decisions.md): a parsed request becomes one call,
-`HeadwayApp.respond(method, path, headers, body, reply)`, and its answer one `transport.write`,
-from `reply`: at once, or the moment the prediction is known, with no ASGI glue or callback
-queue in between. Each client is an `api.connection.HttpConnection`.
-
-What it does: keep-alive (HTTP/1.1 by default, HTTP/1.0 on request), pipelined requests
-(answered in order), chunked request bodies, `Expect: 100-continue`, gzip and deflate bodies
-decoded as they arrive, 400 on malformed HTTP, back-pressure, the limits of `api.limits`
-(413, 414, 431, 408 for a request that arrives too slowly, 503 over the connection cap), idle
-keep-alive connections closed after `keep_alive` seconds, and a graceful stop: stop accepting,
-let requests in flight finish (up to `grace` seconds), then close.
+Its own server rather than ASGI (docs/decisions.md says why): a parsed request becomes one
+call, `HeadwayApp.respond(method, path, headers, body, reply)`, and its answer one
+`transport.write` from `reply`, with no glue or callback queue in between. Each client is an
+`api.connection.HttpConnection`; docs/protocol.md lists what the server supports.
 """
 
 from __future__ import annotations
@@ -40,7 +33,13 @@ SWEEP_S = 1.0
 
 
 class HttpServer:
-    """Listens, tracks connections and requests in flight, stops gracefully."""
+    """Listens, tracks connections and requests in flight, stops gracefully.
+
+    Keep-alive (HTTP/1.1 by default, HTTP/1.0 on request), pipelined requests (answered in
+    order), chunked request bodies, `Expect: 100-continue`, gzip and deflate bodies decoded as
+    they arrive, 400 on malformed HTTP, back-pressure, the limits of `api.limits`, idle keep-alive
+    connections closed after `keep_alive` seconds, and a graceful stop: stop accepting, let
+    requests in flight finish (up to `grace` seconds), then close."""
 
     def __init__(
         self,

@@ -1,16 +1,8 @@
 """Headway's app behind granian (`headway serve --http granian`): a Rust HTTP server, RSGI.
 
 granian parses HTTP in Rust (hyper) and hands each request to `HeadwayApp` over RSGI, in this
-process's event loop (granian's embedded server: one worker, no processes of its own), so the
-controller, its workers and the app are the same as under Headway's own server.
-
-The limits of `api.limits` hold here too, each where it can be enforced: granian bounds the
-request head it buffers (`max_buffer_size`: larger is refused by granian) and the time a head
-may take to arrive (`header_read_timeout`, then the connection is closed); this module answers
-414 for a long URL, 431 for large headers, 413 for a body over `--max-body-mb` (declared, or
-counted as it streams in, decoded size for gzip and deflate), 408 for a body that does not
-arrive within `--body-timeout`, and caps requests in flight at `--max-connections` (granian's
-`backpressure`: more wait in the listen queue rather than being answered 503).
+process's event loop, so the controller, its workers and the app are the same as under
+Headway's own server; docs/architecture.md says when to choose it.
 """
 
 from __future__ import annotations
@@ -51,7 +43,15 @@ def _str_headers(headers: list[tuple[bytes, bytes]]) -> list[tuple[str, str]]:
 
 
 class GranianServer:
-    """Serves a `HeadwayApp` on granian's embedded RSGI server until SIGINT or SIGTERM."""
+    """Serves a `HeadwayApp` on granian's embedded RSGI server until SIGINT or SIGTERM.
+
+    The limits of `api.limits` hold here too, each where it can be enforced: granian bounds the
+    request head it buffers (`max_buffer_size`) and the time a head may take to arrive
+    (`header_read_timeout`, then the connection is closed); this class answers 414 for a long URL,
+    431 for large headers, 413 for a body over `--max-body-mb` (declared, or counted as it streams
+    in, decoded size for gzip and deflate), 408 for a body that does not arrive within
+    `--body-timeout`, and caps requests in flight at `--max-connections` (granian's
+    `backpressure`: more wait in the listen queue rather than being answered 503)."""
 
     def __init__(
         self,

@@ -1,15 +1,6 @@
-"""OpenTelemetry traces of inferences: optional (`pip install 'headway[tracing]'`) and off
-unless the standard `OTEL_TRACES_EXPORTER` names an exporter (`console`, or `otlp` with
-opentelemetry-exporter-otlp installed, configured by its own `OTEL_EXPORTER_OTLP_*`
-variables); `OTEL_SERVICE_NAME` names the service (default `headway`).
-
-Each REST inference becomes a server span, `infer <model>`, a child of the caller's W3C
-`traceparent` when it sends one, with child spans `decode` (the request's body to tensors),
-`queue` (arrival until its batch left for a worker), `worker action` (the batch's round trip
-to the worker: `batch.rows`, `worker.id` and the worker's own `worker.run_s` as attributes)
-and `encode` (the answer to bytes). The queue and worker spans are written when the batch's
-answer arrives, with the times the controller measured. When tracing is off, none of this
-runs: the transport checks one attribute per request.
+"""OpenTelemetry traces of inferences: optional (`pip install 'headway[tracing]'`), off unless
+`OTEL_TRACES_EXPORTER` names an exporter (docs/opentelemetry.md). When off, the transport
+checks one attribute per request and nothing else runs.
 """
 
 from __future__ import annotations
@@ -55,7 +46,13 @@ class Tracing:
 
 
 class Trace:
-    """One request's spans: the root, and its children as their times become known."""
+    """One request's spans: the root, and its children as their times become known.
+
+    The root is a server span, `infer <model>`, a child of the caller's W3C `traceparent` when it
+    sends one; its children are `decode`, `queue` (arrival until the batch left for a worker),
+    `worker action` (the batch's round trip: `batch.rows`, `worker.id`, `worker.run_s`) and
+    `encode`. The queue and worker spans are written when the batch's answer arrives, with the
+    times the controller measured."""
 
     __slots__ = ("answered", "decoded", "received", "root", "tracing")
 

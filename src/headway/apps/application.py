@@ -1,23 +1,8 @@
 """One application serving queries: select models, ask them, answer at the deadline, learn.
 
-`predict` asks the policy which models to query, calls each through the controller at once,
-and waits with `asyncio.wait` until the application's deadline (`slo_ms` after arrival). What
-arrived by then is combined by the selection layer; with nothing good enough, the default output
-is answered, flagged, with the reason. A model call that misses the deadline is *not*
-cancelled: it finishes in the background under the model's own deadline (so its answer still
-lands in the prediction cache for models with `cache: true`), and its lateness is counted.
-
-A model call's deadline is the application's where the model shares a worker with other
-models: the scheduler orders it by the app's deadline, and refuses at once a call that cannot
-make it, which would otherwise hold up the other models' calls behind it (on a worker that
-runs one action at a time, a 600 ms straggler makes every query's fast call late). Where the
-model has its workers to itself, the call gets the later of the model's `slo_ms` and the
-application's: being late for this query wastes nobody's time, and its answer fills the cache.
-
-Every answered query is kept in a bounded query log (query id -> selection, answers in time,
-output, user, input digest) so that feedback can be joined with what it judges, by query id or
-by the same input and user. Feedback for a query no longer in the log is judged against the
-models' answers now (repeats are cheap: they come from the cache).
+Clipper's selection layer over the controller: what arrived by the application's deadline is
+combined, late answers are not waited for (nor cancelled), and every answered query is logged
+so that feedback can be joined with what it judges. docs/selection.md describes the behaviour.
 """
 
 from __future__ import annotations
@@ -61,7 +46,25 @@ class FeedbackResult:
 
 
 class Application:
-    """An application over a controller; its learned state is `registry` (a StateRegistry)."""
+    """An application over a controller; its learned state is `registry` (a StateRegistry).
+
+    `predict` asks the policy which models to query, calls each through the controller at once,
+    and waits with `asyncio.wait` until the application's deadline (`slo_ms` after arrival). What
+    arrived by then is combined by the selection layer; with nothing good enough, the default output
+    is answered, flagged, with the reason. A model call that misses the deadline is *not*
+    cancelled: it finishes in the background under the model's own deadline (so its answer still
+    lands in the prediction cache for models with `cache: true`), and its lateness is counted.
+
+    A model call's deadline is the application's where the model shares a worker with other
+    models: the scheduler orders it by the app's deadline, and refuses at once a call that cannot
+    make it, which would otherwise hold up the other models' calls behind it. Where the model has
+    its workers to itself, the call gets the later of the model's `slo_ms` and the application's:
+    being late for this query wastes nobody's time, and its answer fills the cache.
+
+    Every answered query is kept in a bounded query log (query id -> selection, answers in time,
+    output, user, input digest) so that feedback can be joined with what it judges, by query id or
+    by the same input and user. Feedback for a query no longer in the log is judged against the
+    models' answers now (repeats are cheap: they come from the cache)."""
 
     def __init__(
         self,
@@ -94,7 +97,7 @@ class Application:
 
     # -- queries -------------------------------------------------------------------------------
     async def predict(self, value: Any, user: str | None = None) -> dict[str, Any]:
-        """Answer one input row by the deadline (see the module docstring)."""
+        """Answer one input row by the deadline (see `Application`)."""
         started = self.controller.clock.now()
         return await self._answer(value, self._convert(value), user, started)
 

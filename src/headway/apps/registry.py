@@ -1,20 +1,7 @@
 """The applications a server runs: created from the config file and the admin API, persisted.
 
-What survives a restart, and who wins when the config file and the admin API disagree:
-
-- Every application's configuration is kept in the store with the config-file entry it came
-  from. At start, an application the file declares *unchanged since the last start* is served
-  as it was last served (so models added and apps replaced through the API are kept); one whose
-  file entry *changed* is served as the file now says. Applications created through the API are
-  restored from the store. (An app deleted through the API but still in the file comes back at
-  the next start: remove it from the file too.)
-- Learned state (weights, per-user states, statistics) is carried over whenever the policy stays
-  the same, reconciled with the models now linked (new ones at the mean weight). A fixed
-  policy's traffic split lives in the state, so a rollback through the API survives a restart,
-  until the configuration's own `split`/`active` changes: then that split is applied.
-- Feedback is written before it is acknowledged: the event and the state rows it changed, in
-  one transaction. Other state changes (statistics of predictions) are written at most every
-  `flush_interval` seconds after they happen, at once after an admin change, and at shutdown.
+`AppRegistry` says what survives a restart, and who wins when the config file and the admin
+API disagree.
 """
 
 from __future__ import annotations
@@ -46,7 +33,21 @@ class AppNotFound(ModelNotFound):
 
 
 class AppRegistry:
-    """The set of applications over one controller, kept in the store."""
+    """The set of applications over one controller, kept in the store.
+
+    - Every application's configuration is kept in the store with the config-file entry it came
+      from. At start, an application the file declares *unchanged since the last start* is served
+      as it was last served (so models added and apps replaced through the API are kept); one whose
+      file entry *changed* is served as the file now says. Applications created through the API are
+      restored from the store. (An app deleted through the API but still in the file comes back at
+      the next start: remove it from the file too.)
+    - Learned state (weights, per-user states, statistics) is carried over whenever the policy stays
+      the same, reconciled with the models now linked (new ones at the mean weight). A fixed
+      policy's traffic split lives in the state, so a rollback through the API survives a restart,
+      until the configuration's own `split`/`active` changes: then that split is applied.
+    - Feedback is written before it is acknowledged: the event and the state rows it changed, in
+      one transaction. Other state changes (statistics of predictions) are written at most every
+      `flush_interval` seconds after they happen, at once after an admin change, and at shutdown."""
 
     def __init__(
         self,

@@ -1,20 +1,8 @@
 """Between an application's JSON and a model's tensors: one input row in, one answer out.
 
-**Input.** An application query carries one input row: a number, a (nested) list, or an object
-`{input name: value}` for models with several named inputs. For each model it becomes a one-row
-batch with the model's input name and datatype (from its signature; a model without one gets
-`input-0` and the datatype numpy infers). Leaves must be numbers for numeric inputs (no strings,
-booleans or nulls that numpy would quietly coerce) and strings for BYTES inputs.
-
-**Output** (`selection_output`, the one rule): what a model's answer means to the selection.
-- classification: the `label` output when the model has one (scikit-learn classifiers do), with
-  the top entry of its `probabilities` as the model's own confidence; otherwise the
-  `probabilities` output, else `output-0`, else the first output: a row of several values
-  (a 2-D tensor) predicts its argmax, with the top value as confidence when the row is a
-  probability vector (non-negative, summing to 1); a single value is the class as it is.
-- regression: `output-0` (else the first output): a single value as a number, else the row as a
-  list of numbers.
-Byte strings become text, numpy scalars Python numbers, so every answer is JSON.
+`model_inputs` turns a query's row into each model's one-row batch (checked against its
+signature, so numpy never coerces quietly); `selection_output` is the one rule for what a
+model's answer means to the selection (class and confidence, or a regression value).
 """
 
 from __future__ import annotations
@@ -37,7 +25,13 @@ LABEL, PROBABILITIES, DEFAULT_OUTPUT = "label", "probabilities", "output-0"
 
 
 def model_inputs(model: str, value: Any, specs: Sequence[TensorSpec]) -> dict[str, np.ndarray]:
-    """One input row -> the one-row batch that model `model` takes."""
+    """One input row -> the one-row batch that model `model` takes.
+
+    The row is a number, a (nested) list, or an object `{input name: value}` for models with
+    several named inputs. It gets the model's input name and datatype (from its signature; a
+    model without one gets `input-0` and the datatype numpy infers). Leaves must be numbers for
+    numeric inputs (no strings, booleans or nulls that numpy would quietly coerce) and strings
+    for BYTES inputs."""
     if isinstance(value, Mapping):
         by_name = {spec.name: spec for spec in specs}
         if specs and set(value) != set(by_name):
@@ -97,7 +91,17 @@ def _leaves(value: Any) -> list[Any]:
 
 
 def selection_output(outputs: Mapping[str, np.ndarray], task: str = "classification") -> Any:
-    """The answer a model's first row of outputs gives to the selection (see the module doc)."""
+    """The answer a model's first row of outputs gives to the selection: the one rule.
+
+    - classification: the `label` output when the model has one (scikit-learn classifiers do),
+      with the top entry of its `probabilities` as the model's own confidence; otherwise the
+      `probabilities` output, else `output-0`, else the first output: a row of several values
+      (a 2-D tensor) predicts its argmax, with the top value as confidence when the row is a
+      probability vector (non-negative, summing to 1); a single value is the class as it is.
+    - regression: `output-0` (else the first output): a single value as a number, else the row
+      as a list of numbers.
+
+    Byte strings become text, numpy scalars Python numbers, so every answer is JSON."""
     if not outputs:
         raise ValueError("the model answered no outputs")
     first = next(iter(outputs))

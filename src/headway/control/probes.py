@@ -1,16 +1,8 @@
 """Measuring runs: the warm-up sweep at load, and probes after a refusal that may be wrong.
 
-An estimate is only as good as its measurements, and a refused request never runs to correct
-one: an estimate for a batch size never measured (extrapolated from batch 1, say) or inflated
-by one slow run would turn the same requests away for ever. So the controller runs batches of
-zeros to measure: at load, Clockwork-style, a sweep of batch sizes (1, 2, 4, ... up to
-`max_batch`, stopping at the first size whose run takes half the SLO or more: bigger batches
-would hardly fit, and measuring them holds the worker); and after a refusal that the fastest
-measured run says might have fitted, a probe of the refused size.
-
-Probes run at the lowest priority, so they never go before queued work, and take at most
-PROBE_DUTY of a worker's time; a refusal that even the fastest measured run confirms (a 1 ms
-deadline for a 600 ms model) is a verdict, and measures nothing.
+A refused request never runs, so it never corrects the estimate that refused it: an estimate
+for a batch size never measured, or inflated by one slow run, would turn the same requests
+away for ever. Batches of zeros measure instead (`next_sweep_size`, `Probes`).
 """
 
 from __future__ import annotations
@@ -51,7 +43,15 @@ def next_sweep_size(
 
 
 class Probes:
-    """When a refused request should be answered by a probe of its size (see the module)."""
+    """When a refused request should be answered by a probe of its size.
+
+    At load, Clockwork-style, a sweep of batch sizes runs (1, 2, 4, ... up to `max_batch`, stopping
+    at the first size whose run takes half the SLO or more: bigger batches would hardly fit, and
+    measuring them holds the worker); after a refusal that the fastest measured run says might
+    have fitted, a probe of the refused size. Probes run at the lowest priority, so they never go
+    before queued work, and take at most PROBE_DUTY of a worker's time; a refusal that even the
+    fastest measured run confirms (a 1 ms deadline for a 600 ms model) is a verdict, and measures
+    nothing."""
 
     def __init__(self, predictions: Predictions) -> None:
         self._predictions = predictions

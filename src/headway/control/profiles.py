@@ -1,13 +1,8 @@
-"""Duration estimates per (model, batch size): rolling windows of measured INFER durations.
+"""Duration estimates per (model, batch size), from rolling windows of measured durations.
 
-Clockwork's rule: keep the last few measurements per batch size and predict with a high
-percentile of them, so an estimate errs on the side of meeting deadlines. Sizes never measured
-are bounded by the nearest measured size above them; beyond the largest, extrapolated along the
-line through the two largest measured (a batch's cost is a fixed part plus a part per row), or
-per row from the only one measured (the most it could cost, short of a superlinear model). LOAD estimates may leave out the slowest sample (`trim`): on a machine
-shared with other work, one load slowed by a neighbour would otherwise, as the p99 of 10, turn
-that model's cold starts away until it had loaded 10 more times. A pool of the last few
-measurements of any model (`recent`) predicts for a model never measured.
+Clockwork's rule: predict with a high percentile of the last few measurements, so that an
+estimate errs on the side of meeting deadlines (`LatencyEstimator` says how sizes never
+measured, outliers and models never measured are estimated).
 """
 
 from __future__ import annotations
@@ -48,11 +43,17 @@ class LatencyEstimator:
 
     `window` measurements are kept per (model, batch size); the estimate is their
     `quantile`-th percentile, after leaving out the `trim` slowest once more than `2 * trim`
-    are kept (an outlier on a shared machine: a neighbour's burst, not the action's cost).
-    With `pool`, the last `pool` measurements of any model are also kept together (`recent`).
-    `min_samples` measurements at some size are needed before a model counts as profiled
-    (until then the batcher falls back to AIMD).
-    """
+    are kept (an outlier on a shared machine: a neighbour's burst, not the action's cost; for
+    LOADs, one slowed load would otherwise turn the model's cold starts away until it had loaded
+    `window` more times). With `pool`, the last `pool` measurements of any model are also kept
+    together (`recent`): they predict for a model never measured. `min_samples` measurements at
+    some size are needed before a model counts as profiled (until then the batcher falls back to
+    AIMD).
+
+    Sizes never measured are bounded by the nearest measured size above them; beyond the largest,
+    extrapolated along the line through the two largest measured (a batch's cost is a fixed part
+    plus a part per row), or per row from the only one measured (the most it could cost, short of
+    a superlinear model)."""
 
     def __init__(
         self,

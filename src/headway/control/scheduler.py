@@ -1,21 +1,9 @@
 """The scheduler: which action runs on which worker next, and what is rejected at once.
 
-Pure logic with an injected clock (Clockwork's "consolidate choice"). It keeps one queue per
-model (replicas share it), each worker's timeline of actions in flight, and on each `poll`:
-
-1. drops queued requests that can no longer meet their deadline (answered at once, never late);
-2. gives each available worker its next action: a queued control action (explicit LOAD or
-   UNLOAD) first; else the largest batch of its most urgent loaded model that the estimates
-   say will meet the earliest deadline in it; or, with demand loading, a LOAD of the most
-   urgent model that no worker holds (evicting idle, least recently used models to fit the
-   worker's memory share), when its requests can still make their deadlines after the load.
-
-Each INFER carries the latest time it may start; a worker refuses one that arrives later.
-`SchedulingPolicy` switches these behaviours off one by one for a Clipper-style baseline.
-
-The parts live beside it: `actions` (what is sent), `slots` (worker timelines, model queues),
-`predictions` (durations), `admission`, `drops` (early dropping), `infer_choice` (what to
-run) and `cold_starts` (what to load). This module ties them together and owns the state they share.
+Pure logic with an injected clock (Clockwork's "consolidate choice"): it decides, the
+controller carries its decisions out. Its parts live beside it (`slots`, `predictions`,
+`admission`, `drops`, `infer_choice`, `cold_starts`); this module ties them together and owns
+the state they share.
 """
 
 from __future__ import annotations
@@ -48,7 +36,20 @@ from headway.errors import DeadlineUnmeetable, Overloaded
 
 
 class Scheduler:
-    """Deadline-aware batching, loading and eviction over workers. See the module docstring."""
+    """Deadline-aware batching, loading and eviction over workers.
+
+    It keeps one queue per model (replicas share it) and each worker's timeline of actions in
+    flight, and on each `poll`:
+
+    1. drops queued requests that can no longer meet their deadline (answered at once, never late);
+    2. gives each available worker its next action: a queued control action (explicit LOAD or
+       UNLOAD) first; else the largest batch of its most urgent loaded model that the estimates
+       say will meet the earliest deadline in it; or, with demand loading, a LOAD of the most
+       urgent model that no worker holds (evicting idle, least recently used models to fit the
+       worker's memory share), when its requests can still make their deadlines after the load.
+
+    Each INFER carries the latest time it may start; a worker refuses one that arrives later.
+    `SchedulingPolicy` switches these behaviours off one by one for a Clipper-style baseline."""
 
     def __init__(
         self,

@@ -1,15 +1,8 @@
 """The hot loop: keep-alive HTTP/1.1 connections on one event loop, driven by callbacks.
 
-Everything per request is a callback, not a coroutine: a connection writes a pre-encoded request,
-``httptools`` parses the answer, and ``on_message_complete`` records it and hands the connection
-back (closed loop: it sends again at once). No futures, tasks or header dicts are made per request.
-
-Closed loop: ``concurrency`` connections, each with one request outstanding, for the duration.
-Open loop: request ``i`` is due at ``start + schedule[i]``; it goes to an idle connection, or to a
-new one (up to ``max_connections``), or, at the cap, waits for one (counted in ``capped``).
-Latency is measured from the *scheduled* time, so a slow server or a full pool shows up in the
-latency instead of slowing the schedule (no coordinated omission). Requests scheduled (open) or
-sent (closed) during the warm-up are sent but not counted.
+Everything per request is a callback, not a coroutine: a connection writes a pre-encoded
+request, ``httptools`` parses the answer, and ``on_message_complete`` records it. No futures,
+tasks or header dicts are made per request.
 """
 
 from __future__ import annotations
@@ -71,7 +64,14 @@ class Connection(asyncio.Protocol):
 
 
 class Driver:
-    """Sends on schedule (open loop) or as answers come back (closed loop), and ends the run."""
+    """Sends on schedule (open loop) or as answers come back (closed loop), and ends the run.
+
+    Closed loop: ``concurrency`` connections, each with one request outstanding, for the duration.
+    Open loop: request ``i`` is due at ``start + schedule[i]``; it goes to an idle connection, or to a
+    new one (up to ``max_connections``), or, at the cap, waits for one (counted in ``capped``).
+    Latency is measured from the *scheduled* time, so a slow server or a full pool shows up in the
+    latency instead of slowing the schedule (no coordinated omission). Requests scheduled (open) or
+    sent (closed) during the warm-up are sent but not counted."""
 
     def __init__(
         self,

@@ -1,18 +1,8 @@
 """Replay a multi-model trace against an Open Inference Protocol server, open loop.
 
 Each row of a trace (``headway.traces``: ``seconds,model,slo_ms``) becomes one request to
-``/v2/models/{model}/infer``, sent at its scheduled time whatever the server does, its body
-carrying ``parameters.slo_ms`` = the row's SLO. Latency counts from the *scheduled* send time
-(no coordinated omission): a slow server or a full connection pool shows up as latency.
-
-Requests go over many keep-alive HTTP/1.1 connections on one uvloop event loop
-(``headway.loadgen.replay``), as ``headway.loadgen.client`` requests pre-encoded once per model
-and SLO; non-200 answers keep their body so that rejections can be counted by reason.
-
-Per request: model, scheduled time, status (0: no answer before the drain timeout, -1: the
-connection broke), latency, send lateness and, for non-200 answers, the error text.
-``TraceResult.summary()`` gives SLO attainment (answered within the SLO / all requests),
-goodput, latency percentiles of 200 answers, late answers, rejections by reason and errors.
+``/v2/models/{model}/infer`` carrying ``parameters.slo_ms``, sent at its scheduled time whatever
+the server does; latency counts from that time (no coordinated omission).
 """
 
 from __future__ import annotations
@@ -71,7 +61,12 @@ def reason_of(status: int, text: str) -> str:
 
 @dataclass(repr=False)
 class TraceResult:
-    """Per-request records of one replay, in schedule order, and their summary."""
+    """Per-request records of one replay, in schedule order, and their summary.
+
+    Per request: model, scheduled time, status (0: no answer before the drain timeout, -1: the
+    connection broke), latency, send lateness and, for non-200 answers, the error text.
+    ``summary()`` gives SLO attainment (answered within the SLO / all requests), goodput, latency
+    percentiles of 200 answers, late answers, rejections by reason and errors."""
 
     models: list[str]
     scheduled: np.ndarray  # seconds from the start
@@ -177,6 +172,9 @@ def replay_trace(
 ) -> TraceResult:
     """Send each `(seconds, model, slo_ms)` row at its time; see the module docstring.
 
+    Requests go over many keep-alive HTTP/1.1 connections on one uvloop event loop
+    (``headway.loadgen.replay``), as ``headway.loadgen.client`` requests pre-encoded once per
+    model and SLO; non-200 answers keep their body so that rejections can be counted by reason.
     `bodies` gives the request (inputs, other fields) for a model name. `duration` (default:
     the last row's time) divides counts into rates. Raises ConnectionError when no
     connection to the server can be opened at all.

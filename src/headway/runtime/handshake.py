@@ -1,15 +1,10 @@
 """Who may be a worker: a challenge and an HMAC of it, keyed by a secret of the server's.
 
-The frontend's worker endpoint may be a TCP port that other machines reach. A process that
-connects is not trusted for what it says it is: the frontend sends a fresh random challenge as
-the first message on every connection, and a worker answers with its identity and
-HMAC-SHA256(secret, challenge + identity). Only the processes the server started were handed
-the secret (in their environment: not on their command line, which every user can list with
-`ps`), the proof binds the identity, and a challenge is never used twice, so a proof overheard
-on the network opens nothing. Proofs are compared in constant time.
-
-Any engine that moves workers over `runtime.wire` (local subprocesses, Ray actors) uses these
-three functions; the secret travels to its workers however that engine starts them.
+The worker endpoint may be a TCP port other machines reach, so a process that connects must
+prove it was started by this server: it answers a fresh challenge with its identity and
+HMAC-SHA256(secret, challenge + identity). The secret travels in the workers' environment
+(never their command line); a challenge is never reused, so an overheard proof opens nothing.
+Every engine that moves workers over `runtime.wire` uses these functions.
 """
 
 from __future__ import annotations

@@ -1,20 +1,4 @@
-"""Exp3: one model per query, learned from feedback on that model alone.
-
-Select: model i is queried with probability p_i = w_i / Σ_j w_j (the sum over the models ready
-now). Observe: only the chosen model's loss L ∈ [0, 1] is known, so its importance-weighted
-estimate L / p_i (unbiased: it is observed with probability p_i) updates the chosen weight,
-
-    w_i ← w_i · exp(-η · L / p_i),          η = 0.01 by default (Clipper's),
-
-using the probability with which it was actually chosen (kept in the `Selection`). Weights start
-at 1; a model added later starts at the mean weight. If the chosen model did not answer in time
-nothing is learned (there is no loss to score).
-
-Combine: the chosen model's output as it is. Confidence is the model's own: what it reports with
-`Answer(output, confidence)`, or the top entry of a class-probability vector it answers, else
-1.0. (The bandit's p_i is not used: it measures how sure the policy is that i is the best model,
-not how sure i is of this answer.)
-"""
+"""Exp3: one model per query, learned from feedback on that model alone (docs/selection.md)."""
 
 from __future__ import annotations
 
@@ -27,6 +11,23 @@ from headway.selection.policy import PolicyState, Selection, WeightedPolicy, dra
 
 
 class Exp3Policy(WeightedPolicy):
+    """Exp3 over the linked models.
+
+    Select: model i is queried with probability p_i = w_i / Σ_j w_j (the sum over the models ready
+    now). Observe: only the chosen model's loss L ∈ [0, 1] is known, so its importance-weighted
+    estimate L / p_i (unbiased: it is observed with probability p_i) updates the chosen weight,
+
+        w_i ← w_i · exp(-η · L / p_i),          η = 0.01 by default (Clipper's),
+
+    using the probability with which it was actually chosen (kept in the `Selection`). Weights start
+    at 1; a model added later starts at the mean weight. If the chosen model did not answer in time
+    nothing is learned (there is no loss to score).
+
+    Combine: the chosen model's output as it is. Confidence is the model's own: what it reports with
+    `Answer(output, confidence)`, or the top entry of a class-probability vector it answers, else
+    1.0. (The bandit's p_i is not used: it measures how sure the policy is that i is the best model,
+    not how sure i is of this answer.)"""
+
     name = "exp3"
 
     def probabilities(

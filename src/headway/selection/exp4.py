@@ -1,26 +1,5 @@
-"""Exp4: query every model, answer with their weighted combination, learn from all of them.
-
-Select: every linked model that is ready. Combine, over the models that answered in time:
-- classification: a weighted vote on the predicted class; the answer is the output of the
-  heaviest model that voted for the winning class (so it keeps the models' own form, e.g. a
-  probability vector). Ties go to the class whose first voter comes first in query order.
-- regression: the weighted mean Σ w_i·ŷ_i / Σ w_i (element-wise for list outputs).
-
-Confidence is the weight share that agrees with the answer: the weight of the answering models
-that agree, over the weight of *all queried* models, so a model that missed the deadline counts
-as not agreeing. For classification, agreeing means voting for the winning class; for regression,
-being within `tolerance` (default 0.1) of the answer in loss terms, |ŷ_i - ŷ| ≤ tolerance·scale,
-with the loss's scale (the `scale` option, else the running label range; before any label, |ŷ|).
-
-Observe: every model that answered is scored against the label and updated with its own loss,
-
-    w_i ← w_i · exp(-η · L_i),          η = 0.01 by default.
-
-This is Hedge (exponential weights with full information), not Exp3's importance-weighted
-update: every model's answer is observed with probability 1, so the unbiased loss estimate is
-L_i / 1. Dividing by the weight share p_i, as Clipper's code did, would over-punish the models
-with little weight, a feedback loop that drives them to the floor on a single mistake. Models that
-did not answer are not updated: lateness is not inaccuracy.
+"""Exp4: query every model, answer with their weighted combination, learn from all of them
+(docs/selection.md).
 """
 
 from __future__ import annotations
@@ -35,6 +14,30 @@ from headway.selection.policy import PolicyState, Selection, WeightedPolicy, sha
 
 
 class Exp4Policy(WeightedPolicy):
+    """Exp4 over the linked models.
+
+    Select: every linked model that is ready. Combine, over the models that answered in time:
+    - classification: a weighted vote on the predicted class; the answer is the output of the
+      heaviest model that voted for the winning class (so it keeps the models' own form, e.g. a
+      probability vector). Ties go to the class whose first voter comes first in query order.
+    - regression: the weighted mean Σ w_i·ŷ_i / Σ w_i (element-wise for list outputs).
+
+    Confidence is the weight share that agrees with the answer: the weight of the answering models
+    that agree, over the weight of *all queried* models, so a model that missed the deadline counts
+    as not agreeing. For classification, agreeing means voting for the winning class; for regression,
+    being within `tolerance` (default 0.1) of the answer in loss terms, |ŷ_i - ŷ| ≤ tolerance·scale,
+    with the loss's scale (the `scale` option, else the running label range; before any label, |ŷ|).
+
+    Observe: every model that answered is scored against the label and updated with its own loss,
+
+        w_i ← w_i · exp(-η · L_i),          η = 0.01 by default.
+
+    This is Hedge (exponential weights with full information), not Exp3's importance-weighted
+    update: every model's answer is observed with probability 1, so the unbiased loss estimate is
+    L_i / 1. Dividing by the weight share p_i, as Clipper's code did, would over-punish the models
+    with little weight, a feedback loop that drives them to the floor on a single mistake. Models that
+    did not answer are not updated: lateness is not inaccuracy."""
+
     name = "exp4"
 
     def __init__(self, models: Iterable[str], *, tolerance: float = 0.1, **options: Any) -> None:

@@ -1,16 +1,4 @@
-"""Fixed: one model, or a weighted traffic split between versions (a canary); learns nothing.
-
-Each query goes to one model, drawn with its share of the traffic among the models that are
-ready. The split lives in the state, so it changes at run time and persists with it:
-`set_active(state, "clf:1")` sends everything to one version (a rollback, or a full rollout),
-`set_split(state, {"clf:1": 0.9, "clf:2": 0.1})` starts a canary. A model linked later gets no
-traffic until the split names it. If no model with a share is ready, nothing is queried and the
-default output says "no model ready": a versioned app never silently falls back to a version
-it was not told to serve.
-
-Combine and confidence are Exp3's: the model's output as is, with its own confidence (1.0 when
-it reports none). Feedback is scored (for statistics) but changes nothing.
-"""
+"""Fixed: one model, or a weighted traffic split between versions (a canary); learns nothing."""
 
 from __future__ import annotations
 
@@ -24,7 +12,18 @@ from headway.selection.policy import Policy, PolicyState, Selection, draw
 
 
 class FixedPolicy(Policy):
-    """Options: `split` (model -> traffic weight) or `active` (one model; default the first)."""
+    """Options: `split` (model -> traffic weight) or `active` (one model; default the first).
+
+    Each query goes to one model, drawn with its share of the traffic among the models that are
+    ready. The split lives in the state, so it changes at run time and persists with it:
+    `set_active(state, "clf:1")` sends everything to one version (a rollback, or a full rollout),
+    `set_split(state, {"clf:1": 0.9, "clf:2": 0.1})` starts a canary. A model linked later gets no
+    traffic until the split names it. If no model with a share is ready, nothing is queried and the
+    default output says "no model ready": a versioned app never silently falls back to a version
+    it was not told to serve.
+
+    Combine and confidence are Exp3's: the model's output as is, with its own confidence (1.0 when
+    it reports none). Feedback is scored (for statistics) but changes nothing."""
 
     name = "fixed"
     learns = False

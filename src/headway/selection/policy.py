@@ -3,15 +3,6 @@
 A `Policy` is configuration and logic only; everything it learns lives in a `PolicyState`, one
 per application (and per user when the application personalises), which turns into a JSON-able
 dict and back. Randomness comes from an injected `random.Random`, never the global generator.
-
-    selection = policy.select(state, rng, ready=loaded_models)   # which models to query
-    decision = policy.combine(state, answers, selection)         # at the deadline
-    losses = policy.observe(state, label, answers, selection)    # when feedback arrives
-
-Learned weights are kept in log space and renormalised after every update so that the largest
-is exactly 1 (log 0) and none falls below `min_weight` times the largest: no weight underflows
-to 0 however many updates it gets, and a model that was bad for a long time can still come back
-within a bounded number of good answers.
 """
 
 from __future__ import annotations
@@ -275,10 +266,14 @@ class Policy(ABC):
 class WeightedPolicy(Policy):
     """A policy that learns one multiplicative weight per model (exp3, exp4).
 
-    Extra options:
-      eta         learning rate η (default 0.01, Clipper's)
-      min_weight  the smallest weight relative to the largest (default 1e-3)
-    """
+        Extra options:
+          eta         learning rate η (default 0.01, Clipper's)
+          min_weight  the smallest weight relative to the largest (default 1e-3)
+
+    Weights are kept in log space and renormalised after every update so that the largest is
+    exactly 1 (log 0) and none falls below `min_weight` times the largest: no weight underflows to
+    0 however many updates it gets, and a model that was bad for a long time can still come back
+    within a bounded number of good answers."""
 
     def __init__(
         self, models: Iterable[str], *, eta: float = 0.01, min_weight: float = 1e-3, **options: Any

@@ -1,20 +1,7 @@
 """One application's model selection: its policy, app-wide and per-user states, statistics.
 
-Without `personalize` every query and every feedback event uses the app-wide state. With it,
-each user learns a state of their own, in memory:
-
-- a user never seen is served from the app-wide state; their own state is made at their first
-  feedback as a *copy of the app-wide state* (not uniform weights): a new user starts from
-  what the application has learned about all users, and moves away only as far as their own
-  feedback says;
-- feedback updates the user's state *and* the app-wide state, so the starting point for new
-  users keeps learning. (For Exp3 the app-wide update divides by the probability with which the
-  model was actually chosen, the user's, which keeps its loss estimate unbiased.)
-
-A policy that does not learn (fixed) ignores `personalize`: its traffic split is the app's.
-
-`to_dict()` is JSON-able (the store persists it); `StateRegistry.from_dict()` rebuilds the policy
-from its recorded configuration and reconciles every state with its models.
+With `personalize`, each user learns a state of their own, started from what the application
+has learned about all users; `StateRegistry` says how the two keep learning.
 """
 
 from __future__ import annotations
@@ -33,7 +20,21 @@ REGISTRY_FORMAT = 1
 
 
 class StateRegistry:
-    """Per-app and per-user selection state for one application, purely in memory."""
+    """Per-app and per-user selection state for one application, purely in memory.
+
+    Without `personalize` every query and every feedback event uses the app-wide state. With it:
+
+    - a user never seen is served from the app-wide state; their own state is made at their first
+      feedback as a *copy of the app-wide state* (not uniform weights): a new user starts from
+      what the application has learned about all users, and moves away only as far as their own
+      feedback says;
+    - feedback updates the user's state *and* the app-wide state, so the starting point for new
+      users keeps learning. (For Exp3 the app-wide update divides by the probability with which the
+      model was actually chosen, the user's, which keeps its loss estimate unbiased.)
+
+    A policy that does not learn (fixed) ignores `personalize`: its traffic split is the app's.
+    `to_dict()` is JSON-able (the store persists it); `from_dict()` rebuilds the policy from its
+    recorded configuration and reconciles every state with its models."""
 
     def __init__(
         self,

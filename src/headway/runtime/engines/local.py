@@ -1,16 +1,7 @@
 """The local engine: workers as subprocesses, each on its own stream socket to the frontend.
 
-The frontend listens on `endpoint` (`ipc://PATH`, a Unix socket, by default; `tcp://HOST:PORT`
-for workers elsewhere); each worker connects, and is accepted once it answers the frontend's
-challenge with its identity and proof that it holds this server's secret (`runtime.handshake`):
-anything else that connects is refused, and the worker it claims to be is not disturbed. A
-worker whose connection is lost is stopped and started again, like one that died. Messages are
-`wire.framed`: a gathered `sendmsg` out, one `recv` in, read by the event loop's own reader
-callback. Plain sockets and not ZeroMQ, which hands every message through an I/O thread on each
-side: four thread wake-ups per hop instead of one (docs/decisions.md).
-
-A watcher notices a dead worker within `watch_interval` seconds, reports it, and starts a
-replacement (with backoff when a worker keeps crashing at start).
+Plain sockets and not ZeroMQ, which hands every message through an I/O thread on each side:
+four thread wake-ups per hop instead of one (docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -93,7 +84,16 @@ HELLO_TIMEOUT_S = 10.0
 
 
 class LocalEngine(Engine):
-    """Starts N worker processes and moves frames between them and the controller."""
+    """Starts N worker processes and moves frames between them and the controller.
+
+    The frontend listens on `endpoint` (`ipc://PATH`, a Unix socket, by default; `tcp://HOST:PORT`
+    for workers elsewhere); each worker connects, and is accepted once it answers the frontend's
+    challenge with its identity and proof that it holds this server's secret (`runtime.handshake`):
+    anything else that connects is refused, and the worker it claims to be is not disturbed.
+    Messages are `wire.framed`: a gathered `sendmsg` out, one `recv` in, read by the event loop's
+    own reader callback. A watcher notices a dead worker (or a lost connection) within
+    `watch_interval` seconds, reports it, and starts a replacement (with backoff when a worker
+    keeps crashing at start)."""
 
     kind = "local"
 

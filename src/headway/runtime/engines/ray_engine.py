@@ -1,22 +1,8 @@
 """The Ray engine: workers as Ray actors on the nodes of a Ray cluster.
 
-Ray does what it is good at: placing each worker on a node that has the resources its model
-declares (`resources:` in model.yaml), and telling us when an actor or a node dies. Everything
-else is the local engine's: the frontend listens on `tcp://`, each actor runs Headway's own
-worker loop (`ray_actor.WorkerActor`) and connects back, and actions and tensors travel over
-that socket in Headway's wire format, never through Ray's object store.
-
-Without a memory budget, each replica of a model is its own actor, created when the model
-loads and removed when it unloads (as a Ray Serve deployment's replicas are). Under a memory
-budget the engine keeps a pool of `workers` actors with default resources, and the controller
-loads and evicts models in them as it does in local worker processes.
-
-A dead worker is noticed twice over: its RPC connection closes (at once, for a process that
-died), and Ray reports its actor dead (for a node that vanished without closing anything, once
-Ray's health checks give up on it). Either way the controller requeues its batch once and the
-engine starts a replacement actor, which Ray places wherever resources allow.
-
-`ray` is imported here only: nothing else pays for it unless `--engine ray` is chosen.
+Ray places each worker on a node with the resources its model declares and reports actors
+and nodes that die; everything else is the local engine's (Headway's worker loop, its wire
+format over `tcp://`, never Ray's object store). `ray` is imported here only.
 """
 
 from __future__ import annotations
@@ -115,7 +101,17 @@ class _Actor:
 
 
 class RayEngine(LocalEngine):
-    """Workers as Ray actors; the data plane of the local engine over `tcp://`."""
+    """Workers as Ray actors; the data plane of the local engine over `tcp://`.
+
+    Without a memory budget, each replica of a model is its own actor, created when the model
+    loads and removed when it unloads (as a Ray Serve deployment's replicas are). Under a memory
+    budget the engine keeps a pool of `workers` actors with default resources, and the controller
+    loads and evicts models in them as it does in local worker processes.
+
+    A dead worker is noticed twice over: its connection closes (at once, for a process that died),
+    and Ray reports its actor dead (for a node that vanished without closing anything, once Ray's
+    health checks give up on it). Either way the controller requeues its batch once and the engine
+    starts a replacement actor, which Ray places wherever resources allow."""
 
     kind = "ray"
 
