@@ -1,19 +1,7 @@
 """Applications as declared in `headway.yaml` (or a `PUT /apps/{app}` body): parsed and checked.
 
-```yaml
-apps:
-  digits:
-    models: [digits-logreg, digits-forest@2]   # repository models, optionally name@version
-    policy: exp4              # fixed | exp3 | exp4 (default fixed)
-    slo_ms: 100               # answer by then with whatever has arrived (default 1000)
-    default_output: -1        # answered, flagged, when nothing good enough arrived in time
-    confidence_threshold: 0.6 # below it the default output is answered (default 0: never)
-    personalize: true         # keep selection state per user (default false)
-```
-
-Further keys: `task` (classification | regression), `scale` (regression loss scale), `eta`,
-`min_weight` (exp3, exp4), `tolerance` (exp4), `split` or `active` (fixed). Every problem is a
-`ConfigError` that names the application and the key, so a typo fails the start-up, not a query.
+Every problem is a `ConfigError` that names the application and the key, so a typo fails the
+start-up, not a query. docs/selection.md lists the keys.
 """
 
 from __future__ import annotations

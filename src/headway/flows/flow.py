@@ -1,16 +1,7 @@
 """Building a flow: operators chained in dot notation, type-checked as they are added.
 
-```python
-flow = Flow("cascade", {"image": np.ndarray})
-fast = flow.map(Model("digits-fast", {"probabilities": np.ndarray}))
-...
-flow.local([row]) # runs in-process
-```
-
-Each call returns a `Node` (Cloudflow's marker); calling an operator on a node twice branches.
 Every operator is checked against what its inputs make when it is added, so a wrong column or
-an unannotated function fails here, naming the operator and the column. A flow must end in
-exactly one sink (a node nothing reads).
+an unannotated function fails here, naming the operator and the column (docs/flows.md).
 """
 
 from __future__ import annotations
@@ -128,7 +119,17 @@ class Node:
 
 
 class Flow(Node):
-    """A dataflow over tables of `inputs` (column -> type); the flow itself is its source."""
+    """A dataflow over tables of `inputs` (column -> type); the flow itself is its source.
+
+    ```python
+    flow = Flow("cascade", {"image": np.ndarray})
+    fast = flow.map(Model("digits-fast", {"probabilities": np.ndarray}))
+    ...
+    flow.local([row]) # runs in-process
+    ```
+
+    Each call returns a `Node` (Cloudflow's marker); calling an operator on a node twice branches.
+    A flow must end in exactly one sink (a node nothing reads)."""
 
     def __init__(
         self,

@@ -1,20 +1,9 @@
 """The compiler: a flow's operators grouped into stages, each run as one step.
 
-A stage is either an *action* (map, model and filter operators: run as one worker action when
-deployed, so a fused chain's data crosses the process boundary once) or a *frontend* step
-(source, union, anyof, join, lookup, groupby, agg: data movement that runs beside the store).
-
-Fusion (Cloudflow's): a chain is a maximal run of action operators where each reads only the
-previous one and the previous one feeds only it. A chain also ends before a second model (each
-model keeps its own replicas and batch sizes). A filter inside a chain drops rows for the
-operators after it; the action answers the dropped rows as NULL with a keep mask, and the
-frontend removes them. A fused stage is high-variance if
-any member is, and batches only if every member batches. Without fusion every operator is its
-own stage. A stage that reads a left or outer join whose NULL side has an array column does
-not batch (a NULL array has no shape to batch with). Competitive execution runs a high-variance stage on `compete_replicas` clones; the
-first answer wins.
-
-The `Plan` is the typed DAG a planner reads: stages, edges, and which stages call which models.
+Cloudflow's optimisations: operator fusion (a chain's data crosses the process boundary
+once) and competitive execution (a high-variance stage runs on clones; the first answer
+wins). The `Plan` is the typed DAG a planner reads: stages, edges, and which stages call
+which models.
 """
 
 from __future__ import annotations
@@ -54,6 +43,19 @@ class Stage:
 
 @dataclass(frozen=True)
 class Plan:
+    """A compiled flow: its stages in order, their edges, and the models they call.
+
+    A stage is either an *action* (map, model and filter operators: run as one worker action when
+    deployed) or a *frontend* step (source, union, anyof, join, lookup, groupby, agg: data
+    movement that runs beside the store). Fusion: a chain is a maximal run of action operators
+    where each reads only the previous one and the previous one feeds only it; a chain also ends
+    before a second model (each model keeps its own replicas and batch sizes). A filter inside a
+    chain drops rows for the operators after it; the action answers the dropped rows as NULL with
+    a keep mask, and the frontend removes them. A fused stage is high-variance if any member is,
+    and batches only if every member batches; a stage that reads a left or outer join whose NULL
+    side has an array column does not batch (a NULL array has no shape to batch with). Without
+    fusion every operator is its own stage."""
+
     flow: Flow
     options: Options
     stages: tuple[Stage, ...]

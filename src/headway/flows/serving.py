@@ -1,20 +1,8 @@
 """A deployed flow: an application whose queries run the flow's compiled stages.
 
 Each action stage is served by the controller as a model (deadlines, batching across queries,
-replicas, the queue): a stage that is one model operator *is* that repository model; any other
-action stage (a fused chain, with or without a model) is registered as a model of framework
-`flow` whose worker runs the whole chain in one action (`headway.adapters.flow_adapter`). A
-competing stage's model has `compete_replicas` replicas (distinct workers) and batch size 1;
-each query sends it that many copies, and the first answer wins. Frontend stages (union, anyof,
-join, lookup, groupby, agg) run here, beside the lookups.
-
-A query is one input row: `{"input": row}` answers `{"query_id", "output": [sink rows],
-"default": false, "models": [models called]}`, the shape of a selection app's answer. The app's
-`slo_ms` is the whole query's deadline (`headway.flows.deadline`): each call gets the time left,
-and a query that cannot make it is answered with the app's `default_output`, flagged `default`.
-
-Before the app is ready its stage models are warm (`headway.flows.warmup`), as single models
-are before the server is ready.
+replicas, the queue); frontend stages run here, beside the lookups. docs/flows.md describes
+the behaviour.
 """
 
 from __future__ import annotations
@@ -86,7 +74,21 @@ class Trace:
 
 
 class FlowApplication:
-    """An application that answers with a flow (see the module docstring)."""
+    """An application that answers with a flow.
+
+    A stage that is one model operator *is* that repository model; any other action stage (a
+    fused chain, with or without a model) is registered as a model of framework `flow` whose
+    worker runs the whole chain in one action (`headway.adapters.flow_adapter`). A competing
+    stage's model has `compete_replicas` replicas (distinct workers) and batch size 1; each query
+    sends it that many copies, and the first answer wins. Frontend stages (union, anyof, join,
+    lookup, groupby, agg) run in this process.
+
+    A query is one input row: `{"input": row}` answers `{"query_id", "output": [sink rows],
+    "default": false, "models": [models called]}`, the shape of a selection app's answer. The app's
+    `slo_ms` is the whole query's deadline (`headway.flows.deadline`): each call gets the time left,
+    and a query that cannot make it is answered with the app's `default_output`, flagged `default`.
+    Before the app is ready its stage models are warm (`headway.flows.warmup`), as single models
+    are before the server is ready."""
 
     def __init__(
         self, config: AppConfig, controller: Controller, lookups: Lookups, flow: Flow | None = None

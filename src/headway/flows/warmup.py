@@ -1,15 +1,9 @@
 """Warm-up inputs for a flow's stage models, so a stage is warm before its app is ready.
 
-A repository model is warmed and its batch sizes measured before the server is ready (runs of
-zeros shaped by its signature, `headway.control.measuring`). A fused stage is served as a model
-of framework `flow` whose inputs are the columns of the table that reaches it, each with its
-NULL mask (`headway.flows.tensors`): the controller cannot make those up, so the application
-does. A number or bool column is zeros; an array column takes the shape and datatype of the
-model input it feeds (a `Model` operator's `inputs` names the column): in the stage itself if
-one does, else anywhere in the flow (an array column usually travels unchanged, as the
-cascade's image does to its last stage). A stage with a column that cannot be made (strings,
-bytes, objects, an array no model input describes) is not warmed: its first queries meet a
-cold action. Warm-up is best effort: a run that fails only ends the stage's warm-up.
+A repository model is warmed from its signature (`headway.control.measuring`); a fused stage's
+inputs are the columns of the table that reaches it, which the controller cannot make up, so
+the application does (`stage_inputs`). Warm-up is best effort: a stage whose columns cannot be
+made meets its first queries cold.
 """
 
 from __future__ import annotations
@@ -34,7 +28,14 @@ def stage_inputs(
 ) -> tuple[TensorSpec, ...] | None:
     """The stage's input tensors for rows of zeros; None when a column cannot be made.
     `ops`: the stage's operators first, then the rest of the flow's; `signature(model)` gives
-    a repository model's input tensors (empty: unknown)."""
+    a repository model's input tensors (empty: unknown).
+
+    The inputs are the columns of the table that reaches the stage, each with its NULL mask
+    (`headway.flows.tensors`). A number or bool column is zeros; an array column takes the
+    shape and datatype of the model input it feeds (a `Model` operator's `inputs` names the
+    column): in the stage itself if one does, else anywhere in the flow (an array column
+    usually travels unchanged, as the cascade's image does to its last stage). Strings, bytes,
+    objects and arrays no model input describes cannot be made."""
     fed: dict[str, TensorSpec] = {}
     for op in ops:
         if isinstance(op, Model) and op.inputs:

@@ -1,14 +1,8 @@
 """Open-loop arrival schedules: when each request is due, as offsets from the start of a run.
 
 Pure functions of their arguments (the seed included), so a schedule is reproducible and is
-tested without sockets. The client sends request ``i`` at ``start + schedule[i]`` whatever the
-server is doing, and measures its latency from that instant.
-
-- ``constant``: evenly spaced, gap ``1/rate``.
-- ``poisson``: exponential gaps with mean ``1/rate`` (a Poisson process).
-- ``gamma``: gamma-distributed gaps with mean ``1/rate`` and coefficient of variation ``cv``:
-  shape ``k = 1/cv**2``, scale ``1/(rate*k)``. ``cv = 1`` is Poisson; ``cv > 1`` is burstier,
-  ``cv < 1`` more regular.
+tested without sockets: ``constant`` gaps, ``poisson`` (exponential gaps) and ``gamma`` (gaps
+with coefficient of variation ``cv``: shape ``1/cv**2``; ``cv = 1`` is Poisson).
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """Figures of a run (throughput, goodput, counts, latency percentiles) as a table or as JSON.
 
-Percentiles are nearest-rank (``numpy`` method ``inverted_cdf``): each is a latency that some
-request actually had. Latency percentiles cover the 200 answers; rates divide by the measured
-window (warm-up excluded).
-
-- ``throughput_rps``: 200 answers per second.
-- ``goodput_rps``: 200 answers within the SLO per second (equals throughput without an SLO).
-- ``slo_attainment``: 200 answers within the SLO over all requests in the window.
-- ``rejected``: 429 or 503 answers; ``errors``: any other non-200 answer;
-  ``transport_errors``: no answer (refused, reset, unparseable); ``timeouts``: no answer within
-  the drain timeout; ``capped``: open-loop requests that could not go out on schedule because
-  every allowed connection was busy (their latency still counts from the schedule).
+Percentiles are nearest-rank: each is a latency that some request actually had (`summarize`
+defines every figure).
 """
 
 from __future__ import annotations
@@ -41,7 +32,16 @@ def percentiles_ms(samples: list[float], keys: dict[str, float] = PERCENTILES) -
 
 
 def summarize(tally: Tally, duration: float, slo_ms: float | None = None) -> dict[str, Any]:
-    """Every figure of a run, as plain JSON-ready values."""
+    """Every figure of a run, as plain JSON-ready values.
+
+    Latency percentiles cover the 200 answers; rates divide by the measured window (warm-up
+    excluded). ``throughput_rps``: 200 answers per second; ``goodput_rps``: 200 answers within
+    the SLO per second (equals throughput without an SLO); ``slo_attainment``: 200 answers
+    within the SLO over all requests in the window; ``rejected``: 429 or 503 answers;
+    ``errors``: any other non-200 answer; ``transport_errors``: no answer (refused, reset,
+    unparseable); ``timeouts``: no answer within the drain timeout; ``capped``: open-loop
+    requests that could not go out on schedule because every allowed connection was busy
+    (their latency still counts from the schedule)."""
     ok = tally.ok
     if slo_ms is None:
         good = ok

@@ -1,23 +1,10 @@
 """Reading what the planner needs from files: hardware, pipelines, imported profiles, traces.
 
-In `headway.yaml`, beside `apps:`:
-
-```yaml
-hardware:                        # the catalogue: kinds a plan may use, with their price
-  cpu1: {cost_per_hour: 0.05, cpus: 1, threads: 1}
-  cpu2: {cost_per_hour: 0.10, cpus: 2, threads: 2}
-  gpu-like: {cost_per_hour: 0.90, cpus: 4, gpu: v100-like}   # profiles imported from a file
-pipelines:
-  cascade:                       # planned with `headway plan --app cascade`
-    stages:
-      - {name: fast, model: digits-logreg}
-      - {name: slow, model: digits-forest, parents: [fast], scale: 0.3}
-```
-
-A profiles file (`headway profile --import FILE`, `headway plan --profiles FILE`) is JSON or
-YAML: `{"profiles": [{"model", "hardware", "batch_size", "mean_ms", "p50_ms"?, "p99_ms"?}]}`.
-A trace is `headway trace`'s CSV (the `seconds` column) or a JSON list of arrival seconds.
-Every problem is a ConfigError naming the file and the key.
+The `hardware:` and `pipelines:` sections of `headway.yaml`, a profiles file (`headway profile
+--import`, `headway plan --profiles`: JSON or YAML, `{"profiles": [{"model", "hardware",
+"batch_size", "mean_ms", "p50_ms"?, "p99_ms"?}]}`) and a trace (`headway trace`'s CSV or a
+JSON list of arrival seconds); docs/planning.md shows each. Every problem is a ConfigError
+naming the file and the key.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """A compiled flow as the planner's pipeline, with scale factors measured on sample queries.
 
-Each stage of the compiled flow that calls a model becomes a pipeline stage (the compiler puts
-at most one model in a stage). Frontend stages (filters' row dropping, unions, joins, lookups)
-and model-free actions are not planned -- they have no profile -- so a model stage's parents
-are the nearest model stages above it, through them. A join of two model branches becomes a
-stage with both as parents.
-
-A stage's scale factor is the share of sample queries whose rows reach it: each sample runs
-alone through the flow in this process (`headway.flows.local.run_stage`, the code the served
-flow runs too), and a stage counts the query when its input table has a row. A cascade's second
-model, behind a filter on confidence, sees the uncertain share. Shares are kept nested (a
-stage's at most its parents') and at least `MIN_SCALE` (a stage no sample reached would
-otherwise be planned for no load at all).
+Only stages that call a model are planned (the others have no profile); a stage's scale factor
+is the share of sample queries whose rows reach it, measured by running each sample through
+the flow in this process (`measure_scales`).
 """
 
 from __future__ import annotations
@@ -38,7 +29,13 @@ def model_stages(plan: FlowPlan) -> list[FlowStage]:
 
 def measure_scales(plan: FlowPlan, samples: Sequence[Any], services: Services) -> dict[int, float]:
     """Per model stage id of the compiled flow `plan`: the share of `samples` (each one
-    query's row) whose rows reach it."""
+    query's row) whose rows reach it.
+
+    Each sample runs alone through the flow in this process (`headway.flows.local.run_stage`,
+    the code the served flow runs too), and a stage counts the query when its input table has
+    a row: a cascade's second model, behind a filter on confidence, sees the uncertain share.
+    Shares are kept nested (a stage's at most its parents') and at least `MIN_SCALE` (a stage
+    no sample reached would otherwise be planned for no load at all)."""
     flow = plan.flow
     if not samples:
         raise ConfigError(f"flow {flow.name!r}: scale factors need at least one sample query")
@@ -58,7 +55,12 @@ def measure_scales(plan: FlowPlan, samples: Sequence[Any], services: Services) -
 
 
 def pipeline_from_flow(plan: FlowPlan, scales: Mapping[int, float] | None = None) -> Pipeline:
-    """The planner's pipeline for a compiled flow (`scales`: per model stage id; 1 without)."""
+    """The planner's pipeline for a compiled flow (`scales`: per model stage id; 1 without).
+
+    Each stage that calls a model becomes a pipeline stage (the compiler puts at most one model
+    in a stage). Frontend stages and model-free actions are not planned, so a model stage's
+    parents are the nearest model stages above it, through them; a join of two model branches
+    becomes a stage with both as parents."""
     stages = model_stages(plan)
     if not stages:
         raise ConfigError(f"flow {plan.flow.name!r} calls no model: nothing to plan")

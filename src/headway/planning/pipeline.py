@@ -1,16 +1,9 @@
 """What the planner plans: a pipeline of models, the hardware it may use, and a configuration.
 
-A `Pipeline` is a DAG of `Stage`s. Each stage runs one model; its `scale` is the share of the
-pipeline's queries that reach it (InferLine's scale factor s_m: 1 for every query, 0.3 for a
-cascade's second model that sees the uncertain 30%). A stage with several parents is a join:
-it runs once every parent has answered. Shares nest: a query that reaches a stage of share s
-reaches every stage of share >= s on its paths (one uncertainty draw per query, as a cascade's
-uncertain rows stay the same rows all the way down), so a stage's share is at most its parents'.
-A query that reaches no stage (a flow's filter dropped it first) is answered at once.
-
-A `Catalogue` lists the hardware kinds with their price; `Profiles` hold each model's measured
-latency per (hardware, batch size). A `Configuration` gives each stage a hardware kind, a max
-batch size and a replica count; its cost is the sum of its replicas' hourly prices.
+A `Pipeline` is a DAG of `Stage`s; a `Catalogue` lists the hardware kinds with their price;
+`Profiles` hold each model's measured latency per (hardware, batch size); a `Configuration`
+gives each stage a hardware kind, a max batch size and a replica count, and costs the sum of
+its replicas' hourly prices.
 """
 
 from __future__ import annotations
@@ -123,7 +116,15 @@ class Stage:
 
 @dataclass(frozen=True)
 class Pipeline:
-    """Stages in an order where parents come first (checked)."""
+    """Stages in an order where parents come first (checked).
+
+    Each stage runs one model; its `scale` is the share of the pipeline's queries that reach it
+    (InferLine's scale factor s_m: 1 for every query, 0.3 for a cascade's second model that sees
+    the uncertain 30%). A stage with several parents is a join: it runs once every parent has
+    answered. Shares nest: a query that reaches a stage of share s reaches every stage of share
+    >= s on its paths (one uncertainty draw per query, as a cascade's uncertain rows stay the same
+    rows all the way down), so a stage's share is at most its parents'. A query that reaches no
+    stage (a flow's filter dropped it first) is answered at once."""
 
     name: str
     stages: tuple[Stage, ...]

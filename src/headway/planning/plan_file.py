@@ -1,27 +1,8 @@
 """The plan file (`headway plan -o plan.yaml`): what to run, and what the tuner needs.
 
-```yaml
-app: cascade
-slo_ms: 300.0
-feasible: true
-cost_per_hour: 0.15
-p99_ms: 41.2                  # simulated, on the planning trace
-rate_qps: 120.0               # the planning trace's mean rate
-envelope: {0.01: 400.0, ...}  # planning trace: window seconds -> max rate in any such window
-stages:
-  fast:
-    model: digits-logreg
-    hardware: cpu1
-    max_batch_size: 8
-    replicas: 2
-    scale: 1.0                # share of queries that reach the stage
-    throughput_qps: 950.0     # rows/s of one replica at max_batch_size
-    utilisation: 0.06         # rate * scale / (replicas * throughput_qps)
-    cost_per_hour: 0.10
-```
-
-`headway serve --plan` reads `stages` (`apply_plan`: replicas and max_batch_size per model,
-one worker process per replica); the tuner reads the rest.
+`headway serve --plan` reads its `stages` (`apply_plan`: replicas and max_batch_size per
+model, one worker process per replica); the tuner reads the rest. docs/planning.md shows the
+file.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """The estimator: replay an arrival trace through a pipeline under a configuration.
 
-InferLine's discrete-event estimator, built on `headway.sim`: each stage's replicas are
-simulated workers holding that stage's model, and one `Scheduler` -- the server's own, unchanged
--- batches and dispatches every stage's queue. A query enters its input stages at its arrival,
-moves to a child when the child's every parent has answered (a join), reaches only the stages
-its share allows (see `headway.planning.pipeline`), and is done when the last stage it reached
-answers. Its latency is that moment less its arrival.
-
-Requests carry a far deadline and the scheduler runs without early rejection (`PLANNING`): the
-plan's SLO is judged on the simulated latencies (P99), not enforced by dropping requests, so
-every batch is the greedy one InferLine's estimator models -- as many queued rows as the
-stage's max batch allows. Everything else (queues, batching, dispatch) is the server's code.
+InferLine's discrete-event estimator, on `headway.sim.Simulation`: the server's own
+`Scheduler` batches and dispatches every stage's queue over simulated replicas (`simulate`
+says how a query moves through the stages).
 """
 
 from __future__ import annotations
@@ -130,6 +122,15 @@ def simulate(
     spread: bool = False,
 ) -> Estimate:
     """Replay `arrivals` (sorted seconds) through `pipeline` under `config`.
+
+    Each stage's replicas are simulated workers holding that stage's model. A query enters its
+    input stages at its arrival, moves to a child when the child's every parent has answered
+    (a join), reaches only the stages its share allows (see `headway.planning.pipeline`), and
+    is done when the last stage it reached answers; its latency is that moment less its
+    arrival. Requests carry a far deadline and the scheduler runs without early rejection
+    (`PLANNING`): the plan's SLO is judged on the simulated latencies (P99), not enforced by
+    dropping requests, so every batch is the greedy one InferLine's estimator models -- as
+    many queued rows as the stage's max batch allows.
 
     With `give_up` (seconds), the replay stops as soon as enough queries took longer for the
     P99 to exceed it (the planner's infeasible candidates end early); such an estimate is

@@ -1,19 +1,7 @@
 """InferLine's tuner: replicas per stage from live traffic envelopes, against the plan's.
 
-The plan records the planning trace's envelope (`headway.planning.envelope`: the highest rate
-in any window of each length) and each stage's planned utilisation rho_m = lambda * s_m /
-(k_m * mu_m). Live, the tuner keeps the last minute of arrivals and:
-
-- **scales up at once** when any window's live rate exceeds the plan's at that length (each
-  decision looks at the windows that ended since the last one, so a burst counts once). The load
-  to provision for is lambda' = lambda * max over windows of (live rate / planned rate): each
-  window's rate is compared with the plan's at the same length, since a 10 ms window always
-  shows a higher rate than a minute. Then k_m = ceil(lambda' * s_m / (mu_m * rho_m)), which
-  keeps the planner's slack for burstiness. Only replica counts change; hardware and batch
-  sizes wait for the next plan.
-- **scales down** only after `hold_down` seconds since the last change, to what the trailing
-  `trailing` seconds need (the same rule over windows in that history), never below what the
-  scale-up rule asks for at that moment, nor below one replica.
+It scales a stage up at once when live traffic exceeds, in some window, what the plan was made
+for, and down only after a hold-down (`Tuner`; docs/planning.md).
 """
 
 from __future__ import annotations
@@ -60,7 +48,22 @@ class Change:
 
 
 class Tuner:
-    """Replica counts for a planned pipeline, decided on `tick()`. See the module docstring."""
+    """Replica counts for a planned pipeline, decided on `tick()`.
+
+    The plan records the planning trace's envelope (`headway.planning.envelope`: the highest rate
+    in any window of each length) and each stage's planned utilisation rho_m = lambda * s_m /
+    (k_m * mu_m). The tuner keeps the last minute of arrivals and:
+
+    - **scales up at once** when any window's live rate exceeds the plan's at that length (each
+      decision looks at the windows that ended since the last one, so a burst counts once). The load
+      to provision for is lambda' = lambda * max over windows of (live rate / planned rate): each
+      window's rate is compared with the plan's at the same length, since a 10 ms window always
+      shows a higher rate than a minute. Then k_m = ceil(lambda' * s_m / (mu_m * rho_m)), which
+      keeps the planner's slack for burstiness. Only replica counts change; hardware and batch
+      sizes wait for the next plan.
+    - **scales down** only after `hold_down` seconds since the last change, to what the trailing
+      `trailing` seconds need (the same rule over windows in that history), never below what the
+      scale-up rule asks for at that moment, nor below one replica."""
 
     def __init__(
         self,

@@ -1,15 +1,8 @@
 """Arrival traces for planning and tuning: gamma arrivals, rate ramps and a spike.
 
-**CV, not CV².** `cv` is the coefficient of variation of the gaps between arrivals (their
-standard deviation over their mean): gaps are gamma with shape k = 1/cv² and mean 1/rate
-(`headway.loadgen.arrivals`). cv = 1 is a Poisson process, cv = 0.1 nearly regular, cv = 4
-very bursty. InferLine's experiment code called gamma(shape = 1/cv, scale = cv * mean), whose
-gaps have a CV of sqrt(cv): what it called "CV 4" was CV² = 4 here (cv = 2).
-
-**A rate that changes** (a ramp from `rate` to `ramp_to`, times `spike_factor` during the
-spike) is made by time-rescaling: a unit-rate gamma renewal process is drawn, then each of its
-points u is placed at the time t where the integrated rate reaches u. Within any stretch of
-constant rate the gaps keep their CV.
+`cv` is the coefficient of variation of the gaps (not CV²: docs/planning.md compares it with
+InferLine's code). A changing rate is made by time-rescaling a unit-rate gamma renewal
+process, so within any stretch of constant rate the gaps keep their CV.
 """
 
 from __future__ import annotations

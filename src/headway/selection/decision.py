@@ -1,14 +1,5 @@
-"""The answer to one query: combined from the models that answered in time, or the default.
-
-Straggler mitigation (Clipper's best-effort combine): at the deadline the policy combines only the
-models that were queried *and* answered; the `Decision` names them (`models`) and those that did
-not (`missing`). The default output is returned, flagged `default=True` with an explanation and
-a machine-readable `reason`, in three cases, checked in this order:
-
-1. no model was queried (none linked, or none ready): `"no model ready"`;
-2. none of the queried models answered: `"deadline passed with no answer"`;
-3. the combined confidence is below the application's threshold:
-   `"confidence 0.4 below threshold 0.6"`.
+"""The answer to one query: combined from the models that answered in time, or the default
+(Clipper's best-effort combine: stragglers are left out, not waited for).
 """
 
 from __future__ import annotations
@@ -62,7 +53,16 @@ def own_confidence(answer: Any) -> float:
 
 @dataclass(frozen=True)
 class Decision:
-    """What a query is answered with."""
+    """What a query is answered with.
+
+    `models` names the models that were queried *and* answered, `missing` those that did not. The
+    default output is returned, flagged `default=True` with an explanation and a machine-readable
+    `reason`, in three cases, checked in this order:
+
+    1. no model was queried (none linked, or none ready): `"no model ready"`;
+    2. none of the queried models answered: `"deadline passed with no answer"`;
+    3. the combined confidence is below the application's threshold:
+       `"confidence 0.4 below threshold 0.6"`."""
 
     output: Any
     confidence: float

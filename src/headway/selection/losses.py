@@ -1,15 +1,5 @@
-"""Losses in [0, 1] that the selection policies learn from.
-
-- **Classification**: 0/1 loss on the predicted class. An output that is a list holding floats
-  (a class-probability vector) predicts its argmax; any other output is compared as it is
-  (lists as tuples), so `"cat"`, `3` and `[1, 2]` are all classes.
-- **Regression**: the absolute error scaled into [0, 1]: `min(1, |ŷ - y| / scale)`. The scale is
-  the policy's `scale` option when given; otherwise the running range of the labels seen so far
-  (`max - min`, this label included), kept in the state as a `LabelRange`. With no range yet
-  (one distinct label so far) no scale exists, so the loss is 0/1: 0 for an exact answer, else 1.
-  For list outputs the error is the mean absolute error over the elements.
-
-A non-finite regression output (NaN, ±inf) costs the full loss 1.
+"""Losses in [0, 1] that the selection policies learn from: 0/1 on the predicted class for
+classification, the scaled absolute error for regression (`LossRule`).
 """
 
 from __future__ import annotations
@@ -122,7 +112,17 @@ class LabelRange:
 
 @dataclass(frozen=True)
 class LossRule:
-    """How one application scores an output against a label."""
+    """How one application scores an output against a label.
+
+    - **Classification**: 0/1 loss on the predicted class. An output that is a list holding floats
+      (a class-probability vector) predicts its argmax; any other output is compared as it is
+      (lists as tuples), so `"cat"`, `3` and `[1, 2]` are all classes.
+    - **Regression**: the absolute error scaled into [0, 1]: `min(1, |ŷ - y| / scale)`. The scale is
+      the policy's `scale` option when given; otherwise the running range of the labels seen so far
+      (`max - min`, this label included), kept in the state as a `LabelRange`. With no range yet
+      (one distinct label so far) no scale exists, so the loss is 0/1: 0 for an exact answer, else 1.
+      For list outputs the error is the mean absolute error over the elements. A non-finite output
+      (NaN, ±inf) costs the full loss 1."""
 
     task: Task = "classification"
     scale: float | None = None
