@@ -1,4 +1,14 @@
-"""The errors Headway raises, as one small tree.
+"""The errors Headway raises, as one small tree (`HeadwayError`).
+
+Transports map them to status codes in one table (`headway.api.errors`); nothing here knows
+about HTTP.
+"""
+
+from __future__ import annotations
+
+
+class HeadwayError(Exception):
+    """Base of every error that Headway reports to a user.
 
     HeadwayError
      ├── InvalidInput          the request is wrong: fix it and retry        (HTTP 400)
@@ -11,17 +21,7 @@
      │    └── DeadlineUnmeetable  the deadline cannot be met: rejected early
      │         └── ColdStartTooSlow  the model cannot be loaded in time
      ├── Overloaded            queue full: shed at once                      (HTTP 429)
-     └── ModelError            the model itself raised while predicting      (HTTP 500)
-
-Transports map these to status codes in one table (`headway.api.errors`); nothing here knows
-about HTTP.
-"""
-
-from __future__ import annotations
-
-
-class HeadwayError(Exception):
-    """Base of every error that Headway reports to a user."""
+     └── ModelError            the model itself raised while predicting      (HTTP 500)"""
 
     reason = "error"
 

@@ -2,12 +2,6 @@
 
 Used by the demo, the benchmarks and the integration tests, so that each talks to a real
 server over loopback exactly as a user's client would.
-
-Ports are never guessed for HTTP: unless told one, the server binds port 0 and the launcher
-reads the URL it announces. A free port picked for gRPC can be taken by another process before
-the server binds it; the server then fails at once, and the launcher starts it again on
-another. Whatever the server writes goes to a log file (a temporary one unless given), and a
-server that exits while starting raises with the end of that log in the message.
 """
 
 from __future__ import annotations
@@ -45,7 +39,12 @@ LOG_TAIL_LINES = 40
 class ServerProcess:
     """A `headway serve` child on 127.0.0.1; a context manager that stops it by its PID.
 
-    `url` (and `port`) are known once `start` returned, unless `port` was given."""
+    `url` (and `port`) are known once `start` returned, unless `port` was given. Ports are never
+    guessed for HTTP: unless told one, the server binds port 0 and the launcher reads the URL it
+    announces. A free port picked for gRPC can be taken by another process before the server binds
+    it; the server then fails at once, and the launcher starts it again on another. Whatever the
+    server writes goes to a log file (a temporary one unless given), and a server that exits while
+    starting raises with the end of that log in the message."""
 
     def __init__(
         self,

@@ -1,13 +1,7 @@
 """scikit-learn: a fitted estimator or pipeline, pickled (`*.joblib`, `*.pkl`, `*.pickle`).
 
-Classifiers (estimators with `classes_`) answer `label` (`predict`, the predicted classes; integer
-classes as INT64) and, where they have `predict_proba`, `probabilities` (FP64, one column per
-class; both from one `predict_proba` where its argmax is `predict`). Other estimators answer
-`output-0` (`predict`). Only the outputs asked for are computed, each once per batch.
-
-XGBoost and LightGBM subclass this adapter: their scikit-learn API models take the same path, and
-their native boosters (`native` patterns) answer `output-0`. Option `threads` (default 1) sets the
-estimator's `n_jobs` where it has one, so one action uses a predictable number of cores.
+Classifiers answer `label` and, where they have `predict_proba`, `probabilities`; other
+estimators `output-0` (`SklearnAdapter`). XGBoost and LightGBM subclass this adapter.
 """
 
 from __future__ import annotations
@@ -30,7 +24,15 @@ PROBABILITIES = "probabilities"
 
 
 class SklearnAdapter(Adapter):
-    """A scikit-learn (API) estimator; subclasses may load a framework's native booster instead."""
+    """A scikit-learn (API) estimator; subclasses may load a framework's native booster instead.
+
+    Classifiers (estimators with `classes_`) answer `label` (`predict`, the predicted classes;
+    integer classes as INT64) and, where they have `predict_proba`, `probabilities` (FP64, one
+    column per class; both from one `predict_proba` where its argmax is `predict`). Other
+    estimators answer `output-0` (`predict`). Only the outputs asked for are computed, each once
+    per batch. Native boosters (`native` patterns) answer `output-0`. Option `threads` (default 1)
+    sets the estimator's `n_jobs` where it has one, so one action uses a predictable number of
+    cores."""
 
     native: tuple[str, ...] = ()  # glob patterns of the framework's own format (subclasses)
     native_datatype = "FP64"  # the input datatype a native booster computes in

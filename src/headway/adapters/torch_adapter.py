@@ -3,14 +3,8 @@
 The artifact is `model.pt`, else the first `*.pt` / `*.pth`. A single-input model is called as
 `model(x)`; a model with several inputs as `model(*xs)`, in the order model.yaml declares them,
 else sorted by name. The model returns a tensor (`output-0`), a tuple or list of tensors
-(`output-0`, `output-1`, ...) or a dict of them (its names). Arrays become tensors without copies.
-Options: `threads` (default 1, `torch.set_num_threads`), `device` (default `cpu`).
-
-A model whose model.yaml declares no inputs is probed once after loading: when its first
-weight is a matrix (a Linear layer first), one row of zeros of that width and dtype runs
-through it, and the shapes and datatypes seen become its signature (reported in its metadata,
-checked on every request: a wrong datatype is a 400 naming it, not the model's traceback).
-A model the probe cannot run keeps an unknown signature.
+(`output-0`, `output-1`, ...) or a dict of them (its names). Options: `threads` (default 1,
+`torch.set_num_threads`), `device` (default `cpu`).
 """
 
 from __future__ import annotations
@@ -53,6 +47,11 @@ class TorchAdapter(Adapter):
         self.model = model.to(self.device).eval()
 
     def signature(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """A model whose model.yaml declares no inputs is probed once: when its first weight
+        is a matrix (a Linear layer first), one row of zeros of that width and dtype runs
+        through it, and the shapes and datatypes seen become its signature (reported in its
+        metadata, checked on every request: a wrong datatype is a 400 naming it, not the
+        model's traceback). A model the probe cannot run keeps an unknown signature."""
         if self.config.get("inputs"):
             return [], []  # model.yaml's declaration is the signature
         weight = next((p for p in self.model.parameters() if p.ndim == 2), None)

@@ -1,13 +1,9 @@
 """What the load generator sends: Open Inference Protocol request bodies, built once, up front.
 
-Inputs come from the model's metadata (random data of each input's datatype and shape) or from a
-file: a JSON request body (``{"inputs": [...], ...}``, or ``{"inputs": {name: data}}``) or a
-``.npy`` array of rows for a single-input model. Each body is JSON, or with ``binary=True`` the
-binary tensor extension: a JSON header then the raw little-endian tensors, with the header's
-length in ``Inference-Header-Content-Length``.
-
-Several distinct bodies (``variants``) are built so that a server's prediction cache does not
-answer every request; the client rotates through them.
+Inputs come from the model's metadata (random data of each input's datatype and shape) or from
+a file (a JSON request body, or a ``.npy`` array of rows); bodies are JSON or the binary tensor
+extension. Several distinct bodies (``variants``) keep a prediction cache from answering every
+request.
 """
 
 from __future__ import annotations

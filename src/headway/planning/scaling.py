@@ -1,15 +1,7 @@
 """Replica counts that change during a replay: the tuner, and a utilisation-based baseline.
 
-A `Scaling` (see `headway.planning.simulator.simulate`) decides every `interval` seconds of
-simulated time. A new replica serves `startup` seconds after it was asked for (a worker process
-starts and loads its model) and is paid from the moment it was asked for; a removed replica
-takes no new batch and finishes the one it runs. `cost_per_hour()` is the time-average of the
-replicas' prices over the replay; `timeline` holds every change.
-
-- `TunerScaling` runs InferLine's tuner (`headway.planning.tuner`) on the arrivals as they come.
-- `UtilisationScaling` is a reactive autoscaler of the usual kind (Ray Serve's, Kubernetes'
-  HPA): each stage's busy share over the last `window` seconds; k' = ceil(k * busy / target);
-  up at once, down after the same hold-down as the tuner.
+`TunerScaling` runs InferLine's tuner on the arrivals as they come; `UtilisationScaling` is a
+reactive autoscaler of the usual kind (Ray Serve's, Kubernetes' HPA), for comparison.
 """
 
 from __future__ import annotations
@@ -28,7 +20,13 @@ from headway.sim import Simulation
 
 
 class _Scaling:
-    """What both autoscalers share: ticking, starting and retiring replicas, the cost."""
+    """What both autoscalers share: ticking, starting and retiring replicas, the cost.
+
+    It decides every `interval` seconds of simulated time. A new replica serves `startup` seconds
+    after it was asked for (a worker process starts and loads its model) and is paid from the
+    moment it was asked for; a removed replica takes no new batch and finishes the one it runs.
+    `cost_per_hour()` is the time-average of the replicas' prices over the replay; `timeline`
+    holds every change."""
 
     def __init__(
         self,
@@ -135,7 +133,8 @@ class TunerScaling(_Scaling):
 
 
 class UtilisationScaling(_Scaling):
-    """Each stage's busy share over the last `window` s against a `target` share."""
+    """Each stage's busy share over the last `window` s against a `target` share:
+    k' = ceil(k * busy / target), up at once, down after the same hold-down as the tuner."""
 
     def __init__(
         self,
