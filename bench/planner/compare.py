@@ -1,19 +1,24 @@
 """Planner vs coarse-grained baselines, in simulation: cost and SLO misses per (SLO, CV).
 
     python bench/planner/compare.py [--rate 100] [--plan-seconds 60] [--test-seconds 500]
-                                    [--slo 300 ...] [--cv 4 ...]
+                                    [--slo 300 ...] [--cv 4 ...] [--no-check-local]
 
 For each SLO in {150, 300, 1000} ms and arrival CV in {0.1, 1, 4}:
 
 - **InferLine's planner** (`headway.planning.Planner`) plans the image cascade (preprocess ->
-  resnet50 -> resnet152 for 30% of queries) on a planning trace (seed 1);
+  resnet50 -> resnet152 for 30% of queries) on a planning trace (seed 1); unless
+  `--no-check-local`, every single-stage move from the plan (any kind, any batch size, the
+  fewest feasible replicas) is then estimated, to see whether the greedy search stopped
+  where one move would still save money;
 - **CG-Mean / CG-Peak** (InferLine's coarse-grained baselines): one unit is the whole pipeline,
   every model once, each on its own hardware and priced as such (the planner's cost model:
   the sum of the replicas' hourly prices); a unit on an accelerator kind runs each model there,
   or on cpu4 if it has no profile there (preprocessing). All models run at one batch size: the
   largest whose unit latency (the critical path at that batch) meets the SLO. Units are
   replicated for the planning trace's mean rate (CG-Mean) or its peak (the highest rate in any
-  1 s window: CG-Peak), on the kind where that costs least;
+  1 s window: CG-Peak). The unit's kind is the one where a unit takes the most queries per
+  second (InferLine's "best hardware"); `cg_*_cheapest` take instead the kind where the
+  deployment costs least (a choice in CG's favour);
 
 then every configuration is simulated on a held-out test trace (seed 2, same rate and CV) and
 judged by its cost per hour and the share of queries over the SLO. Profiles and prices:
@@ -112,11 +117,16 @@ def coarse(
     catalogue: Catalogue,
     slo: float,
     rate: float,
+    choose: str = "fastest",
 ) -> tuple[Configuration, float] | None:
-    """The cheapest coarse-grained deployment for `rate`: per accelerator kind, the largest
-    batch whose unit latency meets the SLO, units enough for `rate`; then the kind costing least.
+    """A coarse-grained deployment for `rate`: per hardware kind, the largest batch whose unit
+    latency meets the SLO and units enough for `rate`; then the kind by `choose`:
+
+    - "fastest": the kind where one unit takes the most queries per second (InferLine's
+      "best hardware" for the pipeline; ties to the cheaper);
+    - "cheapest": the kind where the deployment costs least (a choice in CG's favour).
     """
-    best: tuple[Configuration, float] | None = None
+    found: list[tuple[float, float, Configuration]] = []  # (throughput, cost, config)
     for kind in catalogue:
         if not any(kind in profiles[s.model] for s in pipeline.stages):
             continue
@@ -124,12 +134,17 @@ def coarse(
         if not fitting:
             continue
         batch = fitting[-1]
-        units = max(1, math.ceil(rate / unit_throughput(pipeline, profiles, kind, batch)))
+        throughput = unit_throughput(pipeline, profiles, kind, batch)
+        units = max(1, math.ceil(rate / throughput))
         config = unit_config(pipeline, profiles, kind, batch, units)
-        cost = config.cost(catalogue)
-        if best is None or cost < best[1]:
-            best = (config, cost)
-    return best
+        found.append((throughput, config.cost(catalogue), config))
+    if not found:
+        return None
+    if choose == "fastest":
+        _, cost, config = min(found, key=lambda f: (-f[0], f[1]))
+    else:
+        _, cost, config = min(found, key=lambda f: (f[1], -f[0]))
+    return config, cost
 
 
 def judge(
@@ -156,6 +171,7 @@ def cell(
     rate: float,
     plan_seconds: float,
     test_seconds: float,
+    check_local: bool = True,
 ) -> dict[str, object]:
     slo = slo_ms / 1e3
     planning = arrival_times(ArrivalSpec(rate, plan_seconds, cv=cv, seed=1))
@@ -175,12 +191,20 @@ def cell(
         row["planner"] = judge(CASCADE, plan.config, profiles, catalogue, test, slo)
         row["planner"]["planned_p99_ms"] = round(plan.p99 * 1e3, 2)  # type: ignore[index]
         row["planner"]["config"] = describe(plan.config)  # type: ignore[index]
+        if check_local:
+            row["planner"]["cheaper_single_moves"] = cheaper_moves(planner, plan.config)  # type: ignore[index]
     else:
         row["planner"] = {"infeasible": plan.reason}
     peak = max_count(planning, 1.0) / 1.0
     mean = len(planning) / plan_seconds
-    for name, target in (("cg_mean", mean), ("cg_peak", peak)):
-        chosen = coarse(CASCADE, profiles, catalogue, slo, target)
+    baselines = (
+        ("cg_mean", mean, "fastest"),
+        ("cg_peak", peak, "fastest"),
+        ("cg_mean_cheapest", mean, "cheapest"),
+        ("cg_peak_cheapest", peak, "cheapest"),
+    )
+    for name, target, choose in baselines:
+        chosen = coarse(CASCADE, profiles, catalogue, slo, target, choose)
         if chosen is None:
             row[name] = {"infeasible": "no kind runs the unit within the SLO"}
             continue
@@ -188,6 +212,30 @@ def cell(
         row[name] = judge(CASCADE, config, profiles, catalogue, test, slo)
         row[name]["config"] = describe(config)  # type: ignore[index]
     return row
+
+
+def cheaper_moves(planner: Planner, config: Configuration) -> list[dict[str, object]]:
+    """Every single-stage change of `config` (any kind, any batch size, the fewest feasible
+    replicas) that is feasible on the planning trace and cheaper: none when the greedy search
+    stopped at a local minimum of all such moves (a superset of its three actions)."""
+    found: list[dict[str, object]] = []
+    for stage in planner.pipeline.names:
+        c = config[stage]
+        spent = c.replicas * planner.catalogue[c.hardware].cost_per_hour
+        for kind in planner.hardware_for(stage):
+            price = planner.catalogue[kind].cost_per_hour
+            most = min(64, math.ceil(spent / price - 1e-9) - 1) if price > 0 else 64
+            if most < 1:
+                continue
+            for size in planner.profile(stage, kind).batch_sizes:
+                if (kind, size) == (c.hardware, c.max_batch):
+                    continue
+                moved = config.with_stage(stage, hardware=kind, max_batch=size, replicas=most)
+                cheaper = planner.fewest_replicas(moved, stage, most)
+                if cheaper is not None:
+                    found.append({"cost_per_hour": round(planner.cost(cheaper), 4)})
+                    found[-1]["config"] = describe(cheaper)
+    return found
 
 
 def describe(config: Configuration) -> dict[str, str]:
@@ -202,6 +250,12 @@ def main() -> None:
     parser.add_argument("--slo", type=int, nargs="+", default=SLOS_MS, help="SLOs (ms) to run")
     parser.add_argument("--cv", type=float, nargs="+", default=CVS, help="arrival CVs to run")
     parser.add_argument("--jobs", type=int, default=2, help="cells planned at once (processes)")
+    parser.add_argument(
+        "--check-local",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="look for single-stage moves cheaper than the plan",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/.work/planner-compare.json"))
     args = parser.parse_args()
     catalogue, profiles = load()
@@ -217,6 +271,7 @@ def main() -> None:
                 args.rate,
                 args.plan_seconds,
                 args.test_seconds,
+                args.check_local,
             )
             for slo_ms, cv in grid
         ]
