@@ -151,6 +151,21 @@ def test_downgrade_hardware_takes_a_smaller_batch_when_the_slower_kind_needs_it(
     assert doubled.downgrade_hardware(on_cpu4, "s0") is None
 
 
+def test_a_stage_loaded_to_its_throughput_is_not_feasible() -> None:
+    # 101 queries/s, one every 9.9 ms, on a replica taking 10 ms: the queue grows by 0.1 ms
+    # a query, so over 5 s the last query waits 50 ms (P99 within 100 ms), over 60 s 600 ms
+    p = Planner(chain(1.0), {"m0": {"cpu1": flat(10)}}, CATALOGUE, steady(101, 5), 100 * MS)
+    one = Configuration({"s0": StageConfig("cpu1", 1, 1)})
+    assert p.estimate(one).p99 == pytest.approx((10 + 0.99 * 504 * 0.1) * MS, rel=0.01)
+    assert p.utilisation(one)["s0"] > 1
+    assert not p.feasible(one)
+    longer = Planner(chain(1.0), {"m0": {"cpu1": flat(10)}}, CATALOGUE, steady(101, 60), 1.0)
+    assert longer.estimate(one).p99 > 500 * MS
+    plan = p.plan()
+    assert plan.config == Configuration({"s0": StageConfig("cpu1", 1, 2)})
+    assert plan.utilisation["s0"] < 1
+
+
 def test_fewest_replicas_finds_the_smallest_feasible_count() -> None:
     p = Planner(chain(1.0), {"m0": {"cpu1": flat(10)}}, CATALOGUE, steady(450), 30 * MS)
     many = Configuration({"s0": StageConfig("cpu1", 1, 12)})

@@ -19,7 +19,9 @@
      hardware may meet the SLO only at a smaller batch.
 
 Each candidate is estimated with `simulate` on the planning trace; results are cached, as the
-greedy loop proposes the same configurations again.
+greedy loop proposes the same configurations again. A candidate is feasible when its estimated
+P99 meets the SLO and every stage's planned utilisation is below 1 (a stage at or over its
+throughput has a queue that grows for ever, which a finite trace can hide).
 """
 
 from __future__ import annotations
@@ -112,6 +114,11 @@ class Planner:
         return found
 
     def feasible(self, config: Configuration) -> bool:
+        """The estimated P99 meets the SLO, and no stage is loaded to its throughput or beyond:
+        such a stage's queue grows for ever, but can grow slowly enough to stay short over a
+        planning trace that ends first."""
+        if any(u >= 1.0 for u in self.utilisation(config).values()):
+            return False
         return self.estimate(config).p99 <= self.slo
 
     def cost(self, config: Configuration) -> float:
