@@ -4,19 +4,23 @@ the tuner applying its decisions (`headway serve --tune`)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
+import httpx
 import numpy as np
 
 from headway.api.metrics import render
 from headway.clock import ManualClock
 from headway.control.controller import Controller
+from headway.launcher import ServerProcess
 from headway.planning.envelope import envelope, window_lengths
 from headway.planning.live import LiveTuner
-from headway.planning.plan_file import PlanFile, PlannedStage
+from headway.planning.plan_file import PlanFile, PlannedStage, write_plan
 from headway.repository import Repository
 from headway.runtime.engines.local import LocalEngine
 from tests.integration import models
+from tests.integration.test_serving import infer_json
 
 ROWS = {"input-0": np.zeros((1, 64))}
 
@@ -82,3 +86,52 @@ def test_the_live_tuner_scales_up_on_a_burst_and_shows_it_in_metrics(tmp_path: P
             await controller.stop()
 
     asyncio.run(run())
+
+
+def test_serve_with_tune_scales_up_a_live_server_under_a_spike(tmp_path: Path) -> None:
+    """`headway serve --plan --tune` over HTTP: a burst far over the plan's 8 queries/s
+    starts a second worker process, logged with its reason and counted in /metrics."""
+    models.digits_logreg(tmp_path / "repo")
+    steady = np.arange(480) / 8.0
+    stage = {"model": "digits-logreg", "hardware": "cpu1", "max_batch_size": 1, "replicas": 1}
+    stage.update(scale=1.0, throughput_qps=100.0, utilisation=0.08)
+    plan = {"app": "only", "slo_ms": 100.0, "feasible": True, "rate_qps": 8.0}
+    plan["envelope"] = envelope(steady, window_lengths(0.1))
+    plan["stages"] = {"only": stage}
+    write_plan(plan, tmp_path / "plan.yaml")
+    tuning = ["--plan", str(tmp_path / "plan.yaml"), "--tune", "--tune-max-replicas", "2"]
+    log = tmp_path / "server.log"
+    with ServerProcess(
+        tmp_path / "repo",
+        state=tmp_path / "state.db",
+        grpc_port=0,
+        extra=[*tuning, "--log-level", "info"],
+        log=log,
+    ) as server:
+
+        async def burst() -> list[int]:
+            async with httpx.AsyncClient(timeout=60) as client:
+                body = {
+                    "inputs": [
+                        {"name": "input-0", "shape": [1, 64], "datatype": "FP64", "data": [0] * 64}
+                    ]
+                }
+                url = f"{server.url}/v2/models/digits-logreg/infer"
+                answers = await asyncio.gather(*(client.post(url, json=body) for _ in range(60)))
+                return [a.status_code for a in answers]
+
+        assert asyncio.run(burst()) == [200] * 60
+        up = 'headway_tuner_changes_total{direction="up",stage="only"} 1.0'
+        deadline = time.monotonic() + 90
+        while True:
+            metrics = httpx.get(f"{server.url}/metrics").text
+            if up in metrics and "headway_workers 2.0" in metrics:
+                break
+            assert time.monotonic() < deadline, metrics
+            time.sleep(0.2)
+        assert 'headway_tuner_replicas{model="digits-logreg",stage="only"} 2.0' in metrics
+        assert infer_json(server.url, "digits-logreg", np.zeros((1, 64))).status_code == 200
+    changes = [line for line in log.read_text().splitlines() if "headway.tuner" in line]
+    assert len(changes) == 1, changes  # capped at 2 replicas: one change, up
+    assert "only (model digits-logreg): 1 -> 2 replicas" in changes[0]
+    assert "over the plan's" in changes[0]

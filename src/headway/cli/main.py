@@ -195,6 +195,13 @@ def cli() -> None:
     "traffic departs from the plan's envelope; changes in /metrics and the log.",
 )
 @click.option(
+    "--tune-max-replicas",
+    default=ServeSettings.tune_max_replicas,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="With --tune: the most replicas the tuner gives one stage (each is a worker process).",
+)
+@click.option(
     "--log-level",
     default="warning",
     show_default=True,

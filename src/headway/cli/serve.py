@@ -25,6 +25,7 @@ from headway.control.scheduling_policy import POLICIES
 from headway.errors import ConfigError
 from headway.planning.live import LiveTuner
 from headway.planning.plan_file import apply_plan, read_plan
+from headway.planning.tuner import MAX_REPLICAS as TUNER_MAX_REPLICAS
 from headway.repository import Repository
 from headway.runtime.engines.inline import InlineEngine
 from headway.runtime.engines.local import LocalEngine
@@ -58,6 +59,7 @@ class ServeSettings:
     busy_poll_us: float = 0.0
     plan: Path | None = None
     tune: bool = False
+    tune_max_replicas: int = TUNER_MAX_REPLICAS
     admin_token: str | None = None
     state_sync: str = "normal"
     header_timeout: float = HEADER_TIMEOUT_S
@@ -114,7 +116,7 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
 
         app.companions.append(GrpcServer(app, host=settings.host, port=settings.grpc_port))
     if settings.tune and plan is not None:
-        app.tuner = LiveTuner(controller, plan)
+        app.tuner = LiveTuner(controller, plan, max_replicas=settings.tune_max_replicas)
         app.companions.append(app.tuner)
     return app
 
