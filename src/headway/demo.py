@@ -1,13 +1,6 @@
 """A demo model repository: small real models trained in seconds on data that ships with
-scikit-learn, one or more per framework, for the quickstart, demo traffic, benchmarks and tests.
-
-    demo = build_demo_repository(Path("demo-repository"))
-    sample = demo["iris-forest"]
-    outputs = adapter.predict(sample.request())      # or a client's request with the same tensors
-    sample.accuracy(outputs)                         # against the held-out rows' true labels
-
-Every model is a classifier; its `DemoModel` says which output answers the class. Models whose
-framework is not installed (torch, onnx, xgboost, lightgbm) are skipped.
+scikit-learn, one or more per framework, for the quickstart, demo traffic, benchmarks and tests
+(`build_demo_repository`). Models whose framework is not installed are skipped.
 """
 
 from __future__ import annotations

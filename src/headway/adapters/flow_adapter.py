@@ -1,12 +1,5 @@
-"""A flow's action stage as a worker's model: its fused chain runs inside one action.
-
-The frontend registers each action stage of a deployed flow as a model of framework `flow`
-(`headway.flows.serving`); its options name the flow file, the stage, the compiler options
-and the wire configs of the repository models the chain calls. The worker imports the flow,
-compiles it the same way, loads those models with their own adapters, and then runs the chain
-over each batch: the rows cross the process boundary once, however many operators the chain
-has. Outputs are the chain's columns (NULL in the rows a filter dropped), the keep mask of its
-filters, and each operator's seconds spread over the batch's rows (`headway.flows.tensors`).
+"""A flow's action stage as a worker's model: its fused chain runs inside one action, so the
+rows cross the process boundary once, however many operators the chain has.
 """
 
 from __future__ import annotations
@@ -22,6 +15,16 @@ from headway.errors import ConfigError
 
 
 class FlowStageAdapter(Adapter):
+    """One action stage of a deployed flow.
+
+    The frontend registers each action stage as a model of framework `flow`
+    (`headway.flows.serving`); its options name the flow file, the stage, the compiler options
+    and the wire configs of the repository models the chain calls. The worker imports the flow,
+    compiles it the same way, loads those models with their own adapters, and then runs the chain
+    over each batch. Outputs are the chain's columns (NULL in the rows a filter dropped), the keep
+    mask of its filters, and each operator's seconds spread over the batch's rows
+    (`headway.flows.tensors`)."""
+
     def load(self) -> None:
         from headway.flows.flow import Options
         from headway.flows.source import load_flow

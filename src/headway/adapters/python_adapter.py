@@ -1,13 +1,4 @@
-"""Plain Python: `entrypoint: file.py:ClassName` (or `file.py:function`).
-
-The file is looked up in the version folder, then in the model folder, and imported by path as a
-module of its own. Its folder is on `sys.path` while it imports, so it may import files beside it
-(these are cached process-wide by their plain name, as any import is: name them distinctly).
-A class is instantiated with no arguments and, if it has `load`, loaded with the version folder.
-`predict(batch)` receives the array itself when the model has one input tensor, else the dict of
-arrays, and returns an array (output `output-0`) or a dict of name -> array. Attributes `inputs`
-and `outputs` on the class or function (lists of `{name, datatype, shape}`) give the signature.
-"""
+"""Plain Python: `entrypoint: file.py:ClassName` (or `file.py:function`)."""
 
 from __future__ import annotations
 
@@ -24,6 +15,16 @@ from headway.repository import TensorSpec, entry_files
 
 
 class PythonAdapter(Adapter):
+    """A user's class or function, imported from the model's folder.
+
+    The file is looked up in the version folder, then in the model folder, and imported by path as
+    a module of its own. Its folder is on `sys.path` while it imports, so it may import files beside
+    it (these are cached process-wide by their plain name, as any import is: name them distinctly).
+    A class is instantiated with no arguments and, if it has `load`, loaded with the version folder.
+    `predict(batch)` receives the array itself when the model has one input tensor, else the dict of
+    arrays, and returns an array (output `output-0`) or a dict of name -> array. Attributes `inputs`
+    and `outputs` on the class or function (lists of `{name, datatype, shape}`) give the signature."""
+
     def load(self) -> None:
         entry = str(self.config.get("entrypoint") or "")
         where = f"model {self.config['name']!r} entrypoint {entry!r}"

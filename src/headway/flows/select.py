@@ -1,13 +1,4 @@
-"""Model selection as one operator of a flow (Clipper's select, combine, observe).
-
-`select(models, policy="exp4")` asks, per row, the models a selection policy chooses (`fixed`,
-`exp3` or `exp4`, with the options of `docs/selection.md`), combines their answers into
-`output` and `confidence` columns added to the row, and learns from feedback on the query
-(`POST /apps/{app}/feedback` with the query id). Its learned state is kept in the store with
-the application's. In-process (`flow.local`) it draws from a generator seeded with `seed`;
-deployed, exp3's draws follow the same probabilities but not the same sequence (queries
-interleave), while exp4 and a fixed policy answer alike.
-"""
+"""Model selection as one operator of a flow (Clipper's select, combine, observe)."""
 
 from __future__ import annotations
 
@@ -30,6 +21,15 @@ from headway.selection import Decision, Selection, StateRegistry, make_policy
 
 @dataclass
 class Select(Operator):
+    """`select(models, policy="exp4")`: per row, the models a selection policy chooses.
+
+    The policy (`fixed`, `exp3` or `exp4`, with the options of `docs/selection.md`) chooses which
+    models to ask; their answers are combined into `output` and `confidence` columns added to the
+    row, and feedback on the query (`POST /apps/{app}/feedback` with the query id) teaches it. Its
+    learned state is kept in the store with the application's. In-process (`flow.local`) it draws
+    from a generator seeded with `seed`; deployed, exp3's draws follow the same probabilities but
+    not the same sequence (queries interleave), while exp4 and a fixed policy answer alike."""
+
     models: Sequence[str]
     policy: str = "exp4"
     inputs: Mapping[str, str] | None = None

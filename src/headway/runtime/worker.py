@@ -1,12 +1,9 @@
 """A worker process: hosts models and executes one action at a time, timing each.
 
 Started by an engine as `python -m headway.runtime.worker --endpoint ENDPOINT --identity ID`,
-with the server's secret in `HEADWAY_WORKER_SECRET`. It connects a stream socket to the
-frontend's endpoint, answers its challenge with a hello that proves it holds the secret
-(`runtime.handshake`), then serves actions:
-`load` (build the framework adapter and load the artifact), `infer` (predict one batch) and
-`unload`. Each reply carries the measured duration of the action. The worker exits when its
-parent goes away, so a crashed server leaves no orphans.
+with the server's secret in `HEADWAY_WORKER_SECRET`; it serves `load`, `infer` and `unload`
+actions (`WorkerState`) and exits when its parent goes away, so a crashed server leaves no
+orphans.
 """
 
 from __future__ import annotations
