@@ -6,7 +6,8 @@ The cascade: a logistic regression on scikit-learn's digits answers every query;
 is unsure of (top probability under 0.9) go on to a random forest (300 trees). Both are real
 models on real worker processes, one worker each.
 
-1. `headway profile`'s code measures each model alone (batch 1-16, one worker thread).
+1. `headway profile`'s code measures each model alone (batch 1-16, one worker thread), again
+   just before each load's replay (the loads are shares of the first profile's capacity).
 2. The share of queries the forest sees (the scale factor) is counted on the query rows.
 3. For three loads (a share of the pipeline's capacity without batching: the least of each
    stage's batch-1 throughput over its share), gamma arrivals
@@ -117,11 +118,6 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="headway-accuracy-"))
     rows, unsure = build(root)
     repository = Repository.scan(root)
-    measured = asyncio.run(profile_kind(repository, Hardware("cpu1", 0.05), batch_sizes=SIZES))
-    profiles = profiles_from_rows(measured)
-    tails = {
-        m: {k: LatencyProfile(dict(p.p99)) for k, p in on.items()} for m, on in profiles.items()
-    }
     share = float(unsure.mean())
     pipeline = Pipeline(
         "cascade",
@@ -133,20 +129,22 @@ def main() -> None:
     config = Configuration(
         {"fast": StageConfig("cpu1", 16, 1), "forest": StageConfig("cpu1", 16, 1)}
     )
-    capacity = min(  # queries/s without batching
-        profiles["digits-fast"]["cpu1"].throughput(1),
-        profiles["digits-forest"]["cpu1"].throughput(1) / share,
-    )
-    report: dict[str, object] = {
-        "profiles_ms": {
-            m: {b: round(s * 1e3, 3) for b, s in p["cpu1"].seconds.items()}
-            for m, p in profiles.items()
-        },
-        "share": share,
-        "capacity_qps": capacity,
-        "loads": [],
-    }
+    report: dict[str, object] = {"share": share, "loads": []}
+    capacity: float | None = None
     for load in LOADS:
+        # profiled just before each replay: on a shared machine the contention the profile
+        # sees drifts within minutes, and the replay should meet the machine the profile saw
+        measured = asyncio.run(profile_kind(repository, Hardware("cpu1", 0.05), batch_sizes=SIZES))
+        profiles = profiles_from_rows(measured)
+        tails = {
+            m: {k: LatencyProfile(dict(p.p99)) for k, p in on.items()} for m, on in profiles.items()
+        }
+        if capacity is None:  # the loads are shares of the first profile's capacity
+            capacity = min(  # queries/s without batching
+                profiles["digits-fast"]["cpu1"].throughput(1),
+                profiles["digits-forest"]["cpu1"].throughput(1) / share,
+            )
+            report["capacity_qps"] = capacity
         rate = load * capacity
         arrivals = arrival_times(ArrivalSpec(rate, args.seconds, cv=1.0, seed=7))
         real = asyncio.run(replay(repository, rows, unsure, arrivals))
@@ -171,6 +169,10 @@ def main() -> None:
             "sim_spread_p99_ms": round(spread.p99 * 1e3, 2),
             "sim_queries_per_s": round(len(arrivals) / sim_seconds),
             "load_average_1m": os.getloadavg()[0],
+            "profiles_ms": {
+                m: {b: round(s * 1e3, 3) for b, s in p["cpu1"].seconds.items()}
+                for m, p in profiles.items()
+            },
         }
         row["p99_error"] = round(row["sim_p99_ms"] / row["real_p99_ms"] - 1, 3)  # type: ignore[operator]
         row["spread_p99_error"] = round(row["sim_spread_p99_ms"] / row["real_p99_ms"] - 1, 3)  # type: ignore[operator]
@@ -178,7 +180,6 @@ def main() -> None:
         report["loads"].append(row)  # type: ignore[attr-defined]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1))
-    print(json.dumps(report["profiles_ms"]), share, capacity)
 
 
 if __name__ == "__main__":
