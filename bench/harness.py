@@ -226,10 +226,11 @@ def overload(
     server: Any | None = None,
     seed: int = 0,
     drain: float = 5.0,
+    multiple: float = 2.0,
 ) -> dict[str, Any]:
-    """Poisson at capacity/2 for ``before`` s, 2x capacity for ``burst`` s, capacity/2 for
-    ``after`` s. Figures over the burst window; recovery from a separate prober."""
-    low, high = 0.5 * capacity, 2.0 * capacity
+    """Poisson at capacity/2 for ``before`` s, ``multiple`` x capacity for ``burst`` s,
+    capacity/2 for ``after`` s. Figures over the burst window; recovery from a separate prober."""
+    low, high = 0.5 * capacity, multiple * capacity
     parts = [
         arrivals.schedule(low, before, "poisson", seed=seed),
         before + arrivals.schedule(high, burst, "poisson", seed=seed + 1),
@@ -271,7 +272,8 @@ def overload(
     burst_end = start + before + burst
     figures.update(meter.figures)
     figures.update(recovery(samples, burst_end, slo_ms, drain_timeout))
-    figures.update({"capacity_rps": round(capacity, 1), "offered_rps": round(high, 1)})
+    figures.update({"capacity_rps": round(capacity, 1), "offered_rps": round(high, 1),
+                    "multiple": multiple, "loadavg": [round(v, 2) for v in os.getloadavg()]})  # fmt: skip
     return figures
 
 

@@ -174,7 +174,31 @@ def _overload(data: dict[str, Any]) -> list[str]:
         lines += ["", f"Capacity on the wide MLP (closed loop, 32 connections, {data['durations']['closed']:g} s):", "",
                   *_table(["system", "req/s", "p50 ms", "p99 ms", "not 200",
                            "cores: server / others"], caps)]  # fmt: skip
-    return lines
+    return lines + _overload_sweep(data)
+
+
+def _overload_sweep(data: dict[str, Any]) -> list[str]:
+    """One row per system and offered multiple of its capacity (`--overload-multiples`)."""
+    rows = []
+    for name in _systems_in(data, "overload"):
+        for multiple, f in data["results"]["overload"][name].get("sweep", {}).items():
+            frac = (f["goodput_rps"] or 0) / f["capacity_rps"] if f.get("capacity_rps") else None
+            answered = f.get("rejection_latency_ms") or {}
+            rows.append([
+                name, f"{multiple}x", _n(f["offered_rps"]), _n(f["goodput_rps"]),
+                f"{frac:.0%}" if frac is not None else "-", _ms(f["latency_ms"]["p99"]),
+                _n(f["rejected"]), _ms(answered.get("p50")), _ms(answered.get("p99")),
+                _n(f["timeouts"] + f["transport_errors"] + f["errors"]),
+                _ms(f["send_lateness_ms"]["p99"]),
+                " / ".join(f"{v:g}" for v in f.get("loadavg", [])) or "-",
+            ])  # fmt: skip
+    if not rows:
+        return []
+    header = ["system", "offered", "offered req/s", "goodput req/s", "goodput ÷ capacity",
+              "p99 of 200s ms", "rejected", "503 answered p50 ms", "503 answered p99 ms",
+              "errors + timeouts", "send lateness p99 ms", "load average after"]  # fmt: skip
+    return ["", "Offered loads from a share to a multiple of capacity (`--overload-multiples`):",
+            "", *_table(header, rows)]  # fmt: skip
 
 
 def _profile(data: dict[str, Any]) -> list[str]:

@@ -39,7 +39,7 @@ import subprocess
 import time
 import traceback
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +89,8 @@ class Suite:
         self.args = args
         self.quick: bool = args.quick
         self.d = Durations.pick(self.quick)
+        if args.overload_burst is not None:
+            self.d = replace(self.d, burst=args.overload_burst, after=args.overload_burst / 2)
         self.scenarios: list[str] = args.scenarios
         self.work = WORK / ("quick" if self.quick else "full")
         self.work.mkdir(parents=True, exist_ok=True)
@@ -221,15 +223,26 @@ class Suite:
                 raise SetupError("no capacity measured on the wide MLP")
             if harness.CALM.budget > harness.CALM.waited:
                 harness.CALM.wait()
-            out = overload(endpoint, self.payloads(system, "wide", slo=True), capacity, SLO_MS,
-                           before=self.d.before, burst=self.d.burst, after=self.d.after,
-                           server=server, drain=self.d.drain)  # fmt: skip
+            sweep: dict[str, Any] = {}
+            for multiple in self.args.overload_multiples:
+                out = overload(endpoint, self.payloads(system, "wide", slo=True), capacity,
+                               SLO_MS, before=self.d.before, burst=self.d.burst,
+                               after=self.d.after, server=server, drain=self.d.drain,
+                               multiple=multiple)  # fmt: skip
+                sweep[f"{multiple:g}"] = out
+                answered = out["rejection_latency_ms"]
+                self.log(f"  {system.name} overload {multiple:g}x, {out['offered_rps']} req/s: "
+                         f"{_brief(out)}; rejected {out['rejected']} (answered p50 "
+                         f"{answered['p50']} p99 {answered['p99']} ms), recovery "
+                         f"{out.get('recovery_s')} s, send lateness p99 "
+                         f"{out['send_lateness_ms']['p99']} ms, loadgen {out['loadgen_cores']} "
+                         f"cores, load {out['loadavg']}")  # fmt: skip
+            # the scenario's own figures are those at 2x (else the first multiple run)
+            out = dict(sweep.get("2", next(iter(sweep.values()))))
             out["capacity_run"] = figures
+            if len(sweep) > 1:
+                out["sweep"] = sweep
             self.data["results"]["overload"][system.name] = out
-            self.log(f"  {system.name} overload at {out['offered_rps']} req/s: {_brief(out)}; "
-                     f"rejected {out['rejected']}, recovery {out.get('recovery_s')} s, send "
-                     f"lateness p99 {out['send_lateness_ms']['p99']} ms, loadgen "
-                     f"{out['loadgen_cores']} cores")  # fmt: skip
 
     def run_mlp(self, system: System) -> None:
         if "batching" not in self.scenarios:
@@ -449,6 +462,19 @@ def main() -> None:
         "bench/.work/RESULTS-quick.md with --quick)",
     )
     parser.add_argument(
+        "--overload-multiples",
+        default="2",
+        help="comma-separated multiples of capacity offered in the overload burst, one run each "
+        "(default 2; e.g. 0.8,1,1.5,2,3,5 for the issue's sweep)",
+    )
+    parser.add_argument(
+        "--overload-burst",
+        type=float,
+        default=None,
+        help="seconds of each overload burst (default 20, or 1.5 with --quick); the half-load "
+        "stretch after it lasts half as long",
+    )
+    parser.add_argument(
         "--profile",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -456,6 +482,14 @@ def main() -> None:
     )
     args = parser.parse_args()  # fmt: skip
     args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    try:
+        args.overload_multiples = [float(m) for m in args.overload_multiples.split(",") if m]
+    except ValueError:
+        parser.error(
+            f"--overload-multiples: numbers separated by commas, not {args.overload_multiples!r}"
+        )
+    if not args.overload_multiples or min(args.overload_multiples) <= 0:
+        parser.error("--overload-multiples: at least one multiple, each above 0")
     unknown = [s for s in args.scenarios if s not in SCENARIOS]
     if unknown:
         parser.error(f"unknown scenario(s) {unknown}; choose from {SCENARIOS}")

@@ -68,9 +68,10 @@ def test_without_a_profile_aimd_decides() -> None:
 
 @pytest.mark.parametrize(
     ("budget", "expected"),
-    [(0.100, 16), (0.050, 8), (0.045, 8), (0.030, 4), (0.020, 2), (0.012, 1), (0.001, 1)],
+    [(0.100, 16), (0.050, 8), (0.045, 8), (0.031, 5), (0.021, 3), (0.012, 1), (0.001, 1)],
 )
 def test_largest_batch_meeting_the_budget(budget: float, expected: int) -> None:
+    # sizes between measured ones are interpolated: 5 rows 30 ms, 3 rows 20 ms, 9 rows 50.6 ms
     estimator = profiled({1: 0.010, 2: 0.015, 4: 0.025, 8: 0.045, 16: 0.090})
     aimd = AIMD(max_batch=64)  # its limit (1) must not matter once profiled
     assert largest_batch(estimator, "m", budget=budget, cap=16, aimd=aimd) == expected
@@ -86,4 +87,14 @@ def test_overhead_counts_against_the_budget() -> None:
     estimator = profiled({1: 0.010, 2: 0.015, 4: 0.025, 8: 0.045})
     aimd = AIMD(max_batch=8)
     assert largest_batch(estimator, "m", budget=0.050, cap=8, aimd=aimd) == 8
-    assert largest_batch(estimator, "m", budget=0.050, cap=8, aimd=aimd, overhead=0.010) == 4
+    # 40 ms left for the run: 6 rows, interpolated between 4 and 8, take 35 ms; 7 take 40 ms
+    assert largest_batch(estimator, "m", budget=0.050, cap=8, aimd=aimd, overhead=0.011) == 6
+
+
+def test_a_smaller_size_estimated_above_a_bigger_one_does_not_bound_the_batch() -> None:
+    # size 4's window caught a stall; 8 rows were measured since at 8 ms: a batch of 8 fits a
+    # 10 ms budget, and scanning up from 2 must not stop at 4 (8 would then never run again)
+    estimator = profiled({1: 0.002, 2: 0.003, 4: 0.050})
+    estimator.observe("m", 8, 0.008)
+    aimd = AIMD(max_batch=8)
+    assert largest_batch(estimator, "m", budget=0.010, cap=8, aimd=aimd) == 8

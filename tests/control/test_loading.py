@@ -515,7 +515,7 @@ def test_a_full_batch_goes_ahead_to_a_busy_worker_when_it_can_make_its_deadline(
     clock: ManualClock,
 ) -> None:
     s = demand(clock, {1: None}, {"m": 1.0}, max_batch=4)
-    seed(s, "m", {1: ms(5), 4: ms(10)})
+    seed(s, "m", {1: ms(5), 3: ms(10), 4: ms(10)})
     s.placed("m", 1)
     for i in range(3):  # not a full batch yet: one batch of 3, nothing ahead
         s.submit(request(clock, f"a{i}", ms(100), model="m"))

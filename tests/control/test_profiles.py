@@ -56,12 +56,13 @@ def test_window_rolls_old_measurements_out() -> None:
     assert estimator.estimate("m", 1) == pytest.approx(0.010)
 
 
-def test_unmeasured_size_is_bounded_by_the_next_measured_size_above() -> None:
+def test_unmeasured_size_is_interpolated_between_the_measured_sizes_around_it() -> None:
     estimator = LatencyEstimator()
     estimator.observe("m", 2, 0.020)
     estimator.observe("m", 8, 0.080)
-    assert estimator.estimate("m", 1) == pytest.approx(0.020)
-    assert estimator.estimate("m", 3) == pytest.approx(0.080)
+    assert estimator.estimate("m", 1) == pytest.approx(0.020)  # below the smallest: bounded by it
+    assert estimator.estimate("m", 3) == pytest.approx(0.030)
+    assert estimator.estimate("m", 5) == pytest.approx(0.050)
     assert estimator.estimate("m", 8) == pytest.approx(0.080)
 
 
@@ -80,6 +81,7 @@ def test_new_measurements_change_cached_estimates() -> None:
     estimator.observe("m", 2, 0.015)
     assert estimator.estimate("m", 2) == pytest.approx(0.015)
     estimator.observe("m", 4, 0.100)
+    estimator.observe("m", 4, 0.100)  # size 4 measured three times: its window is trusted
     assert estimator.estimate("m", 8) == pytest.approx(0.200)
 
 

@@ -128,7 +128,7 @@ TABLE = {1: ms(10), 2: ms(15), 4: ms(25), 8: ms(45), 16: ms(90)}
 
 @pytest.mark.parametrize(
     ("budget", "rows"),
-    [(ms(100), 16), (ms(50), 8), (ms(30), 4), (ms(20), 2), (ms(12), 1)],
+    [(ms(100), 16), (ms(50), 8), (ms(31), 5), (ms(21), 3), (ms(12), 1)],
 )
 def test_batch_is_the_largest_predicted_to_meet_the_earliest_deadline(
     clock: ManualClock, budget: float, rows: int
@@ -140,7 +140,8 @@ def test_batch_is_the_largest_predicted_to_meet_the_earliest_deadline(
     [dispatch] = s.poll().dispatches
     assert dispatch.rows == rows
     assert tags(dispatch) == [f"r{i}" for i in range(rows)]
-    assert dispatch.expected == pytest.approx(TABLE[min(s for s in TABLE if s >= rows)])
+    assert dispatch.expected == pytest.approx(s.estimator.estimate("m", rows))
+    assert dispatch.expected <= budget
     assert s.queue_length("m") == 20 - rows
 
 
@@ -366,14 +367,14 @@ def test_submit_rejects_a_request_shorter_than_its_estimate(clock: ManualClock) 
 def test_submit_accepts_a_burst_that_fits_one_batch(clock: ManualClock) -> None:
     s = scheduler(clock, {1: ["m"]}, max_batch=8)
     seed(s, "m", {1: ms(10), 4: ms(20), 8: ms(40)})
-    burst = [request(clock, f"r{i}", ms(30)) for i in range(5)]
+    burst = [request(clock, f"r{i}", ms(24)) for i in range(5)]
     submit(s, *burst[:4])  # together they run as one batch of 4 in 20 ms
     assert s.queue_length("m") == 4
     with pytest.raises(DeadlineUnmeetable) as info:
-        s.submit(burst[4])  # a batch of 5 takes 40 ms
+        s.submit(burst[4])  # a batch of 5 takes 25 ms (between 4 and 8 rows)
     assert info.value.message == (
         "model 'm': deadline cannot be met: 4 rows queued ahead; with them it needs "
-        "~40.0 ms, 30.0 ms left"
+        "~25.0 ms, 24.0 ms left"
     )
     [dispatch] = s.poll().dispatches
     assert tags(dispatch) == ["r0", "r1", "r2", "r3"]

@@ -68,6 +68,8 @@ def test_every_fifth_rejected_is_counted_exactly(oip: OipServer) -> None:
     assert figures["errors"] == figures["transport_errors"] == figures["timeouts"] == 0
     assert figures["status_counts"] == {"200": n - n // 5, "503": n // 5}
     assert figures["throughput_rps"] == pytest.approx(figures["ok"] / 1.0)
+    answered = figures["rejection_latency_ms"]  # how fast the 503s came, apart from the 200s
+    assert 0 < answered["min"] <= answered["p50"] <= answered["p99"] <= answered["max"]
 
 
 def test_mixed_statuses_split_into_rejections_and_errors(oip: OipServer) -> None:
@@ -301,7 +303,7 @@ def test_table_output(oip: OipServer) -> None:
         ],
     )
     assert result.exit_code == 0, result.output
-    for word in ("throughput", "goodput", "rejected", "p99.9", "503"):
+    for word in ("throughput", "goodput", "rejected", "p99.9", "503", "rejections answered"):
         assert word in result.stdout
 
 

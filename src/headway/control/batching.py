@@ -47,10 +47,10 @@ def largest_batch(
         return 1
     if not estimator.profiled(model):
         return min(cap, aimd.size)
-    best = 1
-    for size in range(2, cap + 1):
+    # From the top down: a smaller size's estimate above a bigger one's (a stall in one of its
+    # few runs) must not bound the batch, or the bigger sizes would never run to refine it.
+    for size in range(cap, 1, -1):
         estimate = estimator.estimate(model, size)
-        if estimate is None or estimate + overhead > budget:
-            break
-        best = size
-    return best
+        if estimate is not None and estimate + overhead <= budget:
+            return size
+    return 1

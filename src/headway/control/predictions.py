@@ -65,14 +65,21 @@ class Predictions:
 
     def finish_time(self, key: str, rows: int, max_batch: int, replicas: int) -> float | None:
         """Predicted seconds until `rows` queued rows have run: one batch if they fit in one,
-        else rounds of full batches over the model's replicas."""
+        else rounds of full batches over the model's replicas, each round but the last taking
+        what such a batch usually takes (`LatencyEstimator.typical`) and the last its high
+        percentile: a stall may hit any one of them, but not each (the sum of k runs' p99s is
+        far above the p99 of their sum, and refused the requests that would have made it)."""
         if rows <= max_batch:
             return self.service_time(key, rows)
         full = self.service_time(key, max_batch)
-        if full is None:
+        typical = self.estimator.typical(key, max_batch)
+        if full is None or typical is None:
             return None
+        if not self.estimator.profiled(key):
+            typical = full - self.overhead
         batches = -(-rows // max_batch)
-        return -(-batches // max(1, replicas)) * full
+        rounds = -(-batches // max(1, replicas))
+        return (rounds - 1) * (typical + self.overhead) + full
 
     def load_time(self, key: str) -> float | None:
         """Predicted seconds to LOAD `key`: its own measurements (no more than a never-loaded

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -34,7 +35,7 @@ class _Windows:
     by_size: dict[int, deque[float]] = field(default_factory=dict)
     estimates: dict[int, float] = field(default_factory=dict)  # per measured size
     sizes: list[int] = field(default_factory=list)  # the measured sizes, sorted
-    derived: dict[int, float] = field(default_factory=dict)  # unmeasured sizes asked for
+    derived: dict[int, float] = field(default_factory=dict)  # estimates asked for, until a change
     profiled: bool = False  # some size has `min_samples` measurements (windows only grow)
 
 
@@ -50,10 +51,19 @@ class LatencyEstimator:
     some size are needed before a model counts as profiled (until then the batcher falls back to
     AIMD).
 
-    Sizes never measured are bounded by the nearest measured size above them; beyond the largest,
-    extrapolated along the line through the two largest measured (a batch's cost is a fixed part
-    plus a part per row), or per row from the only one measured (the most it could cost, short of
-    a superlinear model)."""
+    A batch's cost is a fixed part plus a part per row, and more rows never run faster; so the
+    estimates of neighbouring sizes inform each other:
+
+    - a size never measured is interpolated between the measured sizes on either side of it;
+      beyond the largest, extrapolated along the line through the two largest measured, or per
+      row from the only one measured (the most it could cost, short of a superlinear model);
+    - a size measured fewer than `min_samples` times is estimated no higher than the line
+      through its measured neighbours: its few runs may be a stall or a new shape's first run,
+      and an estimate resting on them alone would refuse the requests that could correct it;
+    - no size is estimated higher than a bigger size measured `min_samples` times.
+
+    `typical` is the median of a size's window: the batches queued ahead of a request are
+    predicted by it, the request's own batch by the high percentile."""
 
     def __init__(
         self,
@@ -150,24 +160,21 @@ class LatencyEstimator:
     def estimate(self, model: str, batch_size: int) -> float | None:
         """Predicted seconds for an INFER of `batch_size` rows, or None with no data at all."""
         windows = self._models.get(model)
-        if windows is None:
+        if windows is None or not windows.sizes:
             return None
-        value = windows.estimates.get(batch_size)
-        if value is not None:
-            return value
         value = windows.derived.get(batch_size)
-        if value is not None:
-            return value
-        sizes = windows.sizes
-        if not sizes:
-            return None
-        above = bisect.bisect_right(sizes, batch_size)
-        if above < len(sizes):  # bounded by the nearest measured size above
-            value = windows.estimates[sizes[above]]
-        else:
-            value = _extrapolated(windows, batch_size)
-        windows.derived[batch_size] = value
+        if value is None:
+            value = windows.derived[batch_size] = _estimate(windows, batch_size, self.min_samples)
         return value
+
+    def typical(self, model: str, batch_size: int) -> float | None:
+        """The median of `batch_size`'s window once it holds `min_samples` measurements (what a
+        run usually takes), else the estimate; None with no data at all."""
+        windows = self._models.get(model)
+        samples = windows.by_size.get(batch_size) if windows else None
+        if samples is None or len(samples) < self.min_samples:
+            return self.estimate(model, batch_size)
+        return min(statistics.median_low(samples), self.estimate(model, batch_size) or math.inf)
 
     def fastest(self, model: str, batch_size: int) -> float | None:
         """The least `batch_size` rows could take, as far as measurements tell: the fastest
@@ -193,17 +200,69 @@ class LatencyEstimator:
         return ranked(ordered, self.quantile)
 
 
-def _extrapolated(windows: _Windows, batch_size: int) -> float:
-    """The estimate for more rows than the largest measured size: along the line through the two
-    largest measured sizes (never steeper than per row from the largest, never falling), or per
-    row from the only size measured. Per row from a lone small size is the safe bound, but for
-    a model whose cost is mostly per call it is far too high: a sweep of sizes at warm-up gives
-    the line its second point."""
+def _estimate(windows: _Windows, batch_size: int, min_samples: int) -> float:
+    """`batch_size`'s estimate from the measured sizes (see `LatencyEstimator`)."""
+    sizes = windows.sizes
+    at = bisect.bisect_left(sizes, batch_size)
+    if at < len(sizes) and sizes[at] == batch_size:
+        value = _measured(windows, at, min_samples)
+    elif at == len(sizes):
+        value = _extrapolated(windows, len(sizes), batch_size, min_samples)
+    elif at == 0:  # bounded by the smallest measured size, above it
+        value = _measured(windows, 0, min_samples)
+    else:
+        below, above = sizes[at - 1], sizes[at]
+        low = _measured(windows, at - 1, min_samples)
+        high = _measured(windows, at, min_samples)
+        value = low + (high - low) * (batch_size - below) / (above - below)
+    return min(value, _ceiling(windows, batch_size, min_samples))
+
+
+def _measured(windows: _Windows, at: int, min_samples: int) -> float:
+    """The estimate of the measured size `sizes[at]`: its window's, or, measured fewer than
+    `min_samples` times, no higher than the line through its measured neighbours."""
     sizes, estimates = windows.sizes, windows.estimates
-    largest = sizes[-1]
-    per_row = estimates[largest] / largest
-    if len(sizes) > 1:
-        before = sizes[-2]
-        slope = (estimates[largest] - estimates[before]) / (largest - before)
+    size = sizes[at]
+    value = estimates[size]
+    if len(windows.by_size[size]) >= min_samples or len(sizes) == 1:
+        return value
+    if at == len(sizes) - 1:  # the largest: along the line through the two below it
+        line = _extrapolated(windows, at, size, min_samples=0)
+    elif at == 0:  # the smallest: no higher than the next size up
+        line = estimates[sizes[1]]
+    else:
+        below, above = sizes[at - 1], sizes[at + 1]
+        low, high = estimates[below], estimates[above]
+        line = low + (high - low) * (size - below) / (above - below)
+    return min(value, line)
+
+
+def _ceiling(windows: _Windows, batch_size: int, min_samples: int) -> float:
+    """The lowest estimate of a size at least `batch_size` that was measured `min_samples`
+    times (more rows never run faster); infinity when there is none."""
+    sizes = windows.sizes
+    return min(
+        (
+            windows.estimates[size]
+            for size in sizes[bisect.bisect_left(sizes, batch_size) :]
+            if len(windows.by_size[size]) >= min_samples
+        ),
+        default=math.inf,
+    )
+
+
+def _extrapolated(windows: _Windows, count: int, batch_size: int, min_samples: int) -> float:
+    """The estimate for more rows than the largest of the `count` smallest measured sizes:
+    along the line through the two largest of them (never steeper than per row from the
+    largest, never falling), or per row from the only one. Per row from a lone small size is
+    the safe bound, but for a model whose cost is mostly per call it is far too high: a sweep of
+    sizes at warm-up gives the line its second point."""
+    sizes = windows.sizes
+    largest = sizes[count - 1]
+    top = _measured(windows, count - 1, min_samples) if min_samples else windows.estimates[largest]
+    per_row = top / largest
+    if count > 1:
+        before = sizes[count - 2]
+        slope = (top - windows.estimates[before]) / (largest - before)
         per_row = min(per_row, max(0.0, slope))
-    return estimates[largest] + per_row * (batch_size - largest)
+    return top + per_row * (batch_size - largest)

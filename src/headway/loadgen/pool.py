@@ -50,7 +50,7 @@ class Connection(asyncio.Protocol):
             if status == 200:
                 d.ok(now - self.scheduled)
             else:
-                d.not_ok(status)
+                d.not_ok(status, now - self.scheduled)
         self.scheduled = 0.0
         d.busy -= 1
         d.answered += 1
@@ -234,11 +234,12 @@ class Driver:
             self.open()
 
     # -- counting and ending -----------------------------------------------------------------
-    def not_ok(self, status: int) -> None:
+    def not_ok(self, status: int, latency: float) -> None:
         tally = self.tally
         tally.statuses[status] = tally.statuses.get(status, 0) + 1
         if status in REJECTED:
             tally.rejected += 1
+            tally.rejections.append(latency)
         else:
             tally.errors += 1
 

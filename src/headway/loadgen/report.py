@@ -68,6 +68,7 @@ def summarize(tally: Tally, duration: float, slo_ms: float | None = None) -> dic
         "slo_attainment": round(good / tally.scheduled, 4) if tally.scheduled else None,
         "latency_ms": percentiles_ms(tally.latencies),
         "send_lateness_ms": percentiles_ms(tally.lateness, {"p50": 50.0, "p99": 99.0}),
+        "rejection_latency_ms": percentiles_ms(tally.rejections, {"p50": 50.0, "p99": 99.0}),
         "sent_total": tally.sent,
         "peak_connections": tally.peak_connections,
     }
@@ -109,6 +110,11 @@ def render(figures: dict[str, Any], console: Console) -> None:
         lateness = figures["send_lateness_ms"]
         rows.append(
             ("send lateness p50 / p99", f"{_ms(lateness['p50'])} / {_ms(lateness['p99'])} ms")
+        )
+    if figures["rejected"]:
+        answered = figures["rejection_latency_ms"]
+        rows.append(
+            ("rejections answered p50 / p99", f"{_ms(answered['p50'])} / {_ms(answered['p99'])} ms")
         )
     rows.append(("peak connections", f"{figures['peak_connections']:,}"))
     for row in rows:

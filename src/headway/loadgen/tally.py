@@ -13,6 +13,7 @@ class Tally:
     lateness: list[float] = field(default_factory=list)  # open loop: send time - scheduled time
     statuses: dict[int, int] = field(default_factory=dict)  # non-200 answers in the window
     rejected: int = 0  # 429 or 503 in the window
+    rejections: list[float] = field(default_factory=list)  # seconds until each 429/503 came
     errors: int = 0  # any other non-200 in the window
     transport_errors: int = 0  # no HTTP answer: connection refused, reset or unparseable
     timeouts: int = 0  # still unanswered when the drain timeout ran out

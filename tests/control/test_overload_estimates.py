@@ -1,0 +1,113 @@
+"""Estimates under overload: neither locked in by a few slow runs nor summed pessimistically.
+
+The overload scenario's case (bench/RESULTS.md, issue 11): after the warm-up sweep each size
+above batch 1 had one run, and one slow run (a stall, or a new shape's first call) became the
+estimate of its size and, as the bound of every unmeasured size below it, of half the sizes; the
+rows queued ahead of a request were predicted at the high percentile of each batch, as if every
+batch would stall. Both refused requests that the queue would have served on time. Times are
+seconds, written as milliseconds (`ms(10)`); the clock is injected.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from headway.clock import ManualClock
+from headway.control.profiles import LatencyEstimator
+from headway.control.request import Request
+from headway.control.scheduler import Scheduler
+from headway.errors import DeadlineUnmeetable
+from tests.control.helpers import ms
+
+
+def mlp(rows: int) -> float:
+    """What a batch of a compute-bound MLP takes: 1 ms a call, 0.1 ms a row."""
+    return ms(1) + ms(0.1) * rows
+
+
+def server(clock: ManualClock) -> Scheduler:
+    s = Scheduler(clock, LatencyEstimator(window=10, quantile=99.0, min_samples=3))
+    s.add_worker(1)
+    s.add_model("mlp", max_batch=64)
+    s.placed("mlp", 1)
+    return s
+
+
+def request(clock: ManualClock, rows: int, deadline_in: float) -> Request:
+    now = clock.now()
+    return Request("mlp", {"x": np.zeros((rows, 4))}, rows, now, now + deadline_in)
+
+
+def swept(s: Scheduler, *, stalled: int) -> None:
+    """The warm-up: three runs of batch 1, then one of each size 2 ... 64, the one of `stalled`
+    rows slowed to 30 ms."""
+    for _ in range(3):
+        s.estimator.observe("mlp", 1, mlp(1))
+    for size in (2, 4, 8, 16, 32, 64):
+        s.estimator.observe("mlp", size, ms(30) if size == stalled else mlp(size))
+
+
+def test_one_slow_sweep_run_of_the_largest_size_does_not_refuse_big_requests(
+    clock: ManualClock,
+) -> None:
+    s = server(clock)
+    swept(s, stalled=64)
+    # 48 rows take 5.8 ms: between 32 and 64 rows on the line the other sizes draw, not the
+    # stalled run's 30 ms
+    assert s.estimator.estimate("mlp", 48) == pytest.approx(mlp(48))
+    s.submit(request(clock, 48, ms(20)))  # refused before: "the request needs ~30.00 ms"
+    [dispatch] = s.poll().dispatches
+    assert dispatch.rows == 48
+
+
+def test_a_slow_run_of_a_middle_size_is_bounded_by_the_line_of_its_neighbours(
+    clock: ManualClock,
+) -> None:
+    s = server(clock)
+    swept(s, stalled=32)
+    assert s.estimator.estimate("mlp", 32) == pytest.approx(mlp(32))
+    assert s.estimator.estimate("mlp", 24) == pytest.approx(mlp(24))
+    s.submit(request(clock, 24, ms(10)))  # refused before: 24 rows bounded by 32's 30 ms
+
+
+def test_real_batches_refine_the_estimate_both_ways(clock: ManualClock) -> None:
+    s = server(clock)
+    swept(s, stalled=64)
+    for _ in range(3):  # the size runs three times: its own window is trusted now
+        s.estimator.observe("mlp", 64, ms(30))
+    assert s.estimator.estimate("mlp", 64) == pytest.approx(ms(30))
+    with pytest.raises(DeadlineUnmeetable):  # really 30 ms: refused, as it should be
+        s.submit(request(clock, 64, ms(20)))
+    s2 = server(clock)
+    swept(s2, stalled=64)
+    for _ in range(10):  # really 7.4 ms: the stall leaves the window (its p99 is its maximum)
+        s2.estimator.observe("mlp", 64, mlp(64))
+    assert s2.estimator.estimate("mlp", 64) == pytest.approx(mlp(64))
+
+
+def test_no_size_is_estimated_above_a_bigger_trusted_one(clock: ManualClock) -> None:
+    s = server(clock)
+    swept(s, stalled=0)
+    for _ in range(3):  # size 40 caught a stall three times; 64 ran three times at 7.4 ms
+        s.estimator.observe("mlp", 40, ms(30))
+        s.estimator.observe("mlp", 64, mlp(64))
+    assert s.estimator.estimate("mlp", 40) == pytest.approx(mlp(64))  # more rows never faster
+    assert s.estimator.estimate("mlp", 48) == pytest.approx(mlp(64))
+
+
+def test_rows_queued_ahead_count_what_a_batch_usually_takes(clock: ManualClock) -> None:
+    s = server(clock)
+    swept(s, stalled=0)
+    for took in [mlp(64)] * 9 + [ms(20)]:  # one stall in the last ten full batches
+        s.estimator.observe("mlp", 64, took)
+    assert s.estimator.estimate("mlp", 64) == pytest.approx(ms(20))
+    assert s.estimator.typical("mlp", 64) == pytest.approx(mlp(64))
+    for _ in range(128):  # two full batches ahead, due before the new request
+        s.submit(request(clock, 1, ms(30)))
+    # two rounds as they usually go (7.4 ms each) and the request's own at its p99 (20 ms):
+    # 34.8 ms, within 40; refused before (three rounds at 20 ms: 60 ms)
+    s.submit(request(clock, 1, ms(40)))
+    assert s.queue_length("mlp") == 129
+    with pytest.raises(DeadlineUnmeetable, match="128 rows queued ahead"):
+        s.submit(request(clock, 1, ms(34)))
