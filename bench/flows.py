@@ -1,14 +1,15 @@
 """Flows experiments (issue 14), side by side in one run, as ratios; writes `RESULTS-flows.md`.
 
-    python bench/flows.py [--duration 8] [--rounds 3] [--ray]
+    python bench/flows.py [--duration 8] [--rounds 3] [--peers] [--only cascade]
 
 One `headway serve` (2 workers) serves the example flows (`examples/flows/`) twice each:
 - **fusion**: `chain` (pre-process -> model -> post-process -> format) with fusion on (one
   worker action) and off (four actions), closed loop at 32 and at 1 connection;
 - **competitive execution**: `heavy-tail` (a Pareto-latency function) with k=2 competing
   clones and with competition off, open loop (Poisson) at the same offered rate;
-- with `--ray`: the `cascade` against the same pipeline composed with Ray Serve deployment
-  handles (`bench/peers/ray/cascade.py`, in the Ray venv), closed loop at 32 connections.
+- with `--peers`: the `cascade` against the same pipeline composed with Ray Serve deployment
+  handles and with BentoML's `bentoml.depends` (`bench/cascade_peers.py`, each peer in its
+  venv), closed loop at 32 connections.
 Answers are checked equal (to `flow.local`, and across the variants) before anything is timed.
 Rounds alternate the variants, so a busy moment of the shared machine hits both; each figure
 is the median over rounds.
@@ -139,12 +140,17 @@ def operators(url: str, app: str) -> list[dict[str, Any]]:
     return described["statistics"]["operators"]
 
 
+def defaults(url: str, app: str) -> int:
+    return int(httpx.get(f"{url}/apps/{app}", timeout=30).json()["statistics"]["defaults"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=8.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rate", type=float, default=8.0, help="heavy-tail offered req/s")
-    parser.add_argument("--ray", action="store_true", help="also the cascade on Ray Serve")
+    parser.add_argument("--peers", action="store_true",
+                        help="also the cascade on Ray Serve and BentoML")  # fmt: skip
     parser.add_argument("--only", choices=["fusion", "compete", "cascade"], default=None,
                         help="one experiment (results.json keeps the others' last figures)")  # fmt: skip
     args = parser.parse_args()
@@ -183,14 +189,18 @@ def main() -> None:
                 lambda app, n: open_loop(server.url, app, args.rate, args.duration, seed=n),
             )  # fmt: skip
             results["competitive_at"] = stamp()
-        results["operators"] = {app: operators(server.url, app) for app in APPS}
-        if args.ray and "cascade" in wanted:
-            from bench.ray_cascade import compare
+        if args.peers and "cascade" in wanted:
+            from bench.cascade_peers import compare
 
-            results["cascade"] = compare(
-                server.url, repository, args, rounds, closed, payloads("cascade", 48), None
+            compared = compare(
+                server.url, repository, args, rounds, closed, payloads("cascade", 48)
             )
+            results["cascade"], results["cascade_skipped"] = compared["runs"], compared["skipped"]
             results["cascade_at"] = stamp()
+        results["operators"] = {app: operators(server.url, app) for app in APPS}
+        # a query that cannot make its flow's deadline is a 200 with the default output: the
+        # load generator counts it as answered, so the bench reports how many there were
+        results["defaults"] = {app: defaults(server.url, app) for app in APPS}
     finally:
         server.stop()
     results["machine"]["load_1m_after"] = os.getloadavg()[0]
@@ -205,30 +215,26 @@ def _row(label: str, runs: list[dict[str, Any]]) -> str:
     return f"| {label} | {tput:.1f} | {p50:.2f} | {p99:.2f} | {rejected} |"
 
 
-def write_results(results: dict[str, Any]) -> None:
-    m = results["machine"]
-    args = results["args"]
+FUSION = "## Fusion: pre-process -> model -> post-process -> format (`examples/flows/chain.py`)"
+COMPETE = "## Competitive execution: the heavy-tailed operator (`examples/flows/heavy_tail.py`)"
+CASCADE = "## The cascade: Headway's flow vs Ray Serve's handles and BentoML's composition"
+PEER_ROWS = {"headway": "Headway (flow)", "ray": "Ray Serve 2.60 (handles)",
+             "bentoml": "BentoML 1.4.40 (`bentoml.depends`)"}  # fmt: skip
+
+
+def _defaults(results: dict[str, Any], *apps: str) -> str:
+    counts = results.get("defaults", {})
+    found = {app: counts[app] for app in apps if app in counts}
+    return f"Answered with the default output (deadline missed): {found}." if found else ""
+
+
+def fusion_section(results: dict[str, Any]) -> list[str]:
+    fusion = results["fusion"]
     lines = [
-        "# Flows experiments (issue 14)",
-        "",
-        f"`python bench/flows.py --duration {args['duration']:g} --rounds {args['rounds']}"
-        f"{' --ray' if args['ray'] else ''}` on {time.strftime('%Y-%m-%d', time.gmtime())}"
-        " (with `--only`, one section at a time: each says when it was measured).",
-        f"Machine: {m['cpus']} CPUs ({m['cpu']}), Python {m['python']}; **shared** with other "
-        f"engineers' test runs (load average {m['load_1m']:.1f} at the start, "
-        f"{m['load_1m_after']:.1f} at the end), so absolute figures are noisy; each figure is the "
-        "median over rounds that alternate the variants.",
-        "One `headway serve` with 2 workers; answers of every variant checked equal to "
-        "`flow.local` first.",
-        "",
-        "## Fusion: pre-process -> model -> post-process -> format (`examples/flows/chain.py`)",
-        "",
-        f"({results.get('fusion_at', '')}) Closed loop; every operator batches.",
-        "",
+        FUSION, "", f"({results.get('fusion_at', '')}) Closed loop; every operator batches.", "",
         "| variant | throughput (req/s) | p50 (ms) | p99 (ms) | rejected+errors |",
         "|---|---|---|---|---|",
-    ]
-    fusion = results["fusion"]
+    ]  # fmt: skip
     for c in ("32", "1"):
         lines.append(_row(f"fused (1 action), {c} conn.", fusion[c]["chain"]))
         lines.append(_row(f"unfused (4 actions), {c} conn.", fusion[c]["chain-unfused"]))
@@ -236,55 +242,98 @@ def write_results(results: dict[str, Any]) -> None:
     u32 = median(fusion["32"]["chain-unfused"], "throughput_rps") or 1.0
     p1 = median(fusion["1"]["chain"], "latency_ms", "p50") or 1.0
     q1 = median(fusion["1"]["chain-unfused"], "latency_ms", "p50") or 0.0
-    lines += [
+    return [
+        *lines,
         "",
         f"Fused / unfused throughput at 32 connections: **{t32 / u32:.2f}x**; unfused / fused "
-        f"p50 at 1 connection: **{q1 / p1:.2f}x** (target: >= 1.5x on either).",
-        "",
-        "## Competitive execution: the heavy-tailed operator (`examples/flows/heavy_tail.py`)",
-        "",
-        f"({results.get('competitive_at', '')}) Open loop, Poisson at {args['rate']:g} req/s "
-        "for each variant (equal offered load). k=2: the stage's model has two replicas (one per "
-        "worker) and each query sends it two copies, the first answer wins; k=1: one replica.",
-        "",
-        "| variant | throughput (req/s) | p50 (ms) | p99 (ms) | rejected+errors |",
-        "|---|---|---|---|---|",
+        f"p50 at 1 connection: **{q1 / p1:.2f}x** (target: >= 1.5x on either). "
+        + _defaults(results, "chain", "chain-unfused"),
     ]
+
+
+def compete_section(results: dict[str, Any]) -> list[str]:
     comp = results["competitive"]
-    lines.append(_row("k=2 (compete)", comp["heavy-k2"]))
-    lines.append(_row("k=1", comp["heavy-k1"]))
     k2 = median(comp["heavy-k2"], "latency_ms", "p99") or 1.0
     k1 = median(comp["heavy-k1"], "latency_ms", "p99") or 0.0
-    lines += ["", f"p99 k=1 / k=2: **{k1 / k2:.2f}x** (target: >= 2x).", ""]
-    cascade = results.get("cascade")
-    if cascade:
-        h = median(cascade["headway"], "throughput_rps") or 0.0
-        r = median(cascade["ray"], "throughput_rps") or 1.0
-        hp = median(cascade["headway"], "latency_ms", "p99") or 0.0
-        rp = median(cascade["ray"], "latency_ms", "p99") or 0.0
-        lines += [
-            "## The cascade: Headway's flow vs Ray Serve's deployment handles",
-            "",
-            f"({results.get('cascade_at', '')}) "
-            "`examples/flows/cascade.py` on Headway; the same pipeline on Ray Serve 2.60 "
-            "(`bench/peers/ray_cascade/app.py`: an ingress deployment calling the fast and the "
-            "slow model's deployments through handles, each with `@serve.batch` 32). Answers "
-            "checked equal (label, model, confidence to 1e-9) on 48 queries first. Closed loop, "
-            "32 connections.",
-            "",
-            "| system | throughput (req/s) | p50 (ms) | p99 (ms) | rejected+errors |",
-            "|---|---|---|---|---|",
-            _row("Headway (flow)", cascade["headway"]),
-            _row("Ray Serve (handles)", cascade["ray"]),
-            "",
-            f"Throughput Headway / Ray: **{h / r:.2f}x**, p99 Ray / Headway: "
-            f"**{(rp / hp if hp else 0.0):.2f}x** (target: >= 2x throughput at equal or better p99).",
-            "",
-        ]
+    return [
+        COMPETE, "",
+        f"({results.get('competitive_at', '')}) Open loop, Poisson at {results['args']['rate']:g} "
+        "req/s for each variant (equal offered load). k=2: the stage's model has two replicas "
+        "(one per worker) and each query sends it two copies, the first answer wins; k=1: one "
+        "replica.", "",
+        "| variant | throughput (req/s) | p50 (ms) | p99 (ms) | rejected+errors |",
+        "|---|---|---|---|---|",
+        _row("k=2 (compete)", comp["heavy-k2"]), _row("k=1", comp["heavy-k1"]), "",
+        f"p99 k=1 / k=2: **{k1 / k2:.2f}x** (target: >= 2x). "
+        + _defaults(results, "heavy-k2", "heavy-k1"),
+    ]  # fmt: skip
+
+
+def cascade_section(results: dict[str, Any]) -> list[str]:
+    cascade = results["cascade"]
+    lines = [
+        CASCADE, "",
+        f"({results.get('cascade_at', '')}) `examples/flows/cascade.py` on Headway; the same "
+        "pipeline on Ray Serve (`bench/peers/ray_cascade/app.py`: an ingress deployment calling "
+        "the fast and the slow model's deployments through handles, each with `@serve.batch` "
+        "32) and on BentoML (`bench/peers/bentoml_cascade/service.py`: an ingress service "
+        "calling the two model services through `bentoml.depends`, each `batchable` up to 32). "
+        "Each peer's answers checked equal to Headway's (label, model, confidence to 1e-9) on 48 "
+        "queries first. Closed loop, 32 connections; rounds alternate the systems.", "",
+        "| system | throughput (req/s) | p50 (ms) | p99 (ms) | rejected+errors |",
+        "|---|---|---|---|---|",
+    ]  # fmt: skip
+    lines += [_row(PEER_ROWS[name], runs) for name, runs in cascade.items()]
+    h = median(cascade["headway"], "throughput_rps") or 0.0
+    hp = median(cascade["headway"], "latency_ms", "p99") or 0.0
+    lines.append("")
+    for name in (n for n in cascade if n != "headway"):
+        r = median(cascade[name], "throughput_rps") or 1.0
+        rp = median(cascade[name], "latency_ms", "p99") or 0.0
+        lines.append(
+            f"Throughput Headway / {PEER_ROWS[name]}: **{h / r:.2f}x**, p99 theirs / Headway's: "
+            f"**{(rp / hp if hp else 0.0):.2f}x** (target: >= 2x throughput at equal or better "
+            "p99)."
+        )
+    for name, why in results.get("cascade_skipped", {}).items():
+        lines.append(f"{PEER_ROWS[name]} was left out: {why}")
+    return [*lines, "", _defaults(results, "cascade")]
+
+
+def write_results(results: dict[str, Any]) -> None:
+    """RESULTS-flows.md: the sections measured now; the others, and the hand-written reading,
+    kept as they were."""
+    m = results["machine"]
+    args = results["args"]
     out = BENCH / "RESULTS-flows.md"
-    kept = out.read_text().partition("\n## Reading")[2] if out.exists() else ""
-    text = "\n".join(lines) + "\n" + (f"\n## Reading{kept}" if kept else "")
-    out.write_text(text)  # the hand-written reading, if any, is kept
+    old = out.read_text() if out.exists() else ""
+    kept = {
+        ("## " + part).split("\n", 1)[0]: "## " + part.rstrip() for part in old.split("\n## ")[1:]
+    }
+    lines = [
+        "# Flows experiments (issue 14)",
+        "",
+        f"`python bench/flows.py --duration {args['duration']:g} --rounds {args['rounds']}"
+        f"{' --peers' if args.get('peers') else ''}"
+        f"{' --only ' + args['only'] if args.get('only') else ''}` on "
+        f"{time.strftime('%Y-%m-%d', time.gmtime())}; each section says when it was measured.",
+        f"Machine: {m['cpus']} CPUs ({m['cpu']}), Python {m['python']}; **shared** with other "
+        f"engineers' test runs (load average {m['load_1m']:.1f} at the start, "
+        f"{m['load_1m_after']:.1f} at the end), so absolute figures are noisy; each figure is the "
+        "median over rounds that alternate the variants.",
+        "One `headway serve` with 2 workers; answers of every variant checked equal to "
+        "`flow.local` first.",
+        "",
+    ]
+    makers = ((FUSION, "fusion", fusion_section), (COMPETE, "competitive", compete_section),
+              (CASCADE, "cascade", cascade_section))  # fmt: skip
+    for title, key, make in makers:
+        if key in results:
+            lines += [*make(results), ""]
+        elif title in kept:
+            lines += [kept[title], ""]
+    reading = kept.get("## Reading")
+    out.write_text("\n".join(lines) + ("\n" + reading + "\n" if reading else ""))
     print("\n".join(lines))
 
 
