@@ -1,6 +1,6 @@
 """Estimator accuracy: simulated vs measured P99 of a two-stage cascade at three loads.
 
-    python bench/planner/accuracy.py [--seconds 20] [--out bench/.work/planner-accuracy.json]
+    python bench/planner/accuracy.py [--seconds 20] [--flow] [--out bench/.work/planner-accuracy.json]
 
 The cascade: a logistic regression on scikit-learn's digits answers every query; the rows it
 is unsure of (top probability under 0.9) go on to a random forest (300 trees). Both are real
@@ -19,6 +19,17 @@ models on real worker processes, one worker each.
    batch drawn from a log-normal of its measured mean and p99 (`simulate(spread=True)`).
 
 The HTTP hop is left out on both sides (the controller is driven in-process).
+
+With `--flow`, the pipeline is the cascade *flow app* (`examples/flows/cascade.py`: its
+digits-fast and digits-slow, one worker and max batch 16 each) served by `headway serve` over
+HTTP, and the load is the load generator's (`headway.loadgen`, as `headway bench` sends it)
+against `POST /apps/cascade/predict`, open loop, latency from each query's scheduled send.
+The planner's pipeline is the compiled flow's (`pipeline_from_flow`), its scale factor
+measured on the bodies the load generator sends (`measure_scales`). Before each load, with the
+server idle, the models are profiled and the flow is sent one query at a time: that replay's
+median, less the simulated median of the same queries, is the server's own time per query
+outside the models (HTTP, the flow's operators), added to every simulated latency as a
+fourth estimate ("+ frontend").
 """
 
 from __future__ import annotations
@@ -27,9 +38,12 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import joblib
 import numpy as np
@@ -38,8 +52,19 @@ from sklearn.datasets import load_digits
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 
-from headway.control.controller import Controller
-from headway.planning import (
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # bench.flows and the example flows, as bench/flows.py loads them
+
+from bench.flows import wire  # noqa: E402
+from tests.flows.examples import flow, inputs, models  # noqa: E402
+
+from headway.control.controller import Controller  # noqa: E402
+from headway.flows import LocalServices  # noqa: E402
+from headway.launcher import ServerProcess  # noqa: E402
+from headway.loadgen import arrivals as loadgen_arrivals  # noqa: E402
+from headway.loadgen import report  # noqa: E402
+from headway.loadgen.client import Target, run  # noqa: E402
+from headway.planning import (  # noqa: E402
     Configuration,
     LatencyProfile,
     Pipeline,
@@ -47,12 +72,13 @@ from headway.planning import (
     StageConfig,
     simulate,
 )
-from headway.planning.description import profiles_from_rows
-from headway.planning.pipeline import Hardware
-from headway.planning.profiler import profile_kind
-from headway.planning.workloads import ArrivalSpec, arrival_times
-from headway.repository import Repository
-from headway.runtime.engines.local import LocalEngine
+from headway.planning.description import profiles_from_rows  # noqa: E402
+from headway.planning.from_flow import measure_scales, pipeline_from_flow  # noqa: E402
+from headway.planning.pipeline import Hardware  # noqa: E402
+from headway.planning.profiler import profile_kind  # noqa: E402
+from headway.planning.workloads import ArrivalSpec, arrival_times  # noqa: E402
+from headway.repository import Repository  # noqa: E402
+from headway.runtime.engines.local import LocalEngine  # noqa: E402
 
 SIZES = (1, 2, 4, 8, 16)
 LOADS = (0.2, 0.4, 0.6)
@@ -110,11 +136,133 @@ async def replay(
     return latencies
 
 
+FLOW_APP = "cascade"
+FLOW_MODELS = ("digits-fast", "digits-slow")
+FLOW_SLO_MS = 60_000.0  # far: no query gets the flow's default answer for missing its deadline
+WARMUP_S = 1.0
+
+
+def build_flow(root: Path) -> tuple[Path, Path]:
+    """The cascade's two models (max batch 16, one replica each) and a config serving the
+    example flow as an app; returns (repository folder, config file)."""
+    repo = root / "repo"
+    models.build(repo)
+    for name in os.listdir(repo):
+        if name not in FLOW_MODELS:
+            shutil.rmtree(repo / name)
+            continue
+        settings = {"framework": "sklearn", "max_batch_size": 16, "replicas": 1}
+        (repo / name / "model.yaml").write_text(yaml.safe_dump(settings))
+    source = ROOT / "examples" / "flows" / "cascade.py"
+    apps = {FLOW_APP: {"flow": f"{source}:flow", "slo_ms": FLOW_SLO_MS}}
+    config = root / "headway.yaml"
+    config.write_text(yaml.safe_dump({"apps": apps}))
+    return repo, config
+
+
+def ms(values: Any, q: float) -> float:
+    return round(float(np.percentile(values, q)) * 1e3, 2)
+
+
+def flow_accuracy(seconds: float) -> dict[str, Any]:
+    """Simulated vs measured P99 of the cascade flow app over HTTP, at each of `LOADS`."""
+    root = Path(tempfile.mkdtemp(prefix="headway-accuracy-flow-"))
+    repo, config = build_flow(root)
+    compiled = flow(FLOW_APP).compile()
+    rows = inputs(FLOW_APP, 64)  # the bodies `wire` rotates through
+    scales = measure_scales(compiled, rows, LocalServices(repository=repo))
+    pipeline = pipeline_from_flow(compiled, scales)
+    config_ = Configuration({s.name: StageConfig("cpu1", 16, 1) for s in pipeline.stages})
+    fast, slow = pipeline.stages
+    report_: dict[str, Any] = {"share": slow.scale, "seconds": seconds, "loads": []}
+    server = ServerProcess(
+        repo, state=root / "state.db", workers=2, grpc_port=0,
+        extra=["--config", str(config)], log=root / "server.log",
+    )  # fmt: skip
+    capacity: float | None = None
+    with server:
+        target, requests = Target.parse(server.url), wire(server.url, FLOW_APP)
+        run(target, requests, duration=2.0, warmup=0.0, concurrency=4)  # every stage measured
+        for load in LOADS:
+            # the server idle: the models alone, then the flow one query at a time
+            measured = asyncio.run(
+                profile_kind(Repository.scan(repo), Hardware("cpu1", 0.05), batch_sizes=SIZES)
+            )
+            profiles = profiles_from_rows(measured)
+            tails = {
+                m: {k: LatencyProfile(dict(p.p99)) for k, p in on.items()}
+                for m, on in profiles.items()
+            }
+            alone = run(target, requests, duration=3.0, warmup=0.5, concurrency=1)
+            spaced = np.arange(len(alone.latencies), dtype=np.float64)  # one query a second
+            alone_sim = simulate(pipeline, config_, profiles, spaced, seed=7)
+            frontend = max(0.0, float(np.median(alone.latencies)) - alone_sim.percentile(50))
+            if capacity is None:  # the loads are shares of the first profile's capacity
+                capacity = min(
+                    profiles[fast.model]["cpu1"].throughput(1),
+                    profiles[slow.model]["cpu1"].throughput(1) / slow.scale,
+                )
+                report_["capacity_qps"] = capacity
+            rate = load * capacity
+            schedule = loadgen_arrivals.schedule(rate, WARMUP_S + seconds, "gamma", cv=1.0, seed=7)
+            tally = run(
+                target, requests, duration=seconds, warmup=WARMUP_S, schedule=schedule,
+                drain_timeout=30.0,
+            )  # fmt: skip
+            window = schedule >= WARMUP_S  # the load generator's window: warm-up left out
+            means = simulate(pipeline, config_, profiles, schedule, seed=7).latencies[window]
+            p99s = simulate(pipeline, config_, tails, schedule, seed=7).latencies[window]
+            spread = simulate(pipeline, config_, profiles, schedule, seed=7, spread=True).latencies[
+                window
+            ]
+            figures = report.summarize(tally, seconds)
+            row: dict[str, Any] = {
+                "load": load,
+                "rate_qps": round(rate, 1),
+                "queries": int(window.sum()),
+                "ok": figures["ok"],
+                "not_ok": figures["rejected"] + figures["errors"] + figures["timeouts"],
+                "real_p50_ms": ms(tally.latencies, 50),
+                "real_p99_ms": ms(tally.latencies, 99),
+                "send_lateness_p99_ms": figures["send_lateness_ms"]["p99"],
+                "alone_p50_ms": ms(alone.latencies, 50),
+                "alone_sim_p50_ms": round(alone_sim.percentile(50) * 1e3, 2),
+                "frontend_ms": round(frontend * 1e3, 2),
+                "sim_p50_ms": ms(means, 50),
+                "sim_p99_ms": ms(means, 99),
+                "sim_from_p99s_p99_ms": ms(p99s, 99),
+                "sim_spread_p99_ms": ms(spread, 99),
+                "sim_frontend_p99_ms": ms(means + frontend, 99),
+                "sim_spread_frontend_p99_ms": ms(spread + frontend, 99),
+                "load_average_1m": os.getloadavg()[0],
+                "profiles_ms": {
+                    m: {b: round(s * 1e3, 3) for b, s in p["cpu1"].seconds.items()}
+                    for m, p in profiles.items()
+                },
+            }
+            for key in ("sim_p99_ms", "sim_frontend_p99_ms", "sim_spread_p99_ms",
+                        "sim_spread_frontend_p99_ms", "sim_from_p99s_p99_ms"):  # fmt: skip
+                row[key.replace("_ms", "_error")] = round(row[key] / row["real_p99_ms"] - 1, 3)
+            print(json.dumps({k: v for k, v in row.items() if k != "profiles_ms"}), flush=True)
+            report_["loads"].append(row)
+    return report_
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--out", type=Path, default=Path("bench/.work/planner-accuracy.json"))
+    parser.add_argument(
+        "--flow", action="store_true", help="the cascade flow app over HTTP on `headway serve`"
+    )
+    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    if args.flow:
+        out = args.out or Path("bench/.work/planner-accuracy-flow.json")
+        report_ = flow_accuracy(args.seconds)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report_, indent=1))
+        return
+    args.out = args.out or Path("bench/.work/planner-accuracy.json")
     root = Path(tempfile.mkdtemp(prefix="headway-accuracy-"))
     rows, unsure = build(root)
     repository = Repository.scan(root)

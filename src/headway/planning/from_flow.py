@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from headway.errors import ConfigError
-from headway.flows.local import run_stage
-from headway.flows.operators import Services
+from headway.flows.local import run_action, run_stage
+from headway.flows.operators import Model, Services
 from headway.flows.plan import ACTION, SOURCE
 from headway.flows.plan import Plan as FlowPlan
 from headway.flows.plan import Stage as FlowStage
@@ -33,7 +33,9 @@ def measure_scales(plan: FlowPlan, samples: Sequence[Any], services: Services) -
 
     Each sample runs alone through the flow in this process (`headway.flows.local.run_stage`,
     the code the served flow runs too), and a stage counts the query when its input table has
-    a row: a cascade's second model, behind a filter on confidence, sees the uncertain share.
+    a row where its model runs: a cascade's second model, behind a filter on confidence, sees
+    the uncertain share (the compiler may fuse that filter into the model's own stage, so the
+    operators ahead of the model in its stage run first).
     Shares are kept nested (a stage's at most its parents') and at least `MIN_SCALE` (a stage
     no sample reached would otherwise be planned for no load at all)."""
     flow = plan.flow
@@ -48,10 +50,17 @@ def measure_scales(plan: FlowPlan, samples: Sequence[Any], services: Services) -
                 tables[stage.id] = flow.table([sample])
                 continue
             inputs = [tables[i] for i in stage.inputs]
-            if stage.id in wanted and any(len(t) for t in inputs):
+            if stage.id in wanted and len(model_input(plan, stage, inputs[0], services)):
                 reached[stage.id] += 1
             tables[stage.id] = run_stage(plan, stage, inputs, services)
     return {stage: count / len(samples) for stage, count in reached.items()}
+
+
+def model_input(plan: FlowPlan, stage: FlowStage, table: Table, services: Services) -> Table:
+    """The rows that reach the model operator of action `stage` given its input `table`."""
+    ops = plan.ops(stage)
+    ahead = next(i for i, (op, _) in enumerate(ops) if isinstance(op, Model))
+    return run_action(ops[:ahead], table, services) if ahead else table
 
 
 def pipeline_from_flow(plan: FlowPlan, scales: Mapping[int, float] | None = None) -> Pipeline:
