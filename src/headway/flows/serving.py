@@ -186,7 +186,10 @@ class FlowApplication:
                 if ref.version is not None:
                     loads.append(self.controller.load(ref.name, str(ref.version)))
         await asyncio.gather(*loads, return_exceptions=True)
-        self._warm_up()
+        try:
+            self._warm_up()
+        except Exception:  # best effort: a stage that cannot be warmed serves cold
+            log.exception("app %s: warming up its stages failed", self.name)
         while self._warming():
             await asyncio.sleep(WARM_POLL_S)
 
