@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import joblib
 import numpy as np
@@ -17,6 +17,9 @@ import numpy as np
 from headway.adapters.base import DEFAULT_INPUT, DEFAULT_OUTPUT, Adapter, wanted
 from headway.datatypes import oip_datatype
 from headway.errors import ConfigError
+
+if TYPE_CHECKING:
+    from headway.adapters.sklearn_linear import LinearShortcut
 
 PICKLES = ("*.joblib", "*.pkl", "*.pickle")
 LABEL = "label"
@@ -38,6 +41,8 @@ class SklearnAdapter(Adapter):
     native_datatype = "FP64"  # the input datatype a native booster computes in
     model: Any = None
     booster: Any = None
+    #: The estimator's answers without scikit-learn's per-call input checks, where exact.
+    shortcut: LinearShortcut | None = None
 
     @property
     def threads(self) -> int:
@@ -66,6 +71,10 @@ class SklearnAdapter(Adapter):
             get_params = getattr(self.model, "get_params", None)
             if get_params is not None and "n_jobs" in get_params(deep=False):
                 self.model.set_params(n_jobs=self.threads)
+            if type(self.model).__module__.startswith("sklearn.linear_model"):
+                from headway.adapters.sklearn_linear import linear_shortcut
+
+                self.shortcut = linear_shortcut(self.model)
 
     def load_native(self, path: Path) -> Any:
         raise NotImplementedError
@@ -87,15 +96,19 @@ class SklearnAdapter(Adapter):
             if wanted(outputs, DEFAULT_OUTPUT):
                 result[DEFAULT_OUTPUT] = np.asarray(predict(x))
             return result
+        model = self.model
+        shortcut = self.shortcut
+        if shortcut is not None and shortcut.serves(model, x):
+            model = shortcut  # the same answers, without scikit-learn's input checks
         probabilities = None
-        if wanted(outputs, PROBABILITIES) and hasattr(self.model, "predict_proba"):
-            probabilities = np.asarray(self.model.predict_proba(x), dtype=np.float64)
+        if wanted(outputs, PROBABILITIES) and hasattr(model, "predict_proba"):
+            probabilities = np.asarray(model.predict_proba(x), dtype=np.float64)
         if wanted(outputs, LABEL):
             if probabilities is not None and self.labels_follow_probabilities:
                 # One pass of the estimator's input checks instead of two.
                 result[LABEL] = _labels(classes[probabilities.argmax(axis=1)])
             else:
-                result[LABEL] = _labels(self.model.predict(x))
+                result[LABEL] = _labels(model.predict(x))
         if probabilities is not None:
             result[PROBABILITIES] = probabilities
         return result
