@@ -1,29 +1,48 @@
 """gRPC beside REST on one Headway server: the overhead workload (a no-op Python model, one
 row of four FP32 per request) at one and at 32 requests in flight, closed loop.
 
-    PYTHONPATH=src python bench/grpc_vs_rest.py [--duration 5] [--workers 1]
+    PYTHONPATH=src python bench/grpc_vs_rest.py [--clients c] [--rounds 3] [--duration 5]
 
-REST goes through Headway's own load generator (raw HTTP/1.1 on asyncio, binary tensors);
-gRPC through grpc.aio on one channel with the request serialized once, as tritonclient's
-async client would send it (raw_input_contents). Both run in this process, one after the
-other against the same server, so their ratio is the figure to read; the absolute numbers
-depend on the machine (note whether it was shared). Prints a markdown table.
+`--clients c` (the default) loads both protocols with a client written in C, one thread
+each, so the client is cheap and the same kind for both: ``wrk`` posting OIP JSON over
+HTTP/1.1 keep-alive connections for REST, ``h2load`` posting the ModelInfer message
+(raw_input_contents, as tritonclient sends it) for gRPC, on 32 connections of one call each
+and on one connection of 32 streams (how a gRPC channel multiplexes). Every call is checked
+against the model's own success count (`/v2/models/noop/stats`), since h2load cannot read
+gRPC's status. Rounds interleave the protocols; figures are medians over rounds.
+
+`--clients python` loads REST through Headway's own load generator (raw HTTP/1.1 on asyncio,
+binary tensors) and gRPC through grpc.aio in this process: the grpc.aio client costs more CPU
+than the server here, so this mode measures the clients as much as the server.
+
+The ratio is the figure to read; absolute numbers depend on the machine (note its load).
+Prints a markdown table.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import platform
+import shlex
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import grpc
+import h2load
+import httpx
 import numpy as np
 import orjson
 import uvloop
+import wrk
+from grpc_ceiling import cpu_seconds
 
 from headway.api.grpc import messages
 from headway.launcher import ServerProcess
@@ -107,28 +126,119 @@ def grpc_run(server: ServerProcess, concurrency: int, duration: float) -> dict[s
             "failed": failed}  # fmt: skip
 
 
+def infer_message() -> bytes:
+    """The ModelInfer request as tritonclient sends it: the row in raw_input_contents."""
+    request = messages.ModelInferRequest(model_name=MODEL)
+    request.inputs.add(name="input-0", datatype="FP32", shape=[1, 4])
+    request.raw_input_contents.append(ROW.tobytes())
+    return request.SerializeToString()
+
+
+def successes(server: ServerProcess) -> tuple[int, int]:
+    """The model's (success, fail) counts so far, from Triton's statistics."""
+    stats = httpx.get(f"{server.url}/v2/models/{MODEL}/stats", timeout=10).json()
+    counts = stats["model_stats"][0]["inference_stats"]
+    return counts["success"]["count"], counts["fail"]["count"]
+
+
+def checked(server: ServerProcess, measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """`measure()`'s figures, with `failed` counting every call the model did not answer
+    successfully (the client's own failures, and answers short of its count of calls)."""
+    assert server.process is not None
+    before, failed_before = successes(server)
+    used, started = cpu_seconds(server.process.pid), time.monotonic()
+    figures = measure()
+    cores = (cpu_seconds(server.process.pid) - used) / (time.monotonic() - started)
+    after, failed_after = successes(server)
+    # the client counts only calls answered in its measured window; the server every one
+    shortfall = max(0, figures["ok"] - (after - before))
+    failed = figures["requests"] - figures["ok"] + shortfall + failed_after - failed_before
+    return {"rps": figures["throughput_rps"], **figures["latency_ms"], "failed": failed,
+            "cpu_us": 1e6 * cores / figures["throughput_rps"]}  # fmt: skip
+
+
+def c_clients(server: ServerProcess, rounds: int, duration: float) -> list[tuple[str, ...]]:
+    """wrk (REST) and h2load (gRPC), interleaved; the median of each cell over rounds."""
+    lua = wrk.script(
+        orjson.dumps({"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP32",
+                                  "data": ROW.ravel().tolist()}]}),
+        Path(tempfile.mkdtemp(prefix="grpc-vs-rest-")),
+    )  # fmt: skip
+    message = infer_message()
+    url = f"{server.url}/v2/models/{MODEL}/infer"
+    path = f"/{messages.SERVICE}/ModelInfer"
+    cells: dict[tuple[str, int], Callable[[], dict[str, Any]]] = {}
+    for c in (1, 32):
+        cells["REST (wrk)", c] = partial(wrk.closed, url, lua, c, duration)
+        cells["gRPC (h2load, c conn.)", c] = partial(
+            h2load.closed, server.grpc_address, path, message, connections=c, duration=duration
+        )
+    cells["gRPC (h2load, 1 conn.)", 32] = partial(
+        h2load.closed, server.grpc_address, path, message, connections=1, streams=32,
+        duration=duration,
+    )  # fmt: skip
+    runs: dict[tuple[str, int], list[dict[str, Any]]] = {key: [] for key in cells}
+    for number in range(rounds):
+        for key, measure in cells.items():
+            runs[key].append(checked(server, measure))
+        print(f"round {number + 1}: load average {load_average()}", file=sys.stderr)
+    rows = []
+    for (name, c), figures in sorted(runs.items(), key=lambda item: item[0][1]):
+        rest_rps = statistics.median(r["rps"] for r in runs["REST (wrk)", c])
+        rps = statistics.median(r["rps"] for r in figures)
+        rows.append((str(c), name, f"{rps:,.0f}", f"{rps / rest_rps:.2f}",
+                     f"{statistics.median(r['p50'] for r in figures):.2f}",
+                     f"{statistics.median(r['p99'] for r in figures):.2f}",
+                     f"{statistics.median(r['cpu_us'] for r in figures):.0f}",
+                     str(sum(r["failed"] for r in figures)),
+                     " / ".join(f"{r['rps']:,.0f}" for r in figures)))  # fmt: skip
+    return rows
+
+
+def python_clients(server: ServerProcess, duration: float) -> list[tuple[str, ...]]:
+    rows = []
+    for c in (1, 32):
+        over_rest = rest(server, c, duration)
+        over_grpc = grpc_run(server, c, duration)
+        for name, r in (("REST (headway.loadgen)", over_rest), ("gRPC (grpc.aio)", over_grpc)):
+            rows.append((str(c), name, f"{r['rps']:,.0f}",
+                         f"{r['rps'] / over_rest['rps']:.2f}" if over_rest["rps"] else "nan",
+                         f"{r['p50']:.2f}", f"{r['p99']:.2f}", "", str(r["failed"]), ""))  # fmt: skip
+    return rows
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", choices=("c", "python"), default="c")
+    parser.add_argument("--rounds", type=int, default=3, help="with --clients c")
     parser.add_argument("--duration", type=float, default=5.0)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--serve", default="", help="more `headway serve` options, quoted")
     args = parser.parse_args()
+    started = load_average()
     with tempfile.TemporaryDirectory() as folder:
         root = repository(Path(folder) / "repository")
-        with ServerProcess(root, state=Path(folder) / "s.db", workers=args.workers) as server:
-            rows = []
-            for concurrency in (1, 32):
-                over_rest = rest(server, concurrency, args.duration)
-                over_grpc = grpc_run(server, concurrency, args.duration)
-                rows.append((concurrency, over_rest, over_grpc))
-    print(f"machine: {platform.node()}, {platform.processor() or platform.machine()}, "
-          f"python {sys.version.split()[0]}; {args.duration:g} s per run, {args.workers} worker(s)")  # fmt: skip
-    print("\n| c | REST req/s | gRPC req/s | gRPC/REST | REST p50 ms | gRPC p50 ms | REST p99 ms "
-          "| gRPC p99 ms | failed (REST, gRPC) |")  # fmt: skip
+        with ServerProcess(root, state=Path(folder) / "s.db", workers=args.workers,
+                           extra=shlex.split(args.serve)) as server:  # fmt: skip
+            if args.clients == "c":
+                rows = c_clients(server, args.rounds, args.duration)
+            else:
+                rows = python_clients(server, args.duration)
+    print(f"machine: {platform.node()}, {os.cpu_count()} cores, python "
+          f"{sys.version.split()[0]}, grpcio {grpc.__version__}; {args.clients} clients, "
+          f"{args.duration:g} s per run, {args.workers} worker(s); load average "
+          f"{started} at start, {load_average()} at end")  # fmt: skip
+    print(
+        "\n| c | protocol (client) | req/s | ÷ REST | p50 ms | p99 ms | frontend CPU µs per "
+        "call | failed | req/s each round |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
-    for c, r, g in rows:
-        ratio = g["rps"] / r["rps"] if r["rps"] else float("nan")
-        print(f"| {c} | {r['rps']:,.0f} | {g['rps']:,.0f} | {ratio:.2f} | {r['p50']:.2f} | "
-              f"{g['p50']:.2f} | {r['p99']:.2f} | {g['p99']:.2f} | {r['failed']}, {g['failed']} |")  # fmt: skip
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
 
 
 if __name__ == "__main__":

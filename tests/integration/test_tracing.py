@@ -1,6 +1,7 @@
-"""OpenTelemetry: an inference with a W3C traceparent is exported, to an in-memory exporter,
-as a server span in the caller's trace with its decode, queue, worker action and encode
-children; without OTEL_TRACES_EXPORTER tracing is off."""
+"""OpenTelemetry: an inference with a W3C traceparent, over REST or gRPC, is exported, to an
+in-memory exporter, as a server span in the caller's trace with its decode, queue, worker
+action and encode children; a flow application's query as a server span with a child per
+stage it ran; without OTEL_TRACES_EXPORTER tracing is off."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ import orjson
 import pytest
 
 from headway.api import tracing
+from headway.api.grpc import messages
 from headway.api.http import HttpServer
 from headway.cli.serve import ServeSettings, build_app
+from headway.launcher import free_port
 from tests.integration import models
 
 pytestmark = pytest.mark.integration
@@ -36,7 +39,6 @@ def test_an_inference_is_traced_in_the_callers_trace(tmp_path: Path) -> None:
     exporter = InMemorySpanExporter()
     app = build_app(settings)
     app.tracing = tracing.from_environment(exporter)
-    app.controller.tracing = True
 
     async def scenario() -> list[int]:
         server = HttpServer(app, port=0)
@@ -77,6 +79,105 @@ def test_an_inference_is_traced_in_the_callers_trace(tmp_path: Path) -> None:
         assert before.end_time <= after.start_time + 1_000, (before.name, after.name)
     assert answered.start_time <= order[0].start_time
     assert order[-1].end_time <= answered.end_time
+
+
+FLOW = """
+import numpy as np
+from headway.flows import Flow, Model, Table
+
+
+def scale(table: Table) -> list[np.ndarray]:
+    return list(np.stack(table.column("x")).astype(np.float32) * 3)
+
+
+flow = Flow("scaled", {"x": np.ndarray})
+flow.map(scale, names=["y"], batching=True).map(
+    Model("doubler", {"output-0": np.ndarray}, inputs={"input-0": "y"})
+)
+"""
+
+
+def test_grpc_inferences_and_flow_queries_are_traced(tmp_path: Path) -> None:
+    import grpc
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    models.python_model(tmp_path / "repo", "doubler", "Doubler")
+    (tmp_path / "scaled.py").write_text(FLOW)
+    settings = ServeSettings(
+        repository=tmp_path / "repo", state=tmp_path / "s.db", workers=1, port=0,
+        grpc_port=free_port(),
+    )  # fmt: skip
+    exporter = InMemorySpanExporter()
+    app = build_app(settings)
+    app.tracing = tracing.from_environment(exporter)
+    infer = messages.ModelInferRequest(model_name="doubler")
+    infer.inputs.add(name="input-0", datatype="FP32", shape=[1, 4])
+    infer.raw_input_contents.append(b"\0\0\x80?" * 4)  # four 1.0
+    traceparent = (("traceparent", f"00-{TRACE_ID}-{PARENT}-01"),)
+
+    async def scenario() -> tuple[list[str], list[int], dict[str, object]]:
+        server = HttpServer(app, port=0)
+        await server.start()
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.port}") as client:
+            for _ in range(300):
+                if (await client.get("/v2/health/ready")).status_code == 200:
+                    break
+                await asyncio.sleep(0.05)
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{settings.grpc_port}") as channel:
+                call = channel.unary_unary(
+                    f"/{messages.SERVICE}/ModelInfer",
+                    request_serializer=lambda m: m.SerializeToString(),
+                    response_deserializer=messages.ModelInferResponse.FromString,
+                )
+                answer = await call(infer, metadata=traceparent, timeout=30)
+                codes = [answer.model_name]
+                try:
+                    await call(messages.ModelInferRequest(model_name="doubler"), timeout=30)
+                except grpc.aio.AioRpcError as exc:
+                    codes.append(exc.code().name)
+            put = await client.put(
+                "/apps/scaled",
+                json={"flow": f"{tmp_path / 'scaled.py'}:flow", "fusion": False, "slo_ms": 30_000},
+            )
+            assert put.status_code == 201, put.text
+            statuses = []
+            for body in ({"input": [1.0, 2.0, 3.0, 4.0]}, {"input": [1.0]}):
+                response = await client.post(
+                    "/apps/scaled/predict",
+                    json=body,
+                    headers={"traceparent": f"00-{TRACE_ID}-{PARENT}-01"},
+                )
+                statuses.append(response.status_code)
+            described = (await client.get("/apps/scaled")).json()
+        await server.stop()
+        return codes, statuses, described
+
+    codes, statuses, described = asyncio.run(scenario())
+    assert codes == ["doubler", "INVALID_ARGUMENT"]
+    assert statuses[0] == 200 and statuses[1] >= 400
+    spans = exporter.get_finished_spans()
+
+    inferences = [s for s in spans if s.name == "infer doubler"]
+    over_grpc = [s for s in inferences if s.attributes.get("rpc.system") == "grpc"]
+    assert [s.attributes["rpc.grpc.status_code"] for s in over_grpc] == [0, 3]
+    answered = over_grpc[0]
+    assert format(answered.context.trace_id, "032x") == TRACE_ID
+    assert format(answered.parent.span_id, "016x") == PARENT
+    children = {s.name for s in spans if s.parent and s.parent.span_id == answered.context.span_id}
+    assert children == {"decode", "queue", "worker action", "encode"}
+
+    queries = [s for s in spans if s.name == "predict scaled"]
+    assert [q.attributes["http.response.status_code"] for q in queries] == [200, statuses[1]]
+    query = queries[0]
+    assert format(query.context.trace_id, "032x") == TRACE_ID
+    assert query.attributes["headway.app"] == "scaled"
+    stages = [s for s in spans if s.parent and s.parent.span_id == query.context.span_id]
+    operators = [o["operator"] for o in described["statistics"]["operators"] if o["calls"]]
+    assert len(operators) == 2  # fusion off: the map and the model, each its own stage
+    assert sorted(s.name for s in stages) == sorted(f"operator {o}" for o in operators)
+    for stage in stages:
+        assert stage.attributes["rows.in"] == 1 and stage.attributes["rows.out"] == 1
+        assert query.start_time <= stage.start_time <= stage.end_time <= query.end_time
 
 
 def test_tracing_is_off_without_an_exporter(monkeypatch: pytest.MonkeyPatch) -> None:

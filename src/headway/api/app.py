@@ -77,15 +77,13 @@ class HeadwayApp:
         tracing: Tracing | None = None,
     ) -> None:
         self.controller = controller
-        #: OpenTelemetry traces of inferences (`api.tracing`); None: off.
-        self.tracing = tracing
-        controller.tracing = tracing is not None
         self.max_body_bytes = max_body_bytes
         #: With a token, the routes that change state need it (`api.auth`).
         self.admin_token = AdminToken(admin_token) if admin_token else None
         self.started = False
         self.apps = apps if apps is not None else AppRegistry(controller, controller.store)
         self._apps = AppRoutes(self.apps)
+        self.tracing = tracing
         self._tasks: set[asyncio.Task[Response]] = set()  # routes still answering
         #: Other frontends over this app (the gRPC server): started before it starts (they
         #: answer "starting" until it has), stopped before it stops, whichever HTTP server
@@ -93,6 +91,17 @@ class HeadwayApp:
         self.companions: list[Companion] = []
         #: The live tuner (`headway serve --tune`), when one runs: its figures go to /metrics.
         self.tuner: LiveTuner | None = None
+
+    @property
+    def tracing(self) -> Tracing | None:
+        """OpenTelemetry traces of inferences and queries (`api.tracing`); None: off."""
+        return self._tracing
+
+    @tracing.setter
+    def tracing(self, tracing: Tracing | None) -> None:
+        self._tracing = tracing
+        self.controller.tracing = tracing is not None
+        self._apps.tracing = tracing
 
     async def start(self) -> None:
         """Start the companions (so a port in use fails before any worker starts), then the
@@ -270,7 +279,7 @@ class HeadwayApp:
         if parts and parts[0] == "v2":
             return self._v2(method, parts[1:], headers, body, received, reply)
         if parts and parts[0] == "apps":
-            return self._apps(method, parts[1:], path, body)
+            return self._apps(method, parts[1:], path, body, headers.get(b"traceparent"))
         if parts and parts[0] == "lookups":
             return lookup_route(self.apps, method, parts[1:], body)
         if parts == ["metrics"]:
@@ -327,7 +336,7 @@ class HeadwayApp:
                 version, rest = rest[1], rest[2:]
             if rest == ["infer"]:
                 _expect(method, "POST")
-                if self.tracing is None:
+                if self._tracing is None:
                     self._infer(name, version, headers, body, received, reply)
                 else:
                     self._traced_infer(name, version, headers, body, received, reply)

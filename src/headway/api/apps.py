@@ -10,9 +10,10 @@ from typing import Any
 
 import orjson
 
-from headway.api.errors import JSON, Response, method_not_allowed, problem
+from headway.api.errors import JSON, Response, http_status, method_not_allowed, problem
+from headway.api.tracing import Tracing
 from headway.apps import AppRegistry
-from headway.errors import InvalidInput
+from headway.errors import HeadwayError, InvalidInput
 from headway.flows.serving import FlowApplication
 
 _OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
@@ -39,9 +40,19 @@ class AppRoutes:
 
     def __init__(self, registry: AppRegistry) -> None:
         self.registry = registry
+        #: OpenTelemetry traces of queries (`api.tracing`); None: off.
+        self.tracing: Tracing | None = None
 
-    async def __call__(self, method: str, parts: list[str], path: str, raw: bytes) -> Response:
-        """`parts`: the path's segments after `apps`; `raw`: the request body."""
+    async def __call__(
+        self,
+        method: str,
+        parts: list[str],
+        path: str,
+        raw: bytes,
+        traceparent: bytes | None = None,
+    ) -> Response:
+        """`parts`: the path's segments after `apps`; `raw`: the request body; `traceparent`:
+        the caller's W3C trace context, if it sent one."""
         routes: dict[tuple[int, str | None], tuple[str, ...]] = {
             (0, None): ("GET",),
             (1, None): ("GET", "PUT", "DELETE"),
@@ -77,7 +88,9 @@ class AppRoutes:
             return _reply(self.registry.describe(name), 201 if created else 200)
         action = parts[1]
         if action == "predict":
-            return _reply(await self._predict(name, body))
+            if self.tracing is None:
+                return _reply(await self._predict(name, body))
+            return _reply(await self._traced_predict(name, body, traceparent))
         if action == "feedback":
             return _reply(await self._feedback(name, body))
         if action == "models":
@@ -94,7 +107,28 @@ class AppRoutes:
         self.registry.set_traffic(name, model=model, split=split)
         return _reply(self.registry.describe(name))
 
-    async def _predict(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _traced_predict(
+        self, name: str, body: dict[str, Any], traceparent: bytes | None
+    ) -> dict[str, Any]:
+        """`_predict` inside a server span; a flow adds its stages' spans under it."""
+        assert self.tracing is not None
+        clock = self.registry.controller.clock
+        trace = self.tracing.server_span(
+            f"predict {name}", traceparent, clock.now(), {"headway.app": name}
+        )
+        status = 500
+        try:
+            answer = await self._predict(name, body, trace)
+            status = 200
+            return answer
+        except HeadwayError as exc:
+            status = http_status(exc)
+            raise
+        finally:
+            trace.root.set_attribute("http.response.status_code", status)
+            trace.end(clock.now(), f"HTTP {status}" if status >= 400 else None)
+
+    async def _predict(self, name: str, body: dict[str, Any], trace: Any = None) -> dict[str, Any]:
         _fields(body, optional={"input", "inputs", "user"})
         user = _user(body)
         app = self.registry.get(name)
@@ -102,12 +136,16 @@ class AppRoutes:
             raise InvalidInput("give either 'input' (one row) or 'inputs' (a list of rows)")
         if "input" in body:
             _present(body, "input")
+            if trace is not None and isinstance(app, FlowApplication):
+                return await app.predict(body["input"], user, spans=trace)
             return await app.predict(body["input"], user)
         inputs = body["inputs"]
         if not isinstance(inputs, list) or not inputs:
             raise InvalidInput("'inputs' must be a non-empty list of input rows")
         if any(value is None for value in inputs):
             raise InvalidInput("'inputs' holds a null row")
+        if trace is not None and isinstance(app, FlowApplication):
+            return {"outputs": await app.predict_many(inputs, user, spans=trace)}
         return {"outputs": await app.predict_many(inputs, user)}
 
     async def _feedback(self, name: str, body: dict[str, Any]) -> dict[str, Any]:

@@ -27,17 +27,29 @@ class Tracing:
     def ns(self, seconds: float) -> int:
         return int(seconds * 1e9) + self.offset_ns
 
-    def start(self, model: str, traceparent: bytes | None, received: float) -> Trace:
+    def start(self, model: str, traceparent: bytes | str | None, received: float) -> Trace:
+        """An inference's trace."""
+        return self.server_span(f"infer {model}", traceparent, received, {"headway.model": model})
+
+    def server_span(
+        self,
+        name: str,
+        traceparent: bytes | str | None,
+        received: float,
+        attributes: dict[str, Any],
+    ) -> Trace:
+        """A request's root span, in the caller's trace when `traceparent` names one."""
         from opentelemetry.trace import SpanKind
 
-        carrier = {"traceparent": traceparent.decode("latin-1")} if traceparent else {}
-        parent = self.propagator.extract(carrier)
+        if isinstance(traceparent, bytes):
+            traceparent = traceparent.decode("latin-1")
+        parent = self.propagator.extract({"traceparent": traceparent} if traceparent else {})
         span = self.tracer.start_span(
-            f"infer {model}",
+            name,
             context=parent,
             kind=SpanKind.SERVER,
             start_time=self.ns(received),
-            attributes={"headway.model": model},
+            attributes=attributes,
         )
         return Trace(self, span, received)
 
@@ -63,7 +75,8 @@ class Trace:
         self.decoded = received
         self.answered: float | None = None
 
-    def _child(self, name: str, start: float, end: float, **attributes: Any) -> None:
+    def span(self, name: str, start: float, end: float, **attributes: Any) -> None:
+        """A finished child span, from the controller clock's `start` to `end`."""
         from opentelemetry import trace
 
         span = self.tracing.tracer.start_span(
@@ -76,14 +89,14 @@ class Trace:
 
     def mark_decoded(self, now: float) -> None:
         self.decoded = now
-        self._child("decode", self.received, now)
+        self.span("decode", self.received, now)
 
     def executed(
         self, arrival: float, sent: float, received: float, ran: float, rows: int, worker: int
     ) -> None:
         """Its batch came back (the controller's times): the queue and worker spans."""
-        self._child("queue", max(arrival, self.decoded), sent)
-        self._child(
+        self.span("queue", max(arrival, self.decoded), sent)
+        self.span(
             "worker action", sent, received, **{"batch.rows": rows, "worker.id": worker,
                                                 "worker.run_s": ran}
         )  # fmt: skip
@@ -91,12 +104,22 @@ class Trace:
 
     def finish(self, now: float, status: int) -> None:
         """The answer is encoded and leaves: the encode span, then the root ends."""
-        self._child("encode", self.answered or self.decoded, now)
+        self.span("encode", self.answered or self.decoded, now)
         self.root.set_attribute("http.response.status_code", status)
-        if status >= 400:
+        self.end(now, f"HTTP {status}" if status >= 400 else None)
+
+    def finish_rpc(self, now: float, code: int, name: str) -> None:
+        """A gRPC answer leaves with status `code` (`name`, e.g. "OK")."""
+        self.span("encode", self.answered or self.decoded, now)
+        self.root.set_attributes({"rpc.system": "grpc", "rpc.grpc.status_code": code})
+        self.end(now, None if code == 0 else name)
+
+    def end(self, now: float, error: str | None = None) -> None:
+        """The root ends (with `error` as its status description when the request failed)."""
+        if error is not None:
             from opentelemetry.trace import Status, StatusCode
 
-            self.root.set_status(Status(StatusCode.ERROR, f"HTTP {status}"))
+            self.root.set_status(Status(StatusCode.ERROR, error))
         self.root.end(end_time=self.tracing.ns(now))
 
 

@@ -67,10 +67,27 @@ class _Frontend:
 
 @dataclass
 class Trace:
-    """What one query did: the models it called, the selections it made (for feedback)."""
+    """What one query did: the models it called, the selections it made (for feedback).
+
+    `spans`, when the transport traces the query, takes a span per stage it ran:
+    `spans.span(name, start, end, **attributes)`, times on the controller's clock."""
 
     called: list[str] = field(default_factory=list)
     selections: list[tuple[str, Selection, dict[str, Any]]] = field(default_factory=list)
+    spans: Any = None
+
+    def stage(self, stage: Stage, start: float, end: float, rows_in: int, rows_out: int) -> None:
+        if self.spans is None:
+            return
+        name = (
+            f"operator {stage.operators[0]}"
+            if len(stage.operators) == 1
+            else f"action {stage.name}"
+        )
+        self.spans.span(
+            name, start, end, **{"flow.operators": list(stage.operators), "rows.in": rows_in,
+                                 "rows.out": rows_out}
+        )  # fmt: skip
 
 
 class FlowApplication:
@@ -251,21 +268,24 @@ class FlowApplication:
         return ready
 
     # -- queries -----------------------------------------------------------------------------
-    async def predict(self, value: Any, user: str | None = None) -> dict[str, Any]:
-        return await self._answer(self.flow.table([value]))
+    async def predict(
+        self, value: Any, user: str | None = None, spans: Any = None
+    ) -> dict[str, Any]:
+        """One query's answer; `spans`: see `Trace`."""
+        return await self._answer(self.flow.table([value]), spans)
 
     async def predict_many(
-        self, values: list[Any], user: str | None = None
+        self, values: list[Any], user: str | None = None, spans: Any = None
     ) -> list[dict[str, Any]]:
         tables = [self.flow.table([value]) for value in values]  # all checked before any runs
-        return list(await asyncio.gather(*(self._answer(t) for t in tables)))
+        return list(await asyncio.gather(*(self._answer(t, spans) for t in tables)))
 
-    async def _answer(self, table: Table) -> dict[str, Any]:
+    async def _answer(self, table: Table, spans: Any = None) -> dict[str, Any]:
         """One query, answered by its deadline: the sink's rows, or the default output when
         a stage cannot make the deadline or the flow has not finished by then."""
         clock = self.controller.clock
         started = clock.now()
-        trace = Trace()
+        trace = Trace(spans=spans)
         deadline = QueryDeadline.starting(clock, started, self.config.slo_ms)
         running = asyncio.ensure_future(self.run(table, trace, deadline))
         cut: list[bool] = []
@@ -351,7 +371,9 @@ class FlowApplication:
         else:
             out = run_stage(self.plan, stage, tables, self.services)
         rows_in = sum(len(t) for t in tables)
-        self.stats.operators[stage.operators[0]].observe(rows_in, len(out), clock.now() - started)
+        ended = clock.now()
+        self.stats.operators[stage.operators[0]].observe(rows_in, len(out), ended - started)
+        trace.stage(stage, started, ended, rows_in, len(out))
         return out
 
     async def _action(
@@ -383,7 +405,9 @@ class FlowApplication:
             self.stats.failed_stage(stage.operators)
             raise
         trace.called.extend(stage.models)
-        self.stats.action(stage.operators, len(table), len(out), seconds, clock.now() - started)
+        ended = clock.now()
+        self.stats.action(stage.operators, len(table), len(out), seconds, ended - started)
+        trace.stage(stage, started, ended, len(table), len(out))
         return out
 
     async def _select(

@@ -28,6 +28,7 @@ from headway.api.grpc import messages
 from headway.api.grpc.codec import decode_infer, encode_infer
 from headway.api.grpc.status import grpc_status
 from headway.api.statistics import statistics
+from headway.api.tracing import Trace
 from headway.errors import ConfigError, HeadwayError, InvalidInput, Unavailable
 
 log = logging.getLogger("headway.grpc")
@@ -99,7 +100,30 @@ class InferenceService:
         return messages.RepositoryModelUnloadResponse()
 
     async def ModelInfer(self, request: Any, context: Any) -> Any:
+        tracing = self.app.tracing
+        if tracing is None:
+            return await self._infer(request, context, None)
+        clock = self.controller.clock
+        traceparent = _metadata(context, "traceparent")
+        trace = tracing.start(request.model_name, traceparent, clock.now())
+        code = grpc.StatusCode.INTERNAL
+        try:
+            answer = await self._infer(request, context, trace)
+            code = grpc.StatusCode.OK
+            return answer
+        except HeadwayError as exc:
+            code = grpc_status(exc)
+            raise
+        except asyncio.CancelledError:
+            code = grpc.StatusCode.CANCELLED
+            raise
+        finally:
+            trace.finish_rpc(clock.now(), code.value[0], code.name)
+
+    async def _infer(self, request: Any, context: Any, trace: Trace | None) -> Any:
         decoded = decode_infer(request)
+        if trace is not None:
+            trace.mark_decoded(self.controller.clock.now())
         timeout, priority = schedule_policy(decoded.parameters)
         remaining = context.time_remaining()
         if remaining is not None:  # the client's own deadline
@@ -111,6 +135,7 @@ class InferenceService:
             outputs=decoded.outputs,
             timeout=timeout,
             priority=priority,
+            trace=trace,
         )
         return encode_infer(prediction.model, prediction.version, prediction.outputs, decoded)
 
@@ -125,6 +150,14 @@ async def _authorize(token: AdminToken, context: grpc.aio.ServicerContext) -> No
     refusal = token.refusal(headers)
     if refusal is not None:
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, orjson.loads(refusal[1])["error"])
+
+
+def _metadata(context: grpc.aio.ServicerContext, key: str) -> str | None:
+    """The value of `key` in the call's metadata (the first, if sent more than once)."""
+    for name, value in context.invocation_metadata() or ():
+        if name == key:
+            return value if isinstance(value, str) else value.decode("latin-1")
+    return None
 
 
 def _version_number(version: str) -> int | None:
