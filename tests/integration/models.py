@@ -156,6 +156,30 @@ def python_model(root: Path, name: str, entry: str, extra: str = "") -> Path:
     return folder
 
 
+SCALED_FLOW = """
+import numpy as np
+from headway.flows import Flow, Model, Table
+
+
+def scale(table: Table) -> list[np.ndarray]:
+    return list(np.stack(table.column("x")).astype(np.float32) * 3)
+
+
+flow = Flow("scaled", {"x": np.ndarray})
+flow.map(scale, names=["y"], batching=True).map(
+    Model("doubler", {"output-0": np.ndarray}, inputs={"input-0": "y"})
+)
+"""
+
+
+def scaled_flow(folder: Path) -> str:
+    """A two-operator flow over `doubler` (a map, then the model), written into `folder`;
+    returns its spec for an app's `flow`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "scaled.py").write_text(SCALED_FLOW)
+    return f"{folder / 'scaled.py'}:flow"
+
+
 def sleeper(root: Path, name: str, seconds: float, extra: str = "") -> None:
     folder = python_model(root, name, "Sleeper", extra)
     (folder / "seconds.txt").write_text(str(seconds))

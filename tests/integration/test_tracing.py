@@ -81,28 +81,12 @@ def test_an_inference_is_traced_in_the_callers_trace(tmp_path: Path) -> None:
     assert order[-1].end_time <= answered.end_time
 
 
-FLOW = """
-import numpy as np
-from headway.flows import Flow, Model, Table
-
-
-def scale(table: Table) -> list[np.ndarray]:
-    return list(np.stack(table.column("x")).astype(np.float32) * 3)
-
-
-flow = Flow("scaled", {"x": np.ndarray})
-flow.map(scale, names=["y"], batching=True).map(
-    Model("doubler", {"output-0": np.ndarray}, inputs={"input-0": "y"})
-)
-"""
-
-
 def test_grpc_inferences_and_flow_queries_are_traced(tmp_path: Path) -> None:
     import grpc
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     models.python_model(tmp_path / "repo", "doubler", "Doubler")
-    (tmp_path / "scaled.py").write_text(FLOW)
+    flow = models.scaled_flow(tmp_path / "flows")
     settings = ServeSettings(
         repository=tmp_path / "repo", state=tmp_path / "s.db", workers=1, port=0,
         grpc_port=free_port(),
@@ -137,7 +121,7 @@ def test_grpc_inferences_and_flow_queries_are_traced(tmp_path: Path) -> None:
                     codes.append(exc.code().name)
             put = await client.put(
                 "/apps/scaled",
-                json={"flow": f"{tmp_path / 'scaled.py'}:flow", "fusion": False, "slo_ms": 30_000},
+                json={"flow": flow, "fusion": False, "slo_ms": 30_000},
             )
             assert put.status_code == 201, put.text
             statuses = []

@@ -15,6 +15,7 @@ from headway.api.errors import JSON, Response, problem
 from headway.apps import AppRegistry
 from headway.control.controller import Controller
 from headway.control.model_stats import Histogram
+from headway.flows.serving import FlowApplication
 
 STATIC = Path(__file__).parent / "static"
 _TYPES = {".html": b"text/html; charset=utf-8", ".js": b"text/javascript", ".css": b"text/css"}
@@ -41,7 +42,8 @@ def _static(name: str) -> Response | None:
 
 def snapshot(controller: Controller, apps: AppRegistry) -> dict[str, Any]:
     """What the page draws: per model its counters and latency, per worker its models, its
-    cluster node (Ray engine) and memory against its budget, per application its policy's weights. Rates are the page's:
+    cluster node (Ray engine) and memory against its budget, per application its policy's weights,
+    per flow operator its calls, rows, latency and time queued. Rates are the page's:
     it divides the counters' change by the time between two snapshots."""
     models = []
     labels: dict[str, str] = {}
@@ -82,7 +84,18 @@ def snapshot(controller: Controller, apps: AppRegistry) -> dict[str, Any]:
         }
         for worker, (used, budget, _) in sorted(controller.scheduler.worker_memory().items())
     ]
-    return {"time": time.time(), "models": models, "workers": workers, "apps": apps.summary()}
+    return {"time": time.time(), "models": models, "workers": workers, "apps": apps.summary(),
+            "operators": operators(apps)}  # fmt: skip
+
+
+def operators(apps: AppRegistry) -> list[dict[str, Any]]:
+    """Each flow application's operators with their statistics (`flows.stats`), in plan order."""
+    out = []
+    for name, app in sorted(apps.apps.items()):
+        if isinstance(app, FlowApplication):
+            for stats in app.statistics()["operators"]:
+                out.append({"name": f"{name}/{stats['operator']}", "app": name, **stats})
+    return out
 
 
 def _quantile_ms(histogram: Histogram, q: float) -> float | None:

@@ -70,6 +70,23 @@ function draw(data) {
     cell(row, weights.join(", ") || "–", "text");
     cell(row, a.default_rate === undefined ? "–" : `${(100 * a.default_rate).toFixed(1)}%`);
   });
+  const calls = previous ? new Map(previous.operators.map((o) => [o.name, o.calls])) : new Map();
+  fill("operators", data.operators, (row, o) => {
+    const last = calls.get(o.name);
+    const rate = last !== undefined && seconds > 0 ? (o.calls - last) / seconds : null;
+    cell(row, o.app);
+    cell(row, o.operator, "text");
+    cell(row, o.stage, "text");
+    cell(row, number(rate, 1)).className = "rate";
+    cell(row, String(o.calls)).className = "calls";
+    cell(row, String(o.rows_in));
+    cell(row, String(o.rows_out));
+    cell(row, number(o.selectivity, 2));
+    cell(row, number(o.latency.p50_ms, 2));
+    cell(row, number(o.latency.p99_ms, 2));
+    cell(row, o.calls ? number((1000 * o.queued_s) / o.calls, 2) : "–");
+    cell(row, String(o.errors), o.errors ? "bad" : "");
+  });
   previous = data;
 }
 
