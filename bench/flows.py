@@ -313,13 +313,13 @@ def write_results(results: dict[str, Any]) -> None:
     lines = [
         "# Flows experiments (issue 14)",
         "",
-        f"`python bench/flows.py --duration {args['duration']:g} --rounds {args['rounds']}"
+        f"Last run: `python bench/flows.py --duration {args['duration']:g} --rounds {args['rounds']}"
         f"{' --peers' if args.get('peers') else ''}"
         f"{' --only ' + args['only'] if args.get('only') else ''}` on "
         f"{time.strftime('%Y-%m-%d', time.gmtime())}; each section says when it was measured.",
         f"Machine: {m['cpus']} CPUs ({m['cpu']}), Python {m['python']}; **shared** with other "
-        f"engineers' test runs (load average {m['load_1m']:.1f} at the start, "
-        f"{m['load_1m_after']:.1f} at the end), so absolute figures are noisy; each figure is the "
+        f"engineers' test runs (the last run: load average {m['load_1m']:.1f} at its start, "
+        f"{m['load_1m_after']:.1f} at its end), so absolute figures are noisy; each figure is the "
         "median over rounds that alternate the variants.",
         "One `headway serve` with 2 workers; answers of every variant checked equal to "
         "`flow.local` first.",
