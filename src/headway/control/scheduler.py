@@ -218,7 +218,8 @@ class Scheduler:
                 "retry later or add replicas"
             )
         cold = self.demand_loading and not model.replicas
-        self._count(request.model, "cold_starts", n=int(cold))
+        if cold:
+            self._count(request.model, "cold_starts")
         if self.policy.early_reject:
             now = self.clock.now()
             try:
@@ -241,14 +242,19 @@ class Scheduler:
         actions (0: one is idle, or runs only `model`'s batches: those the queue check and
         the drop times account for, and under overload they must be kept fed, not second-
         guessed by a pessimistic estimate of the batch in flight)."""
-        waits = (
-            max(0.0, worker.free_at - now)
-            if any(d.model != model.key for d in worker.inflight)
-            else 0.0
-            for worker in (self._workers.get(w) for w in model.replicas)
-            if worker is not None and worker.alive
-        )
-        return min(waits, default=0.0)
+        key, wait = model.key, None
+        for w in model.replicas:  # a loop, not generators: it runs on every request
+            worker = self._workers.get(w)
+            if worker is None or not worker.alive:
+                continue
+            for action in worker.inflight:
+                if action.model != key:
+                    busy = max(0.0, worker.free_at - now)
+                    break
+            else:
+                return 0.0  # a replica runs only this model's batches, or nothing
+            wait = busy if wait is None or busy < wait else wait
+        return 0.0 if wait is None else wait
 
     def probe_size(self, request: Request) -> int | None:
         """After `request` was refused at admission: how many rows to measure its model with
