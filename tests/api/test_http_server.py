@@ -7,6 +7,8 @@ ordering, keep-alive, limits and shutdown are observable byte for byte on the wi
 from __future__ import annotations
 
 import asyncio
+import socket
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -31,6 +33,7 @@ class EchoApp:
         self.started = self.stopped = False
         self.seen: list[tuple[str, str, bytes]] = []
         self.began: dict[str, float] = {}
+        self.received: dict[str, float] = {}
         self.ended: dict[str, float] = {}
         self.tasks: set[asyncio.Task[Any]] = set()
         self.catch_ups = 0
@@ -87,6 +90,7 @@ class EchoApp:
     ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
         # when the request's bytes were read: before the app saw it, on the monotonic clock
         assert received is not None and 0 <= time.monotonic() - received < 1.0
+        self.received[path] = received
         self.seen.append((method, path, body))
         self.began[path] = time.monotonic()
         if path.startswith("/sleep/"):
@@ -130,6 +134,28 @@ async def response(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], b
 def request(path: str, body: bytes = b"", *extra: str, method: str = "POST") -> bytes:
     lines = [f"{method} {path} HTTP/1.1", "Host: test", f"Content-Length: {len(body)}", *extra]
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def test_a_new_connections_wait_to_be_accepted_counts_against_its_deadline() -> None:
+    # While the loop is held by work that is not a read (an inline engine's model run), a new
+    # connection and its request wait in the kernel's listen queue: their clock starts then,
+    # not when the loop gets round to reading them.
+    def client(port: int) -> None:
+        time.sleep(0.05)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(request("/r/late"))
+            sock.recv(1000)
+
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        thread = threading.Thread(target=client, args=(server.port,))
+        thread.start()
+        time.sleep(0.8)  # holds the loop: the client connects and sends meanwhile
+        while "/r/late" not in app.began:
+            await asyncio.sleep(0.01)
+        await asyncio.to_thread(thread.join)
+        assert app.began["/r/late"] - app.received["/r/late"] >= 0.3
+
+    serve(test)
 
 
 def test_keep_alive_serves_requests_one_after_another_on_one_connection() -> None:

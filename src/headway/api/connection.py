@@ -19,6 +19,7 @@ from urllib.parse import unquote
 import httptools
 
 from headway.api.errors import Response, error_response, problem
+from headway.api.kernel_wait import waited_in_kernel
 from headway.api.limits import (
     MAX_HEADER_BYTES,
     MAX_URL_BYTES,
@@ -114,6 +115,7 @@ class HttpConnection(asyncio.Protocol):
         self._phase_began = 0.0  # when this phase's first bytes were read
         self._header_bytes = 0  # names and values of the headers parsed so far
         self._head_read = 0  # bytes of the reads that a still unfinished head spans
+        self._accepted = True  # nothing read yet: the first bytes may have waited to be accepted
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -149,6 +151,12 @@ class HttpConnection(asyncio.Protocol):
             return
         self.last_active = now = time.monotonic()
         self._arrived = self.server.arrived_since(now)
+        if self._accepted:  # its first bytes: count their wait in the listen queue too
+            self._accepted = False
+            transport = self.transport
+            waited = waited_in_kernel(transport.get_extra_info("socket") if transport else None)
+            if waited:
+                self._arrived = min(self._arrived, now - waited)
         self.server.keep_up(now)
         if self.server.poller is not None:
             self.server.poller.arm()
