@@ -35,6 +35,13 @@ class StubController:
         self.refuses = refuses
         #: Each call: the model, when it was made, and the seconds it was given.
         self.calls: list[tuple[str, float, float]] = []
+        #: The calls withdrawn (`Controller.cancel`): the model of each.
+        self.withdrawn: list[str] = []
+
+    def cancel(self, future: asyncio.Future[Prediction], name: str, version: Any = None) -> bool:
+        self.withdrawn.append(name)
+        future.cancel()
+        return True
 
     def served(self, name: str, version: int | None = None) -> None:
         return None
@@ -93,6 +100,7 @@ def test_a_flow_still_running_at_its_deadline_answers_the_default_output() -> No
     assert (answer["output"], answer["default"]) == (-1, True)
     assert answer["default_explanation"] == "the flow did not finish within its deadline (100 ms)"
     assert answer["models"] == ["a"]  # b had not answered
+    assert controller.withdrawn == ["b"]  # cut off: its call is withdrawn, a's is not
     assert [given for _, _, given in controller.calls] == [
         pytest.approx(0.1),
         pytest.approx(0.04),

@@ -9,7 +9,8 @@ import pytest
 from headway.apps.config import AppConfig
 from headway.errors import ModelError, WorkerFailed
 from headway.flows import Options
-from headway.flows.serving import _first, flow_options
+from headway.flows.racing import first
+from headway.flows.serving import flow_options
 
 
 def test_the_first_good_answer_wins_and_errors_wait_for_the_others() -> None:
@@ -18,10 +19,10 @@ def test_the_first_good_answer_wins_and_errors_wait_for_the_others() -> None:
         slow, fast, failing = (loop.create_future() for _ in range(3))
         loop.call_soon(failing.set_exception, WorkerFailed("replica 1 died"))
         loop.call_soon(lambda: loop.call_soon(fast.set_result, "fast"))
-        winner = await _first([slow, failing, fast])
+        winner = await first([slow, failing, fast])
         pending = not slow.done()
         slow.set_result("slow")  # the loser finishes later; its answer is ignored
-        only = await _first([slow])
+        only = await first([slow])
         return winner, pending, only
 
     assert asyncio.run(scenario()) == ("fast", True, "slow")
@@ -33,7 +34,7 @@ def test_when_every_copy_fails_the_first_error_is_raised() -> None:
         a, b = loop.create_future(), loop.create_future()
         a.set_exception(ModelError("first"))
         loop.call_soon(b.set_exception, ModelError("second"))
-        await _first([a, b])
+        await first([a, b])
 
     with pytest.raises(ModelError, match="first"):
         asyncio.run(scenario())

@@ -294,6 +294,22 @@ class Controller:
         future.add_done_callback(partial(self._settled, stats, started))
         return future
 
+    def cancel(
+        self, future: asyncio.Future[Prediction], name: str, version: str | None = None
+    ) -> bool:
+        """Withdraw a request that `submit(name, version=version)` made and that is no longer
+        wanted (a competing copy that lost, a query cut off at its deadline): its future is
+        cancelled, and if the request is still queued it leaves the queue and never runs. One
+        already sent runs on its worker, and its answer is ignored. Whether it was still queued.
+        """
+        if future.done() and not future.cancelled():
+            return False  # answered already
+        future.cancel()
+        state = self.served(name, None if version is None else int(version))
+        if state is None:
+            return False
+        return self.scheduler.withdraw(state.config.key, future) is not None
+
     def _settled(self, stats: ModelStats, started: float, future: asyncio.Future[Any]) -> None:
         """Count a request's outcome once its future has one."""
         if future.cancelled():

@@ -237,6 +237,24 @@ class Scheduler:
                 raise
         self._push(model, request)
 
+    def withdraw(self, key: str, token: Any) -> Request | None:
+        """Take the queued request of `key` whose token is `token` out of its queue: its
+        submitter no longer wants it, and it must not take a worker. None if it is not queued
+        (sent already, answered or dropped)."""
+        model = self._models.get(key)
+        if model is None:
+            return None
+        found = next((r for r in model.queue if r.token is token), None)
+        if found is None:
+            return None
+        model.queue.remove_if({id(found)})
+        if not model.queue:
+            self._waiting.discard(key)
+            model.drop_at = float("inf")
+        else:
+            self._refresh_drop(model)
+        return found
+
     def _busy_wait(self, model: ModelSlot, now: float) -> float:
         """Predicted seconds until a live worker holding `model` is free of other models'
         actions (0: one is idle, or runs only `model`'s batches: those the queue check and

@@ -31,6 +31,7 @@ from headway.flows.local import run_action, run_stage
 from headway.flows.lookups import Lookups
 from headway.flows.operators import Model, Shape, encode_inputs, select_rows
 from headway.flows.plan import ACTION, SOURCE, Plan, Stage
+from headway.flows.racing import Call, first, race, retrieve, withdraw
 from headway.flows.relational import AnyOf
 from headway.flows.select import Select
 from headway.flows.source import load_flow, split_spec
@@ -341,7 +342,7 @@ class FlowApplication:
                 else:
                     inputs = [futures[i] for i in stage.inputs]
                     task = asyncio.ensure_future(self._stage(stage, inputs, trace, deadline))
-                    task.add_done_callback(_retrieve)
+                    task.add_done_callback(retrieve)
                     futures[stage.id] = task
             return await futures[self.plan.sink]
         finally:
@@ -358,7 +359,7 @@ class FlowApplication:
     ) -> Table:
         ops = self.plan.ops(stage)
         if isinstance(ops[0][0], AnyOf):
-            tables = [await _first(inputs)]
+            tables = [await first(inputs)]
         else:
             tables = [await future for future in inputs]
         if stage.kind == ACTION:
@@ -389,7 +390,11 @@ class FlowApplication:
                 ((op, label),) = ops
                 assert isinstance(op, Model)
                 tensors = op.encode(table, label)
-                prediction = await self._submit(op.model, tensors, deadline.remaining(label))
+                call = self._submit(op.model, tensors, deadline.remaining(label))
+                try:
+                    prediction = await call[2]
+                finally:
+                    withdraw(self.controller, [call])  # cut off at the deadline: not run
                 out = op.decode(table, prediction.outputs, label)
                 seconds = [clock.now() - started]
             else:
@@ -421,13 +426,16 @@ class FlowApplication:
             tensors = encode_inputs(Table(table.schema, (values,), (qid,)), op.inputs, label)
             selection = op.choose(ready)
             left = deadline.remaining(label)
-            futures = {m: self._submit(m, tensors, left) for m in selection.models}
+            calls = {m: self._submit(m, tensors, left) for m in selection.models}
             answers: dict[str, Any] = {}
-            for model, future in futures.items():
-                try:
-                    answers[model] = op.answer((await future).outputs)
-                except HeadwayError:
-                    continue
+            try:
+                for model, (_, _, future) in calls.items():
+                    try:
+                        answers[model] = op.answer((await future).outputs)
+                    except HeadwayError:
+                        continue
+            finally:
+                withdraw(self.controller, list(calls.values()))  # cut off: the rest not run
             trace.called.extend(answers)
             trace.selections.append((label, selection, answers))
             decision = op.decide(answers, selection)
@@ -444,34 +452,23 @@ class FlowApplication:
         state = self.controller.served(ref.name, ref.version)
         return state is not None and state.state == READY
 
-    def _submit(
-        self, key: str, tensors: dict[str, np.ndarray], timeout: float
-    ) -> asyncio.Future[Prediction]:
+    def _submit(self, key: str, tensors: dict[str, np.ndarray], timeout: float) -> Call:
         """Call a repository model with `timeout` seconds (what is left of the query's)."""
         ref = ModelRef.parse(key, f"app {self.name!r}")
         version = None if ref.version is None else str(ref.version)
-        return self.controller.submit(ref.name, tensors, version=version, timeout=timeout)
+        future = self.controller.submit(ref.name, tensors, version=version, timeout=timeout)
+        return ref.name, version, future
 
     async def _compete(
         self, stage: Stage, tensors: dict[str, np.ndarray], deadline: QueryDeadline
     ) -> Prediction:
         """The rows go to the stage `replicas` times (a competing stage's model has that many
         replicas and batches nothing, so the copies run on different workers); the first good
-        answer wins."""
-        futures: list[asyncio.Future[Prediction]] = []
-        refused: HeadwayError | None = None
+        answer wins and the copies still queued are withdrawn (`racing.race`)."""
         (name,) = self.stage_models[stage.id]
-        for _ in range(stage.replicas):
-            try:
-                timeout = deadline.remaining(stage.name)
-                futures.append(self.controller.submit(name, tensors, timeout=timeout))
-            except HeadwayError as exc:
-                refused = exc
-        if not futures:
-            assert refused is not None
-            raise refused
-        winner: Prediction = await _first(futures)
-        return winner
+        return await race(
+            self.controller, name, tensors, stage.replicas, lambda: deadline.remaining(stage.name)
+        )
 
     # -- feedback and learned state (the registry's interface) -------------------------------
     async def feedback(
@@ -555,29 +552,6 @@ def flow_options(config: AppConfig, defaults: Options) -> Options:
         if getattr(config, key) is not None
     }
     return replace(defaults, **chosen)
-
-
-async def _first(futures: list[asyncio.Future[Any]]) -> Any:
-    """The result of the first future to succeed; the first error when all fail. The others
-    are left to finish (their results are ignored)."""
-    pending = set(futures)
-    errors: list[BaseException] = []
-    while pending:
-        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-        for future in (f for f in futures if f in done):  # ties go to the first listed
-            error = future.exception()
-            if error is None:
-                for other in pending:
-                    other.add_done_callback(_retrieve)
-                return future.result()
-            errors.append(error)
-    raise errors[0]
-
-
-def _retrieve(future: asyncio.Future[Any]) -> None:
-    """Mark a future's error as seen (it was reported through another path, or ignored)."""
-    if not future.cancelled():
-        future.exception()
 
 
 def check_flow(config: AppConfig, repository: Any, base: Path | None = None) -> None:

@@ -1,0 +1,90 @@
+"""Calls a flow makes through the controller that may stop being wanted: the copies of a
+competing stage (the first good answer wins) and the calls of a query cut off at its deadline.
+
+A call no longer wanted is withdrawn (`Controller.cancel`): still queued, it never takes a
+worker; already sent, it runs and its answer is ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from headway.control.controller import Controller
+from headway.control.models import Prediction
+from headway.errors import HeadwayError
+
+#: A call in flight: (model name, version or None, the future `Controller.submit` gave).
+Call = tuple[str, str | None, asyncio.Future[Prediction]]
+
+
+async def first(futures: list[asyncio.Future[Any]]) -> Any:
+    """The result of the first future to succeed; the first error when all fail. The others
+    are left to finish (their results are ignored); a cancelled one counts as no answer."""
+    pending = set(futures)
+    errors: list[BaseException] = []
+    while pending:
+        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        for future in (f for f in futures if f in done):  # ties go to the first listed
+            if future.cancelled():
+                continue
+            error = future.exception()
+            if error is None:
+                for other in pending:
+                    other.add_done_callback(retrieve)
+                return future.result()
+            errors.append(error)
+    if not errors:
+        raise asyncio.CancelledError
+    raise errors[0]
+
+
+def retrieve(future: asyncio.Future[Any]) -> None:
+    """Mark a future's error as seen (it was reported through another path, or ignored)."""
+    if not future.cancelled():
+        future.exception()
+
+
+def withdraw(controller: Controller, calls: list[Call]) -> None:
+    """Withdraw the calls not answered (still pending, or cancelled with the task that
+    awaited them)."""
+    for name, version, future in calls:
+        if not future.done() or future.cancelled():
+            controller.cancel(future, name, version)
+
+
+async def race(
+    controller: Controller, name: str, tensors: dict[str, np.ndarray], copies: int,
+    timeout: Callable[[], float],
+) -> Prediction:  # fmt: skip
+    """Send `copies` copies of one call to model `name` (each with `timeout()` seconds); the
+    first good answer wins. The moment it arrives (inside its reply, before the worker it freed
+    takes its next action) the copies still queued are withdrawn, so a loser never takes a
+    worker after the race is won; so are all unanswered copies if the race is abandoned."""
+    calls: list[Call] = []
+    refused: HeadwayError | None = None
+
+    def won(future: asyncio.Future[Prediction]) -> None:
+        if not future.cancelled() and future.exception() is None:
+            withdraw(controller, [c for c in calls if c[2] is not future])
+
+    try:
+        for _ in range(copies):
+            if any(c[2].done() and not c[2].cancelled() and not c[2].exception() for c in calls):
+                break  # answered inside `submit` (an engine that runs in this process)
+            try:
+                future = controller.submit(name, tensors, timeout=timeout(), then=won)
+            except HeadwayError as exc:
+                refused = exc
+                continue
+            calls.append((name, None, future))
+        if not calls:
+            assert refused is not None
+            raise refused
+        winner: Prediction = await first([c[2] for c in calls])
+        return winner
+    finally:
+        withdraw(controller, calls)
