@@ -6,6 +6,7 @@ still enforced by the scheduler, and loads and unloads through the repository AP
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -93,3 +94,30 @@ def test_inline_engine_still_batches_requests_that_arrive_together(tmp_path: Pat
 def _sample(metrics: str, name: str) -> float:
     [line] = [line for line in metrics.splitlines() if line.startswith(name + " ")]
     return float(line.split()[-1])
+
+
+def test_a_request_that_waited_too_long_to_be_read_is_refused_saying_so(tmp_path: Path) -> None:
+    """While a model run holds the inline engine's loop, a request for another model waits to
+    be read; past its deadline it is refused 503 as stale (before its tensors are decoded),
+    with the wait in the reason, not admitted or served late."""
+    root = tmp_path / "repo"
+    rows, _ = models.digits_logreg(root)
+    models.sleeper(root, "slow", 0.3)
+    sleepy = {"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP32",
+                          "data": [1] * 4}]}  # fmt: skip
+    with ServerProcess(root, state=tmp_path / "s.db", extra=["--engine", "inline"]) as server:
+        with httpx.Client(base_url=server.url, timeout=10) as first:
+            assert first.post("/v2/models/slow/infer", json=sleepy).status_code == 200
+
+        def stale(_: int) -> httpx.Response:
+            time.sleep(0.1)  # sent while `slow` runs, in the loop, for 300 ms
+            with httpx.Client(base_url=server.url, timeout=10) as client:
+                stale_body = body(rows[:1], parameters={"slo_ms": 50})
+                return client.post("/v2/models/digits-logreg/infer", json=stale_body)
+
+        with ThreadPoolExecutor(1) as pool, httpx.Client(base_url=server.url, timeout=10) as c:
+            late = pool.submit(stale, 0)
+            assert c.post("/v2/models/slow/infer", json=sleepy).status_code == 200
+            answer = late.result()
+        assert answer.status_code == 503
+        assert "to be read" in answer.json()["error"], answer.json()

@@ -393,25 +393,32 @@ class HeadwayApp:
         controller = self.controller
         model = controller.model(name, version)
         raw_length = headers.get(b"inference-header-content-length")
-        if raw_length is None:
-            request = oip.decode_infer(body)
-        else:
+        length: int | None = None
+        if raw_length is not None:
             try:
                 length = int(raw_length)
             except ValueError:
                 raise InvalidInput("Inference-Header-Content-Length must be an integer") from None
-            if length == 0:
-                specs = model.config.inputs
-                if len(specs) != 1:
-                    raise InvalidInput("a headerless binary body needs a model with one input")
-                spec = specs[0]
-                request = oip.decode_raw_single(body, spec.name, spec.datatype, list(spec.shape))
-                request.all_binary = True
-            else:
-                request = oip.decode_infer(body, length)
+        # its parameters (its deadline) first: a request that waited too long to be read is
+        # refused before its tensors are decoded, so under overload a refusal stays cheap
+        head = None if length == 0 else oip.infer_head(body, length)
+        timeout, priority = schedule_policy((head and head.get("parameters")) or {})
+        # its own wait since its bytes were read (not the loop's worst lag, which refused
+        # everyone after one stall)
+        waited = 0.0 if received is None else max(0.0, controller.clock.now() - received)
+        if waited:
+            controller.refuse_late(name, version, timeout=timeout, waited=waited)
+        if head is None:
+            specs = model.config.inputs
+            if len(specs) != 1:
+                raise InvalidInput("a headerless binary body needs a model with one input")
+            spec = specs[0]
+            request = oip.decode_raw_single(body, spec.name, spec.datatype, list(spec.shape))
+            request.all_binary = True
+        else:
+            request = oip.decode_infer(body, length, head)
         if trace is not None:
             trace.mark_decoded(controller.clock.now())
-        timeout, priority = schedule_policy(request.parameters)
         controller.submit(
             name,
             request.inputs,
@@ -419,9 +426,7 @@ class HeadwayApp:
             outputs=request.outputs,
             timeout=timeout,
             priority=priority,
-            # its own wait since its bytes were read (not the loop's worst lag, which
-            # refused everyone after one stall)
-            waited=0.0 if received is None else max(0.0, controller.clock.now() - received),
+            waited=waited if received is None else controller.clock.now() - received,
             then=partial(_reply_encoded, reply, request, name),
             trace=trace,
         )

@@ -103,8 +103,9 @@ def _flatten(data: list[Any]) -> list[Any]:
     return out
 
 
-def decode_infer(body: bytes, header_length: int | None = None) -> InferRequest:
-    """Decode an infer request body; `header_length` is Inference-Header-Content-Length."""
+def infer_head(body: bytes, header_length: int | None = None) -> dict[str, Any]:
+    """An infer request's JSON document, its tensors not yet decoded: enough to read its
+    `parameters` (its deadline) before paying for `decode_infer`."""
     if header_length is not None and not 0 <= header_length <= len(body):
         raise InvalidInput(
             f"Inference-Header-Content-Length {header_length} is outside the body "
@@ -117,12 +118,22 @@ def decode_infer(body: bytes, header_length: int | None = None) -> InferRequest:
         raise InvalidInput(f"request body is not valid JSON: {exc}") from None
     if not isinstance(document, dict):
         raise InvalidInput("request body must be a JSON object with an 'inputs' list")
+    if not isinstance(document.get("parameters") or {}, dict):
+        raise InvalidInput("'parameters' must be an object")
+    return document
+
+
+def decode_infer(
+    body: bytes, header_length: int | None = None, document: dict[str, Any] | None = None
+) -> InferRequest:
+    """Decode an infer request body; `header_length` is Inference-Header-Content-Length;
+    `document`, if given, is the body's `infer_head`, already parsed."""
+    if document is None:
+        document = infer_head(body, header_length)
     raw_inputs = document.get("inputs")
     if not isinstance(raw_inputs, list) or not raw_inputs:
         raise InvalidInput("request needs a non-empty 'inputs' list")
     parameters = document.get("parameters") or {}
-    if not isinstance(parameters, dict):
-        raise InvalidInput("'parameters' must be an object")
     offset = header_length if header_length is not None else len(body)
     inputs: dict[str, np.ndarray] = {}
     for raw in raw_inputs:

@@ -73,5 +73,23 @@ def admit(
                 )
 
 
+def admit_unread(
+    key: str, deadline: float, *, now: float, waited: float, predictions: Predictions
+) -> None:
+    """Raise DeadlineUnmeetable if a request not yet decoded cannot make `deadline` even with
+    one row (the least it can hold). Under overload requests wait to be read, and the frontend
+    asks this before decoding their tensors, so refusing a stale one costs a parse of its
+    parameters, not a decode and an admission. `waited`: how long it waited to be read."""
+    service = predictions.service_time(key, 1)
+    left = deadline - now
+    if left <= 0 or (service is not None and service > left):
+        need = f"needs ~{service * 1e3:.2f} ms" if service is not None else "is already late"
+        raise DeadlineUnmeetable(
+            f"model {key!r}: deadline cannot be met: the request waited {waited * 1e3:.1f} ms "
+            f"to be read (the server is overloaded) and {need}, {max(left, 0) * 1e3:.2f} ms "
+            "left; retry with backoff, or raise the timeout or slo_ms"
+        )
+
+
 def _finish_time(model: ModelSlot, predictions: Predictions, rows: int) -> float | None:
     return predictions.finish_time(model.key, rows, model.max_batch, len(model.replicas))

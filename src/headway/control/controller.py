@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from headway.clock import LoopClock, TimerClock
+from headway.control.admission import admit_unread
 from headway.control.cache import PredictionCache, cache_key
 from headway.control.dispatch import Dispatcher
 from headway.control.engine import Engine
@@ -293,6 +294,33 @@ class Controller:
             raise
         future.add_done_callback(partial(self._settled, stats, started))
         return future
+
+    def refuse_late(
+        self, name: str, version: str | None, *, timeout: float | None, waited: float
+    ) -> None:
+        """Raise DeadlineUnmeetable, counted as `submit` counts it, if a request that `waited`
+        seconds to be read cannot make its deadline even with one row
+        (`admission.admit_unread`): the frontend asks before decoding its tensors. A model
+        not ready, or with a prediction cache, is left to `submit`."""
+        model = self.model(name, version)
+        config = model.config
+        if model.state != READY or config.cache:
+            return
+        now = self.clock.now()
+        timeout = timeout if timeout is not None else config.slo_ms / 1000.0
+        try:
+            admit_unread(
+                config.key,
+                now - waited + timeout,
+                now=now,
+                waited=waited,
+                predictions=self.scheduler.predictions,
+            )
+        except DeadlineUnmeetable as exc:
+            stats = self.stats[config.key]
+            stats.requests += 1
+            stats.errors[exc.reason] += 1
+            raise
 
     def cancel(
         self, future: asyncio.Future[Prediction], name: str, version: str | None = None
