@@ -205,6 +205,32 @@ _MODEL_REF = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(@[1-9][0-9]{0,17})?$"
 
 _APP_SCHEMAS: dict[str, Any] = {
     "AppConfig": {
+        "description": "A selection application (`models`, a policy) or a flow application (`flow`)",
+        "oneOf": [_ref("SelectionAppConfig"), _ref("FlowAppConfig")],
+    },
+    "FlowAppConfig": {
+        "type": "object",
+        "required": ["flow"],
+        "additionalProperties": False,
+        "properties": {
+            "flow": {
+                "type": "string",
+                "pattern": "^.+\\.py:[A-Za-z_][A-Za-z0-9_]*$",
+                "description": "path/to/file.py:object, the Python file and the Flow it defines",
+            },
+            "slo_ms": {
+                "type": "number",
+                "minimum": 0.001,
+                "description": "the whole flow's deadline",
+            },
+            "default_output": {},
+            "fusion": {"type": "boolean"},
+            "compete": {"type": "boolean"},
+            "compete_replicas": {"type": "integer", "minimum": 1, "maximum": 16},
+            "batching": {"type": "boolean"},
+        },
+    },
+    "SelectionAppConfig": {
         "type": "object",
         "required": ["models"],
         "properties": {
