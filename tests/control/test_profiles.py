@@ -85,6 +85,25 @@ def test_new_measurements_change_cached_estimates() -> None:
     assert estimator.estimate("m", 8) == pytest.approx(0.200)
 
 
+def test_the_ceiling_of_a_bigger_trusted_size_follows_its_measurements() -> None:
+    estimator = LatencyEstimator(window=3, quantile=99.0, min_samples=3)
+
+    def measure(size: int, seconds: float) -> None:
+        for _ in range(3):
+            estimator.observe("m", size, seconds)
+
+    measure(2, 0.030)
+    measure(8, 0.020)  # more rows never run faster: size 2 takes no more than 8
+    assert estimator.estimate("m", 2) == pytest.approx(0.020)
+    measure(8, 0.050)  # 8 got slower: the ceiling rises, and 2 is its own again
+    assert estimator.estimate("m", 2) == pytest.approx(0.030)
+    measure(16, 0.010)  # a bigger size, faster still, bounds both below it
+    assert (estimator.estimate("m", 2), estimator.estimate("m", 8)) == pytest.approx((0.010, 0.010))
+    measure(4, 0.005)  # a size between them bounds only those not bigger than it
+    assert estimator.estimate("m", 2) == pytest.approx(0.005)
+    assert estimator.estimate("m", 8) == pytest.approx(0.010)
+
+
 def test_models_are_independent_and_can_be_forgotten() -> None:
     estimator = LatencyEstimator()
     estimator.observe("a", 1, 0.010)

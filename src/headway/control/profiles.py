@@ -36,6 +36,8 @@ class _Windows:
     estimates: dict[int, float] = field(default_factory=dict)  # per measured size
     sizes: list[int] = field(default_factory=list)  # the measured sizes, sorted
     derived: dict[int, float] = field(default_factory=dict)  # estimates asked for, until a change
+    # ceilings[i]: the lowest estimate of a size at least sizes[i] measured `min_samples` times
+    ceilings: list[float] = field(default_factory=list)
     profiled: bool = False  # some size has `min_samples` measurements (windows only grow)
 
 
@@ -94,13 +96,16 @@ class LatencyEstimator:
         """Record one measured duration of an INFER of `batch_size` rows."""
         windows = self._models.setdefault(model, _Windows())
         samples = windows.by_size.get(batch_size)
+        at = bisect.bisect_left(windows.sizes, batch_size)
         if samples is None:
             samples = windows.by_size[batch_size] = deque(maxlen=self.window)
-            bisect.insort(windows.sizes, batch_size)
+            windows.sizes.insert(at, batch_size)
+            windows.ceilings.insert(at, math.inf)
         samples.append(seconds)
         # Estimates are asked for far more often than measurements arrive (every admission,
         # every batch size a dispatch considers): compute the changed one here, once.
         windows.estimates[batch_size] = self._of(samples)
+        _lower_ceilings(windows, at, self.min_samples)
         windows.derived.clear()  # bounds and extrapolations may have moved
         if len(samples) >= self.min_samples:
             windows.profiled = True
@@ -215,7 +220,7 @@ def _estimate(windows: _Windows, batch_size: int, min_samples: int) -> float:
         low = _measured(windows, at - 1, min_samples)
         high = _measured(windows, at, min_samples)
         value = low + (high - low) * (batch_size - below) / (above - below)
-    return min(value, _ceiling(windows, batch_size, min_samples))
+    return min(value, windows.ceilings[at]) if at < len(sizes) else value
 
 
 def _measured(windows: _Windows, at: int, min_samples: int) -> float:
@@ -237,18 +242,25 @@ def _measured(windows: _Windows, at: int, min_samples: int) -> float:
     return min(value, line)
 
 
-def _ceiling(windows: _Windows, batch_size: int, min_samples: int) -> float:
-    """The lowest estimate of a size at least `batch_size` that was measured `min_samples`
-    times (more rows never run faster); infinity when there is none."""
-    sizes = windows.sizes
-    return min(
-        (
-            windows.estimates[size]
-            for size in sizes[bisect.bisect_left(sizes, batch_size) :]
-            if len(windows.by_size[size]) >= min_samples
-        ),
-        default=math.inf,
+def _lower_ceilings(windows: _Windows, at: int, min_samples: int) -> None:
+    """Bring `ceilings` up to date after a measurement of `sizes[at]`: the lowest estimate of a
+    size at least `sizes[i]` measured `min_samples` times (more rows never run faster), infinity
+    when there is none. Only `sizes[at]`'s estimate and count changed, so only the ceilings at
+    and below it can move, and they stop moving at the first that did not."""
+    sizes, ceilings, estimates, by_size = (
+        windows.sizes,
+        windows.ceilings,
+        windows.estimates,
+        windows.by_size,
     )
+    floor = ceilings[at + 1] if at + 1 < len(sizes) else math.inf
+    for i in range(at, -1, -1):
+        size = sizes[i]
+        if len(by_size[size]) >= min_samples:
+            floor = min(floor, estimates[size])
+        if i < at and ceilings[i] == floor:
+            return
+        ceilings[i] = floor
 
 
 def _extrapolated(windows: _Windows, count: int, batch_size: int, min_samples: int) -> float:
