@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
+from tests.integration import models
 
 from headway.cli import main
 from headway.cli.serve import ServeSettings, build_app
+from headway.planning.envelope import envelope, window_lengths
+from headway.planning.plan_file import write_plan
 from headway.runtime.worker import SPIN_ENV
 
 
@@ -101,3 +105,23 @@ def test_read_timeouts_and_the_connection_cap_are_flags_and_environment_variable
     )
     assert (settings.header_timeout, settings.body_timeout) == (2.5, 7.0)
     assert settings.max_connections == 64
+
+
+def test_the_tuners_hold_down_and_trailing_window_are_flags(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    models.digits_logreg(tmp_path / "repo")
+    stage = {"model": "digits-logreg", "hardware": "cpu1", "max_batch_size": 1, "replicas": 1}
+    stage.update(scale=1.0, throughput_qps=100.0, utilisation=0.5)
+    plan = {"app": "only", "slo_ms": 100.0, "feasible": True, "rate_qps": 8.0}
+    plan["envelope"] = envelope(np.arange(480) / 8.0, window_lengths(0.1))
+    plan["stages"] = {"only": stage}
+    write_plan(plan, tmp_path / "plan.yaml")
+    args = ["--repository", str(tmp_path / "repo"), "--plan", str(tmp_path / "plan.yaml")]
+    args += ["--tune", "--tune-hold-down-s", "90", "--tune-trailing-s", "45"]
+    settings = settings_from(monkeypatch, args, {"HEADWAY_STATE": str(tmp_path / "s.db")})
+    app = build_app(settings)
+    assert app.tuner is not None
+    assert (app.tuner.tuner.hold_down, app.tuner.tuner.trailing) == (90.0, 45.0)
+    refused = CliRunner().invoke(main.cli, ["serve", *args[:4], "--tune-hold-down-s", "-1"])
+    assert refused.exit_code == 2 and "--tune-hold-down-s" in refused.output

@@ -73,3 +73,43 @@ def test_a_drop_in_traffic_scales_below_the_plan_but_not_below_one() -> None:
     tuner, counts = replay(times, 200)
     assert counts[-1] == 1
     assert all(c.after >= 1 for c in tuner.changes)
+
+
+def test_a_scale_down_keeps_a_margin_so_one_more_query_does_not_scale_up_again() -> None:
+    # after a 2x spike, 1.5x the plan's rate: exactly 3 replicas' worth (k = ceil(2 * 1.5));
+    # then one query more in a 0.5 s window (1.75x) and, last, the plan's rate again
+    times = np.sort(
+        np.concatenate(
+            [
+                steady(0, 60, RATE),
+                np.repeat(steady(60, 70, RATE), 2),
+                steady(70, 240, RATE * 1.5),
+                [170 + 1 / 48],
+                steady(240, 360, RATE),
+            ]
+        )
+    )
+    tuner, counts = replay(times, 360)
+    at = {round(t, 1): c for t, c in zip(np.arange(0.5, 360.01, 0.5), counts, strict=True)}
+    # without a margin: 4 -> 3 once the trailing 30 s show 1.5x, and 3 -> 4 at the extra query
+    directions = [c.direction for c in tuner.changes]
+    assert directions[0] == "up" and "up" not in directions[1:]
+    assert at[60.5] == 4 and at[239.5] == 4  # held through 1.5x and the extra query
+    assert at[360.0] == 2  # and back to the plan once traffic is
+    assert all(c.at >= 240 and "trailing 30 s" in c.reason for c in tuner.changes[1:])
+
+
+def test_no_scale_down_within_the_hold_down_after_a_scale_up() -> None:
+    clock = ManualClock()
+    tuner = Tuner(plan(), clock, hold_down=40.0)
+    for now in steady(0, 60, RATE):
+        clock.set(float(now))
+        tuner.arrived()
+    clock.set(60.0)
+    tuner.arrived(10)  # a burst: up
+    assert tuner.tick()[0].direction == "up"
+    for now in np.arange(60.5, 100.0, 0.5):  # silence, but within the hold-down
+        clock.set(float(now))
+        assert tuner.tick() == []
+    clock.set(100.5)
+    assert tuner.tick()[0].direction == "down"

@@ -202,6 +202,24 @@ def cli() -> None:
     help="With --tune: the most replicas the tuner gives one stage (each is a worker process).",
 )
 @click.option(
+    "--tune-hold-down-s",
+    default=ServeSettings.tune_hold_down_s,
+    show_default=True,
+    type=click.FloatRange(min=0.0),
+    help="With --tune: seconds after any replica change before the tuner may scale down. "
+    "Raise it when worker processes take long to start (large models) or traffic comes in "
+    "bursts further apart than this; lower it to give idle replicas back sooner.",
+)
+@click.option(
+    "--tune-trailing-s",
+    default=ServeSettings.tune_trailing_s,
+    show_default=True,
+    type=click.FloatRange(min=0.1),
+    help="With --tune: seconds of past traffic a scale-down must still cover (with a margin). "
+    "Raise it for traffic whose bursts recur at longer intervals; lower it to follow a falling "
+    "rate sooner.",
+)
+@click.option(
     "--log-level",
     default="warning",
     show_default=True,

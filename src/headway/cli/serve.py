@@ -25,7 +25,9 @@ from headway.control.scheduling_policy import POLICIES
 from headway.errors import ConfigError
 from headway.planning.live import LiveTuner
 from headway.planning.plan_file import apply_plan, read_plan
+from headway.planning.tuner import HOLD_DOWN as TUNER_HOLD_DOWN
 from headway.planning.tuner import MAX_REPLICAS as TUNER_MAX_REPLICAS
+from headway.planning.tuner import TRAILING as TUNER_TRAILING
 from headway.repository import Repository
 from headway.runtime.engines.inline import InlineEngine
 from headway.runtime.engines.local import LocalEngine
@@ -60,6 +62,8 @@ class ServeSettings:
     plan: Path | None = None
     tune: bool = False
     tune_max_replicas: int = TUNER_MAX_REPLICAS
+    tune_hold_down_s: float = TUNER_HOLD_DOWN
+    tune_trailing_s: float = TUNER_TRAILING
     admin_token: str | None = None
     state_sync: str = "normal"
     header_timeout: float = HEADER_TIMEOUT_S
@@ -116,7 +120,13 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
 
         app.companions.append(GrpcServer(app, host=settings.host, port=settings.grpc_port))
     if settings.tune and plan is not None:
-        app.tuner = LiveTuner(controller, plan, max_replicas=settings.tune_max_replicas)
+        app.tuner = LiveTuner(
+            controller,
+            plan,
+            max_replicas=settings.tune_max_replicas,
+            hold_down=settings.tune_hold_down_s,
+            trailing=settings.tune_trailing_s,
+        )
         app.companions.append(app.tuner)
     return app
 

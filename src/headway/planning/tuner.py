@@ -19,6 +19,9 @@ from headway.planning.plan_file import PlanFile
 
 HOLD_DOWN = 15.0
 TRAILING = 30.0
+#: a scale-down keeps room for this much more than the trailing maximum (never above the plan's
+#: own rate, which scaling up needs to exceed), so the two rules do not meet at one point
+DOWN_MARGIN = 0.25
 MAX_REPLICAS = 64
 
 
@@ -62,8 +65,11 @@ class Tuner:
       keeps the planner's slack for burstiness. Only replica counts change; hardware and batch
       sizes wait for the next plan.
     - **scales down** only after `hold_down` seconds since the last change, to what the trailing
-      `trailing` seconds need (the same rule over windows in that history), never below what the
-      scale-up rule asks for at that moment, nor below one replica."""
+      `trailing` seconds need (the same rule over windows in that history) with `margin` on top:
+      the peak p is provisioned as p * (1 + margin), or as the plan's rate where that is less
+      and p is within it (scaling up needs more than the plan's rate). Without the margin a
+      scale-down lands exactly where the next slightly larger window scales up again (flapping).
+      Never below what the scale-up rule asks for at that moment, nor below one replica."""
 
     def __init__(
         self,
@@ -72,6 +78,7 @@ class Tuner:
         *,
         hold_down: float = HOLD_DOWN,
         trailing: float = TRAILING,
+        margin: float = DOWN_MARGIN,
         history: float = LONGEST,
         max_replicas: int = MAX_REPLICAS,
         shortest: float = 0.0,
@@ -82,6 +89,7 @@ class Tuner:
         self.clock = clock
         self.hold_down = hold_down
         self.trailing = trailing
+        self.margin = margin
         self.history = max(history, max(plan.envelope))
         self.max_replicas = max_replicas
         #: windows shorter than this are not compared (arrivals counted per tick cannot
@@ -158,7 +166,12 @@ class Tuner:
                     f"; the {recent.length:g} s window still holds {recent.live:.1f} queries/s "
                     f"(plan: {recent.planned:.1f})"
                 )
-            made = self._apply(self.needed(max(trailing.ratio, recent.ratio)), reason, up=False)
+            peak = max(trailing.ratio, recent.ratio)
+            covered = peak * (1.0 + self.margin)
+            if peak <= 1.0:  # the scale-up rule fires only above the plan's rate
+                covered = min(covered, 1.0)
+            reason += f"; provisioned for {covered:.2f}x the plan's rate ({self.margin:.0%} margin)"
+            made = self._apply(self.needed(covered), reason, up=False)
         return made
 
     def _apply(self, target: Mapping[str, int], reason: str, *, up: bool) -> list[Change]:
