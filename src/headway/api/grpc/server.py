@@ -1,251 +1,254 @@
-"""`inference.GRPCInferenceService` on grpc.aio, in the HTTP server's event loop.
+"""The gRPC server: `inference.GRPCInferenceService` over HTTP/2 on the server's event loop.
 
-It serves the same `HeadwayApp` as REST: one controller, one repository, the same
-descriptions (`api.descriptions`, `api.statistics`) turned into the protocol's messages. It
-listens before the workers start (so a port in use fails at once, and health answers
-during start-up) and stops before the app does, letting calls in flight finish.
-
-An inference's deadline is the sooner of gRPC's own deadline and the `timeout` (µs) or
-`slo_ms` parameter, else the model's SLO. Errors travel as status codes (`status`).
+Its own HTTP/2 path (`api.grpc.http2`) rather than grpcio's server (docs/decisions.md says
+why): a call read in a loop turn reaches the controller in that turn, beside the calls read
+with it, so concurrent calls batch as REST's requests do. An inference is admitted while its
+bytes are being read and answered the moment its prediction is known (`Controller.submit`'s
+`then`); the other RPCs run as tasks (`api.grpc.service`). It listens before the workers
+start (so a port in use fails at once, and health answers during start-up) and stops before
+the app does: GOAWAY to every client, calls in flight finish (up to `grace` seconds).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any
+import time
+from functools import partial
+from typing import Any, NoReturn
 
 import grpc
-import orjson
-from google.protobuf import json_format
+from google.protobuf.message import DecodeError
 
-import headway
-from headway.api.app import EXTENSIONS, HeadwayApp, schedule_policy
-from headway.api.auth import AdminToken
-from headway.api.descriptions import config, index, metadata, unready
+from headway.api.app import HeadwayApp
 from headway.api.grpc import messages
-from headway.api.grpc.codec import decode_infer, encode_infer
+from headway.api.grpc.codec import encode_infer
+from headway.api.grpc.http2 import INTERNAL, UNIMPLEMENTED, Call, Http2Connection, Limits
+from headway.api.grpc.service import ADMIN, ALWAYS, InferenceService, authorize
 from headway.api.grpc.status import grpc_status
-from headway.api.statistics import statistics
-from headway.api.tracing import Trace
-from headway.errors import ConfigError, HeadwayError, InvalidInput, Unavailable
+from headway.api.http import CATCH_UP_S, SWEEP_S
+from headway.api.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S
+from headway.api.oip import InferRequest
+from headway.control.models import Prediction
+from headway.errors import ConfigError, HeadwayError, Unavailable
 
 log = logging.getLogger("headway.grpc")
 
-#: RPCs that answer while the server is starting (everything else is UNAVAILABLE until then).
-_ALWAYS = {"ServerLive", "ServerReady"}
-#: RPCs that change what the server serves: with an admin token they need it, as over REST
-#: (`api.auth`), in the call's metadata as `authorization: Bearer <token>`.
-_ADMIN = {"RepositoryModelLoad", "RepositoryModelUnload"}
-
-Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+_INVALID_ARGUMENT = grpc.StatusCode.INVALID_ARGUMENT.value[0]
+_CANCELLED = grpc.StatusCode.CANCELLED.value[0]
 
 
-class InferenceService:
-    """The service's RPCs, each named as in the protocol, over one app."""
+class Aborted(Exception):
+    """An RPC ended its call with a status (`CallContext.abort`)."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self.code = code
+        self.details = details
+
+
+class CallContext:
+    """What an RPC may ask of its call: grpc.aio's `ServicerContext`, the part used."""
+
+    __slots__ = ("call",)
+
+    def __init__(self, call: Call) -> None:
+        self.call = call
+
+    def time_remaining(self) -> float | None:
+        call = self.call
+        if call.timeout is None:
+            return None
+        return max(0.0, call.received + call.timeout - time.monotonic())
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return tuple(
+            (name.decode("latin-1"), value.decode("latin-1"))
+            for name, value in self.call.headers
+            if not name.startswith(b":")
+        )
+
+    async def abort(self, code: grpc.StatusCode, details: str = "") -> NoReturn:
+        raise Aborted(code, details)
+
+
+class Dispatcher:
+    """Turns each call into its RPC over the app (the `Handler` of every connection)."""
 
     def __init__(self, app: HeadwayApp) -> None:
         self.app = app
-        self.controller = app.controller
-
-    async def ServerLive(self, request: Any, context: Any) -> Any:
-        return messages.ServerLiveResponse(live=True)
-
-    async def ServerReady(self, request: Any, context: Any) -> Any:
-        ready = self.app.started and not unready(self.controller)  # as REST's readiness
-        return messages.ServerReadyResponse(ready=ready)
-
-    async def ModelReady(self, request: Any, context: Any) -> Any:
-        # an unknown model is simply not ready (tritonclient's is_model_ready -> False)
-        model = self.controller.served(request.name, _version_number(request.version))
-        return messages.ModelReadyResponse(ready=model is not None and model.state == "READY")
-
-    async def ServerMetadata(self, request: Any, context: Any) -> Any:
-        return messages.ServerMetadataResponse(
-            name="headway", version=headway.__version__, extensions=EXTENSIONS
-        )
-
-    async def ModelMetadata(self, request: Any, context: Any) -> Any:
-        model = self.controller.model(request.name, request.version or None)
-        return _parsed(metadata(model), messages.ModelMetadataResponse())
-
-    async def ModelConfig(self, request: Any, context: Any) -> Any:
-        described = config(self.controller.model(request.name, request.version or None))
-        own = described.pop("headway")
-        described["parameters"] = {
-            f"headway.{key}": {"string_value": str(value)} for key, value in own.items()
+        self.service = InferenceService(app)
+        self.methods = {
+            f"/{messages.SERVICE}/{name}": (name, request)
+            for name, (request, _) in messages.methods().items()
         }
-        return _parsed({"config": described}, messages.ModelConfigResponse())
+        self.tasks: set[asyncio.Task[Any]] = set()
 
-    async def ModelStatistics(self, request: Any, context: Any) -> Any:
-        answer = statistics(self.controller, request.name or None, request.version or None)
-        return _parsed(answer, messages.ModelStatisticsResponse())
-
-    async def RepositoryIndex(self, request: Any, context: Any) -> Any:
-        models = index(self.controller)
-        if request.ready:
-            models = [m for m in models if m.get("state") == "READY"]
-        return _parsed({"models": models}, messages.RepositoryIndexResponse())
-
-    async def RepositoryModelLoad(self, request: Any, context: Any) -> Any:
-        model = await self.controller.load(request.model_name)
-        if model.state != "READY":
-            raise InvalidInput(f"model {request.model_name!r} {model.reason}")
-        return messages.RepositoryModelLoadResponse()
-
-    async def RepositoryModelUnload(self, request: Any, context: Any) -> Any:
-        self.controller.model(request.model_name)  # NOT_FOUND for an unknown model
-        await self.controller.unload(request.model_name)
-        return messages.RepositoryModelUnloadResponse()
-
-    async def ModelInfer(self, request: Any, context: Any) -> Any:
-        tracing = self.app.tracing
-        if tracing is None:
-            return await self._infer(request, context, None)
-        clock = self.controller.clock
-        traceparent = _metadata(context, "traceparent")
-        trace = tracing.start(request.model_name, traceparent, clock.now())
-        code = grpc.StatusCode.INTERNAL
+    def call(self, call: Call) -> None:
+        entry = self.methods.get(call.path)
+        if entry is None:
+            call.fail(UNIMPLEMENTED, f"unknown method {call.path}")
+            return
+        name, request_class = entry
         try:
-            answer = await self._infer(request, context, trace)
-            code = grpc.StatusCode.OK
-            return answer
+            request = request_class.FromString(call.message)
+        except DecodeError as exc:
+            call.fail(_INVALID_ARGUMENT, f"cannot parse the {name} request message: {exc}")
+            return
+        app = self.app
+        if name == "ModelInfer" and app.tracing is None and app.started:
+            self._infer_now(call, request)
+            return
+        task = asyncio.ensure_future(self._run(name, request, CallContext(call)))
+        self.tasks.add(task)
+        task.add_done_callback(partial(self._ran, call))
+
+    def _infer_now(self, call: Call, request: Any) -> None:
+        """An inference admitted in this loop turn, answered from its prediction's `then`."""
+        waited = max(0.0, time.monotonic() - call.received)
+        try:
+            self.service.submit_infer(
+                request, CallContext(call), then=partial(_inferred, call), waited=waited
+            )
         except HeadwayError as exc:
-            code = grpc_status(exc)
-            raise
-        except asyncio.CancelledError:
-            code = grpc.StatusCode.CANCELLED
-            raise
-        finally:
-            trace.finish_rpc(clock.now(), code.value[0], code.name)
+            call.fail(grpc_status(exc).value[0], exc.message)
+        except Exception as exc:  # never crash on one call
+            _internal(call, "ModelInfer", exc)
 
-    async def _infer(self, request: Any, context: Any, trace: Trace | None) -> Any:
-        decoded = decode_infer(request)
-        if trace is not None:
-            trace.mark_decoded(self.controller.clock.now())
-        timeout, priority = schedule_policy(decoded.parameters)
-        remaining = context.time_remaining()
-        if remaining is not None:  # the client's own deadline
-            timeout = remaining if timeout is None else min(timeout, remaining)
-        prediction = await self.controller.submit(
-            request.model_name,
-            decoded.inputs,
-            version=request.model_version or None,
-            outputs=decoded.outputs,
-            timeout=timeout,
-            priority=priority,
-            trace=trace,
-        )
-        return encode_infer(prediction.model, prediction.version, prediction.outputs, decoded)
+    async def _run(self, name: str, request: Any, context: CallContext) -> bytes:
+        app = self.app
+        if not (name in ALWAYS or app.started):
+            raise Unavailable("the server is starting: models are loading; retry shortly")
+        if name in ADMIN and app.admin_token is not None:
+            await authorize(app.admin_token, context)
+        response = await getattr(self.service, name)(request, context)
+        return bytes(response.SerializeToString())
 
-
-async def _authorize(token: AdminToken, context: grpc.aio.ServicerContext) -> None:
-    """Abort the call UNAUTHENTICATED, with REST's 401 message, unless it carries the token."""
-    headers = {
-        key.encode(): value.encode() if isinstance(value, str) else value
-        for key, value in context.invocation_metadata() or ()
-        if key == "authorization"
-    }
-    refusal = token.refusal(headers)
-    if refusal is not None:
-        await context.abort(grpc.StatusCode.UNAUTHENTICATED, orjson.loads(refusal[1])["error"])
+    def _ran(self, call: Call, task: asyncio.Task[bytes]) -> None:
+        self.tasks.discard(task)
+        if task.cancelled():
+            call.fail(_CANCELLED, "the server is stopping")
+            return
+        exc = task.exception()
+        if exc is None:
+            call.answer(task.result())
+        elif isinstance(exc, Aborted):
+            call.fail(exc.code.value[0], exc.details)
+        elif isinstance(exc, HeadwayError):
+            call.fail(grpc_status(exc).value[0], exc.message)
+        else:
+            _internal(call, call.path.rsplit("/", 1)[-1], exc)
 
 
-def _metadata(context: grpc.aio.ServicerContext, key: str) -> str | None:
-    """The value of `key` in the call's metadata (the first, if sent more than once)."""
-    for name, value in context.invocation_metadata() or ():
-        if name == key:
-            return value if isinstance(value, str) else value.decode("latin-1")
-    return None
+def _inferred(call: Call, decoded: InferRequest, future: asyncio.Future[Prediction]) -> None:
+    try:
+        prediction = future.result()
+        response = encode_infer(prediction.model, prediction.version, prediction.outputs, decoded)
+        call.answer(response.SerializeToString())
+    except HeadwayError as exc:
+        call.fail(grpc_status(exc).value[0], exc.message)
+    except asyncio.CancelledError:
+        call.fail(_CANCELLED, "the server is stopping")
+    except Exception as exc:
+        _internal(call, "ModelInfer", exc)
 
 
-def _version_number(version: str) -> int | None:
-    return int(version) if version.isascii() and version.isdigit() else None
-
-
-def _parsed(document: dict[str, Any], message: Any) -> Any:
-    """A description (the REST answer's JSON) as the protocol's message: same field names."""
-    return json_format.ParseDict(document, message, ignore_unknown_fields=True)
+def _internal(call: Call, name: str, exc: BaseException) -> None:
+    log.error("internal error in %s", name, exc_info=exc)
+    call.fail(INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
 
 
 class GrpcServer:
     """Serves `InferenceService` on host:port; a companion of the app (`HeadwayApp.companions`)."""
 
     def __init__(
-        self, app: HeadwayApp, *, host: str = "127.0.0.1", port: int = 8001, grace: float = 5.0
+        self,
+        app: HeadwayApp,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8001,
+        grace: float = 5.0,
+        limits: Limits | None = None,
     ) -> None:
         self.app = app
         self.host = host
         self.port = port
         self.grace = grace
-        self._server: grpc.aio.Server | None = None
+        self.limits = limits or Limits(
+            max_message=app.max_body_bytes,
+            header_timeout=HEADER_TIMEOUT_S,
+            body_timeout=BODY_TIMEOUT_S,
+        )
+        self.connections: set[Http2Connection] = set()
+        self.unanswered = 0  # calls handed over and not yet answered
+        self.dispatcher = Dispatcher(app)
+        self._server: asyncio.Server | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        self._turn_open = False
+        self._caught_up = 0.0
 
     async def start(self) -> None:
-        server = grpc.aio.server(
-            options=[
-                # two servers on one port would split its calls between them silently
-                ("grpc.so_reuseport", 0),
-                ("grpc.max_receive_message_length", self.app.max_body_bytes),
-                ("grpc.max_send_message_length", -1),
-            ]
-        )
-        server.add_generic_rpc_handlers((self._handlers(),))
+        loop = asyncio.get_running_loop()
+        self._loop = loop
         try:
-            bound = server.add_insecure_port(f"{self.host}:{self.port}")
-        except RuntimeError:
-            bound = 0
-        if bound == 0:
+            self._server = await loop.create_server(
+                lambda: Http2Connection(self.dispatcher, self.limits, self),
+                self.host,
+                self.port,
+                reuse_address=True,
+                backlog=2048,
+            )
+        except OSError as exc:
             raise ConfigError(
                 f"cannot listen for gRPC on {self.host}:{self.port} (in use?): "
-                "choose another --grpc-port, or 0 to serve no gRPC"
-            )
-        self.port = bound
-        await server.start()
-        self._server = server
+                f"choose another --grpc-port, or 0 to serve no gRPC ({exc.strerror})"
+            ) from None
+        sockets = self._server.sockets
+        if sockets and self.port == 0:
+            self.port = sockets[0].getsockname()[1]
+        self._sweeper = loop.create_task(self._sweep())
+
+    def turn(self) -> None:
+        """After each read: every CATCH_UP_S of one long turn of reads, let the app hear its
+        workers' replies (as the HTTP server's `keep_up`)."""
+        now = time.monotonic()
+        if not self._turn_open:
+            self._turn_open = True
+            self._caught_up = now
+            self._loop.call_soon(self._turn_over)
+        elif now - self._caught_up >= CATCH_UP_S:
+            self._caught_up = now
+            self.app.catch_up()
+
+    def _turn_over(self) -> None:
+        self._turn_open = False
 
     async def stop(self) -> None:
-        if self._server is not None:
-            await self._server.stop(self.grace)
-            self._server = None
+        if self._server is None:
+            return
+        self._server.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for connection in list(self.connections):
+            connection.go_away()
+        give_up_at = time.monotonic() + self.grace
+        while self.unanswered > 0 and time.monotonic() < give_up_at:
+            await asyncio.sleep(0.01)
+        for task in list(self.dispatcher.tasks):
+            task.cancel()
+        await asyncio.sleep(0)  # the cancelled calls answer CANCELLED
+        for connection in list(self.connections):
+            connection.close()
+        self._server = None
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def _handlers(self) -> grpc.GenericRpcHandler:
-        service = InferenceService(self.app)
-        table = {
-            name: grpc.unary_unary_rpc_method_handler(
-                self._guarded(name, getattr(service, name)),
-                request_deserializer=request.FromString,
-                response_serializer=response.SerializeToString,
-            )
-            for name, (request, response) in messages.methods().items()
-        }
-        return grpc.method_handlers_generic_handler(messages.SERVICE, table)
-
-    def _guarded(self, name: str, method: Handler) -> Handler:
-        """`method`, with Headway's errors as status codes and nothing else escaping."""
-        app = self.app
-        always = name in _ALWAYS
-        token = app.admin_token if name in _ADMIN else None
-
-        async def call(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            try:
-                if not (always or app.started):
-                    raise Unavailable("the server is starting: models are loading; retry shortly")
-                if token is not None:
-                    await _authorize(token, context)
-                return await method(request, context)
-            except HeadwayError as exc:
-                await context.abort(grpc_status(exc), exc.message)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # never crash on one call
-                log.error("internal error in %s", name, exc_info=exc)
-                await context.abort(
-                    grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"
-                )
-
-        return call
+    async def _sweep(self) -> None:
+        every = min(SWEEP_S, self.limits.header_timeout, self.limits.body_timeout) / 2
+        while True:
+            await asyncio.sleep(every)
+            now = time.monotonic()
+            for connection in list(self.connections):
+                connection.sweep(now)

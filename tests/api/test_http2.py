@@ -1,0 +1,390 @@
+"""The HTTP/2 path for unary gRPC (`api.grpc.http2`, `api.grpc.frames`), byte by byte.
+
+A connection is fed a client's bytes and what it writes is read back as frames, as a peer
+would read them: calls, flow control both ways, limits, and bad input answered with GOAWAY
+or RST_STREAM, never an exception.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import hpack
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from headway.api.grpc import frames as f
+from headway.api.grpc.http2 import Call, Http2Connection, Limits
+
+PATH = b"/inference.GRPCInferenceService/ModelInfer"
+HEADERS = [
+    (b":method", b"POST"),
+    (b":scheme", b"http"),
+    (b":path", PATH),
+    (b":authority", b"localhost"),
+    (b"content-type", b"application/grpc"),
+    (b"te", b"trailers"),
+]
+
+
+class Wire:
+    """The connection's transport: what it writes, and whether it closed."""
+
+    def __init__(self) -> None:
+        self.written = bytearray()
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.written += data
+
+    def close(self) -> None:
+        self.closed = True
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+class Server:
+    def __init__(self) -> None:
+        self.connections: set[Http2Connection] = set()
+        self.unanswered = 0
+        self.turns = 0
+
+    def turn(self) -> None:
+        self.turns += 1
+
+
+class Echo:
+    """Answers each call with its own message, unless told to hold the calls."""
+
+    def __init__(self, hold: bool = False) -> None:
+        self.calls: list[Call] = []
+        self.hold = hold
+
+    def call(self, call: Call) -> None:
+        self.calls.append(call)
+        if not self.hold:
+            call.answer(call.message)
+
+
+class Peer:
+    """A client: its own HPACK state, frames to send, the server's frames read back."""
+
+    def __init__(self, limits: Limits | None = None, hold: bool = False, window: int = 0):
+        self.server = Server()
+        self.handler = Echo(hold)
+        self.wire = Wire()
+        self.connection = Http2Connection(self.handler, limits or Limits(), self.server)
+        self.connection.connection_made(self.wire)  # type: ignore[arg-type]
+        self.encoder = hpack.Encoder()
+        self.decoder = hpack.Decoder()
+        self.read = 0
+        own = {f.INITIAL_WINDOW_SIZE: window} if window else {}
+        self.send(f.PREFACE + f.settings(own))
+
+    def send(self, data: bytes) -> None:
+        self.connection.data_received(data)
+
+    def frames(self) -> list[tuple[int, int, int, bytes]]:
+        """The frames written since the last look: (type, flags, stream, payload)."""
+        data, out = bytes(self.wire.written), []
+        at = self.read
+        while len(data) - at >= 9:
+            length, kind, flags, stream = f.frame_head(data, at)
+            out.append((kind, flags, stream, data[at + 9 : at + 9 + length]))
+            at += 9 + length
+        self.read = at
+        return out
+
+    def headers(self, payload: bytes) -> dict[bytes, bytes]:
+        return dict(self.decoder.decode(payload, raw=True))
+
+    def request(self, stream: int, message: bytes, extra: list[Any] | None = None) -> bytes:
+        block = self.encoder.encode(HEADERS + (extra or []))
+        body = b"\x00" + len(message).to_bytes(4, "big") + message
+        return f.frame(f.HEADERS, f.END_HEADERS, stream, block) + f.frame(
+            f.DATA, f.END_STREAM, stream, body
+        )
+
+
+def status_of(peer: Peer, frames: list[tuple[int, int, int, bytes]], stream: int) -> bytes:
+    heads = [p for kind, _, s, p in frames if kind == f.HEADERS and s == stream]
+    return peer.headers(heads[-1]).get(b"grpc-status", b"")
+
+
+def kinds(frames: list[tuple[int, int, int, bytes]]) -> list[int]:
+    return [kind for kind, *_ in frames]
+
+
+def test_the_preface_is_answered_with_settings_and_a_wider_window_then_acked() -> None:
+    peer = Peer()
+    frames = peer.frames()
+    assert kinds(frames) == [f.SETTINGS, f.WINDOW_UPDATE, f.SETTINGS]
+    assert frames[2][1] == f.ACK
+    own = dict(f.parse_settings(frames[0][3]))
+    assert own[f.MAX_CONCURRENT_STREAMS] == 100 and own[f.ENABLE_PUSH] == 0
+    peer.send(f.frame(f.PING, 0, 0, b"12345678"))
+    assert peer.frames() == [(f.PING, f.ACK, 0, b"12345678")]
+
+
+def test_a_unary_call_is_answered_with_headers_message_and_trailers() -> None:
+    peer = Peer()
+    peer.frames()
+    peer.send(peer.request(1, b"hello", [(b"grpc-timeout", b"250m")]))
+    (call,) = peer.handler.calls
+    assert call.path == PATH.decode() and call.timeout == 0.25
+    assert call.metadata(b"te") == b"trailers"
+    frames = peer.frames()
+    assert kinds(frames) == [f.HEADERS, f.DATA, f.HEADERS]
+    assert peer.headers(frames[0][3]) == {
+        b":status": b"200",
+        b"content-type": b"application/grpc",
+    }
+    assert frames[1][3] == b"\x00\x00\x00\x00\x05hello"
+    assert frames[2][1] & f.END_STREAM and peer.headers(frames[2][3]) == {b"grpc-status": b"0"}
+    assert peer.server.unanswered == 0 and not peer.connection.streams
+
+
+def test_calls_read_together_reach_the_handler_in_one_read() -> None:
+    peer = Peer(hold=True)
+    peer.send(b"".join(peer.request(s, b"x%d" % s) for s in range(1, 64, 2)))
+    assert [c.message for c in peer.handler.calls] == [b"x%d" % s for s in range(1, 64, 2)]
+    assert peer.server.unanswered == 32
+    for call in reversed(peer.handler.calls):  # answers may leave in any order
+        call.answer(call.message)
+    assert peer.server.unanswered == 0
+    trailers = [s for kind, fl, s, _ in peer.frames() if kind == f.HEADERS and fl & f.END_STREAM]
+    assert trailers == list(range(63, 0, -2))
+
+
+def test_a_request_split_over_many_reads_and_frames_is_reassembled() -> None:
+    peer = Peer()
+    block = peer.encoder.encode(HEADERS)
+    message = b"m" * 40_000
+    body = b"\x00" + len(message).to_bytes(4, "big") + message
+    data = f.frame(f.HEADERS, 0, 1, block[:10]) + f.frame(
+        f.CONTINUATION, f.END_HEADERS, 1, block[10:]
+    )
+    pieces = [body[i : i + 16_384] for i in range(0, len(body), 16_384)]
+    for i, piece in enumerate(pieces):
+        data += f.frame(f.DATA, f.END_STREAM if i == len(pieces) - 1 else 0, 1, piece)
+    for i in range(0, len(data), 7):
+        peer.send(data[i : i + 7])
+    assert [c.message for c in peer.handler.calls] == [message]
+
+
+def test_decoded_header_blocks_are_cached_until_the_table_changes() -> None:
+    decoder = f.HeaderDecoder(65_536)
+    encoder = hpack.Encoder()
+    first = encoder.encode(HEADERS)  # inserts into the dynamic table
+    assert decoder.decode(first) == HEADERS
+    assert decoder.generation == 1
+    again = encoder.encode(HEADERS)  # only references now: same bytes every time
+    assert again == encoder.encode(HEADERS)
+    assert decoder.decode(again) == HEADERS
+    assert decoder.decode(again) is decoder.decode(again)  # cached
+    # a new entry shifts every dynamic index: the same bytes now mean other headers
+    changed = encoder.encode([(b"x-new", b"1")])
+    assert decoder.decode(changed) == [(b"x-new", b"1")]
+    assert decoder.generation == 2
+    shifted = encoder.encode(HEADERS)
+    assert shifted != again
+    assert decoder.decode(shifted) == HEADERS
+    stale = decoder.decode(again)  # decoded afresh against the new table, not from cache
+    assert stale != HEADERS
+
+
+def test_the_answer_waits_for_the_peers_window_and_splits_by_it() -> None:
+    peer = Peer(window=10)
+    peer.frames()
+    peer.send(peer.request(1, b"abcdefghijklmnopqrstuvwxyz"))  # 31 bytes with its prefix
+    frames = peer.frames()
+    assert kinds(frames) == [f.HEADERS, f.DATA]
+    assert len(frames[1][3]) == 10 and 1 in peer.connection.streams
+    peer.send(f.window_update(1, 15))
+    assert [(k, len(p)) for k, _, _, p in peer.frames()] == [(f.DATA, 15)]
+    peer.send(f.window_update(1, 100))
+    frames = peer.frames()
+    assert [(k, len(p)) for k, _, _, p in frames[:1]] == [(f.DATA, 6)]
+    assert frames[1][0] == f.HEADERS and frames[1][1] & f.END_STREAM
+    assert not peer.connection.streams
+
+
+def test_read_data_is_credited_back_and_data_beyond_the_window_is_refused() -> None:
+    limits = Limits(stream_window=100, connection_window=65_535)
+    peer = Peer(limits, hold=True)
+    peer.frames()
+    peer.send(f.frame(f.HEADERS, f.END_HEADERS, 1, peer.encoder.encode(HEADERS)))
+    peer.send(f.frame(f.DATA, 0, 1, b"\x00\x00\x00\x00\x78" + b"a" * 50))
+    assert peer.frames() == [(f.WINDOW_UPDATE, 0, 1, (55).to_bytes(4, "big"))]
+    peer.send(f.frame(f.DATA, 0, 1, b"a" * 101))  # past the stream's window
+    assert peer.frames() == [(f.RST_STREAM, 0, 1, f.FLOW_CONTROL_ERROR.to_bytes(4, "big"))]
+    assert not peer.connection.streams
+
+
+def test_a_settings_change_of_the_initial_window_moves_open_streams() -> None:
+    peer = Peer(window=5, hold=True)
+    peer.send(peer.request(1, b"0123456789"))
+    peer.send(f.settings({f.INITIAL_WINDOW_SIZE: 100}))
+    peer.frames()
+    peer.handler.calls[0].answer(b"0123456789")
+    assert kinds(peer.frames()) == [f.HEADERS, f.DATA, f.HEADERS]
+
+
+def test_streams_beyond_the_limit_are_refused() -> None:
+    peer = Peer(Limits(max_streams=2), hold=True)
+    peer.frames()
+    peer.send(b"".join(peer.request(s, b"x") for s in (1, 3, 5)))
+    assert len(peer.handler.calls) == 2
+    assert peer.frames() == [(f.RST_STREAM, 0, 5, f.REFUSED_STREAM.to_bytes(4, "big"))]
+
+
+def test_a_message_over_the_limit_ends_the_call_resource_exhausted() -> None:
+    peer = Peer(Limits(max_message=10))
+    peer.frames()
+    peer.send(f.frame(f.HEADERS, f.END_HEADERS, 1, peer.encoder.encode(HEADERS)))
+    peer.send(f.frame(f.DATA, 0, 1, b"\x00\x00\x00\x00\x20" + b"a" * 11))
+    frames = peer.frames()
+    assert status_of(peer, frames, 1) == b"8"
+    message = peer.headers(frames[0][3])[b"grpc-message"]
+    assert b"exceeds the limit of 10 bytes" in message
+    assert frames[-1] == (f.RST_STREAM, 0, 1, b"\x00\x00\x00\x00")
+    peer.send(f.frame(f.DATA, f.END_STREAM, 1, b"a" * 21))  # the rest: ignored
+    assert peer.handler.calls == [] and not peer.wire.closed
+    peer.send(peer.request(3, b"fits"))
+    assert [c.message for c in peer.handler.calls] == [b"fits"]
+
+
+def test_a_header_list_over_the_limit_ends_the_call_resource_exhausted() -> None:
+    peer = Peer(Limits(max_header_list=400))
+    peer.frames()
+    peer.send(peer.request(1, b"x", [(b"x-big", b"v" * 300)]))
+    assert status_of(peer, peer.frames(), 1) == b"8" and peer.handler.calls == []
+
+
+def test_call_level_problems_are_statuses_not_resets() -> None:
+    peer = Peer()
+    peer.frames()
+    peer.send(peer.request(1, b"x", [(b"grpc-timeout", b"soon")]))
+    assert status_of(peer, peer.frames(), 1) == b"3"
+    peer.send(f.frame(f.HEADERS, f.END_HEADERS | f.END_STREAM, 3, peer.encoder.encode(HEADERS)))
+    assert status_of(peer, peer.frames(), 3) == b"3"  # no message at all
+    block = peer.encoder.encode(HEADERS)
+    peer.send(
+        f.frame(f.HEADERS, f.END_HEADERS, 5, block)
+        + f.frame(f.DATA, f.END_STREAM, 5, b"\x01\x00\x00\x00\x01z")
+    )
+    assert status_of(peer, peer.frames(), 5) == b"12"  # compressed
+    other = [(n, b"application/json" if n == b"content-type" else v) for n, v in HEADERS]
+    peer.send(f.frame(f.HEADERS, f.END_HEADERS | f.END_STREAM, 7, peer.encoder.encode(other)))
+    assert status_of(peer, peer.frames(), 7) == b"3"
+    assert peer.handler.calls == [] and not peer.wire.closed and peer.server.unanswered == 0
+
+
+def test_a_get_is_a_malformed_request_reset() -> None:
+    peer = Peer()
+    peer.frames()
+    get = [(n, b"GET" if n == b":method" else v) for n, v in HEADERS]
+    peer.send(f.frame(f.HEADERS, f.END_HEADERS | f.END_STREAM, 1, peer.encoder.encode(get)))
+    assert peer.frames() == [(f.RST_STREAM, 0, 1, f.PROTOCOL_ERROR.to_bytes(4, "big"))]
+
+
+def test_a_call_reset_by_the_client_is_not_answered() -> None:
+    peer = Peer(hold=True)
+    peer.send(peer.request(1, b"x"))
+    peer.frames()
+    peer.send(f.rst_stream(1, f.CANCEL))
+    assert peer.server.unanswered == 0
+    peer.handler.calls[0].answer(b"late")
+    assert peer.frames() == []
+
+
+def goaway_code(peer: Peer) -> int:
+    frames = peer.frames()
+    assert frames[-1][0] == f.GOAWAY and peer.wire.closed
+    return int.from_bytes(frames[-1][3][4:8], "big")
+
+
+def test_bad_input_closes_the_connection_with_goaway_naming_it() -> None:
+    cases = {
+        "bad hpack": f.frame(f.HEADERS, f.END_HEADERS, 1, b"\xff\xff\xff\xff"),
+        "even stream": f.frame(f.HEADERS, f.END_HEADERS, 2, hpack.Encoder().encode(HEADERS)),
+        "interrupted block": f.frame(f.HEADERS, 0, 1, b"\x82") + f.frame(f.PING, 0, 0, b"12345678"),
+        "frame too large": f.frame(f.DATA, 0, 1, b"a" * 16_385),
+        "data on idle": f.frame(f.DATA, 0, 9, b"a"),
+        "push": f.frame(f.PUSH_PROMISE, 0, 1, b"\x00\x00\x00\x02"),
+        "ping size": f.frame(f.PING, 0, 0, b"1"),
+        "window 0": f.window_update(0, 0),
+        "settings size": f.frame(f.SETTINGS, 0, 0, b"\x00\x04\x00"),
+    }
+    codes = {}
+    for name, data in cases.items():
+        peer = Peer()
+        peer.send(data)
+        codes[name] = goaway_code(peer)
+    assert codes == {
+        "bad hpack": f.COMPRESSION_ERROR,
+        "even stream": f.PROTOCOL_ERROR,
+        "interrupted block": f.PROTOCOL_ERROR,
+        "frame too large": f.FRAME_SIZE_ERROR,
+        "data on idle": f.PROTOCOL_ERROR,
+        "push": f.PROTOCOL_ERROR,
+        "ping size": f.FRAME_SIZE_ERROR,
+        "window 0": f.PROTOCOL_ERROR,
+        "settings size": f.FRAME_SIZE_ERROR,
+    }
+
+
+def test_a_wrong_preface_is_refused() -> None:
+    server, wire = Server(), Wire()
+    connection = Http2Connection(Echo(), Limits(), server)
+    connection.connection_made(wire)  # type: ignore[arg-type]
+    connection.data_received(b"POST /v2/models HTTP/1.1\r\n")
+    data = bytes(wire.written)
+    length, *_ = f.frame_head(data, 0)  # its SETTINGS, then the GOAWAY
+    _, kind, _, _ = f.frame_head(data, 9 + length + 13)  # after SETTINGS, WINDOW_UPDATE
+    assert wire.closed and kind == f.GOAWAY
+    assert b"not an HTTP/2 preface" in data
+
+
+def test_a_connection_without_its_preface_in_time_is_closed() -> None:
+    server, wire = Server(), Wire()
+    connection = Http2Connection(Echo(), Limits(header_timeout=10.0), server)
+    connection.connection_made(wire)  # type: ignore[arg-type]
+    connection.sweep(time.monotonic() + 5)
+    assert not wire.closed
+    connection.sweep(time.monotonic() + 11)
+    assert wire.closed
+
+
+def test_a_request_that_does_not_arrive_in_time_ends_deadline_exceeded() -> None:
+    peer = Peer(Limits(body_timeout=60.0))
+    peer.frames()
+    peer.send(f.frame(f.HEADERS, f.END_HEADERS, 1, peer.encoder.encode(HEADERS)))
+    peer.connection.sweep(time.monotonic() + 61)
+    assert status_of(peer, peer.frames(), 1) == b"4" and not peer.connection.streams
+
+
+def test_going_away_finishes_calls_in_flight_then_closes() -> None:
+    peer = Peer(hold=True)
+    peer.send(peer.request(1, b"x"))
+    peer.connection.go_away()
+    peer.send(peer.request(3, b"y"))  # after GOAWAY: refused
+    frames = peer.frames()
+    assert (f.RST_STREAM, 0, 3, f.REFUSED_STREAM.to_bytes(4, "big")) in frames
+    assert not peer.wire.closed
+    peer.handler.calls[0].answer(b"x")
+    assert peer.wire.closed
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_any_bytes_after_the_preface_never_raise(data: bytes) -> None:
+    peer = Peer()
+    peer.send(data)
+    peer.send(peer.request(1, b"x"))
+    assert peer.server.unanswered >= 0
