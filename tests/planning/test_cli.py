@@ -17,7 +17,7 @@ from headway.cli.serve import ServeSettings, build_app
 from headway.planning.plan_file import apply_plan, read_plan
 from headway.repository import Repository
 from headway.store import Store
-from headway.store.profiles import measured
+from headway.store.profiles import measured, save_measured
 from tests.integration import models
 
 CONFIG = """
@@ -202,3 +202,42 @@ def test_plan_a_flow_app_with_scale_factors_from_sample_queries(
     assert stages["digits-logreg"]["scale"] == 1.0
     assert stages["iris-forest"]["scale"] == pytest.approx(share)
     assert stages["iris-forest"]["model"] == "iris-forest"
+
+
+def test_profile_frontend_measures_the_server_and_plan_estimates_it(
+    profiled: Path, tmp_path: Path
+) -> None:
+    """`headway profile --frontend` serves the app over HTTP and keeps its time per query
+    outside the models in the store; `headway plan` then estimates it (the plan file says how
+    much) unless told --frontend-ms."""
+    app_config = tmp_path / "app.yaml"
+    app_config.write_text(yaml.safe_dump({"apps": {"digits": {"models": ["digits-logreg"]}}}))
+    samples = tmp_path / "rows.json"
+    samples.write_text(json.dumps(load_digits().data[:8].tolist()))
+    state = tmp_path / "state.db"
+    runner = CliRunner()
+    args = ["profile", "--frontend", "digits", "--config", str(app_config)]
+    args += ["--repository", str(profiled / "repo"), "--samples", str(samples)]
+    result = runner.invoke(cli, [*args, "--frontend-seconds", "1", "--state", str(state)])
+    assert result.exit_code == 0, result.output
+    rows = measured(Store(state))
+    assert [(r.model, r.hardware) for r in rows] == [("(frontend of digits)", "server")]
+    assert rows[0].samples > 0 and 0 < rows[0].mean < 1.0
+    assert "per query outside the models" in result.output
+
+    # the models' profiles next to it, then a plan of the one-model app
+    save_measured(Store(state), measured(Store(profiled / "state.db")))
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps([i / 10 for i in range(50)]))
+    plan_args = ["plan", "--config", str(app_config), "--app", "digits", "--slo-ms", "1000"]
+    plan_args += ["--trace", str(trace), "--state", str(state), "--catalogue"]
+    catalogue = tmp_path / "catalogue.yaml"
+    catalogue.write_text("hardware:\n  cpu1: {cost_per_hour: 0.05}\n")
+    plan_args.append(str(catalogue))
+    result = runner.invoke(cli, [*plan_args, "-o", str(tmp_path / "plan.yaml")])
+    assert result.exit_code == 0, result.output
+    plan = yaml.safe_load((tmp_path / "plan.yaml").read_text())
+    assert plan["frontend_ms"] == pytest.approx(rows[0].mean * 1e3, abs=1e-3)
+    result = runner.invoke(cli, [*plan_args, "--frontend-ms", "0", "-o", str(tmp_path / "p0.yaml")])
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load((tmp_path / "p0.yaml").read_text())["frontend_ms"] == 0

@@ -27,11 +27,11 @@ from headway.planning.description import (
 )
 from headway.planning.envelope import envelope, window_lengths
 from headway.planning.from_flow import measure_scales, pipeline_from_flow
+from headway.planning.frontend import frontend_seconds
 from headway.planning.pipeline import Catalogue, Configuration, Pipeline, Stage
 from headway.planning.plan_file import plan_document, read_plan, write_plan
 from headway.planning.planner import Planner
-from headway.planning.profiler import BATCH_SIZES, profile, subset
-from headway.planning.simulator import simulate
+from headway.planning.profiler import BATCH_SIZES, measure_frontend, profile, subset
 from headway.repository import Repository
 from headway.store import Store
 from headway.store.profiles import MeasuredProfile, measured, save_measured
@@ -89,6 +89,20 @@ def _csv(text: str | None) -> list[str]:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write every kept profile to this file (the format --import reads).",
 )
+@click.option(
+    "--frontend",
+    "frontend_app",
+    default=None,
+    help="Measure this app's time per query outside its models (HTTP, the flow's operators) "
+    "instead of the models, serving it with `headway serve` (needs --config declaring the "
+    "app, --repository, --samples).",
+)
+@click.option(
+    "--samples",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="With --frontend: a JSON list of input rows to send the app.",
+)
+@click.option("--frontend-seconds", default=5.0, show_default=True, type=click.FloatRange(0.5))
 @STATE
 def profile_command(
     repository: Path | None,
@@ -100,6 +114,9 @@ def profile_command(
     iterations: int,
     import_file: Path | None,
     export_file: Path | None,
+    frontend_app: str | None,
+    samples: Path | None,
+    frontend_seconds: float,
     state: Path,
 ) -> None:
     """Measure each model alone per (hardware kind, batch size) into the store."""
@@ -110,7 +127,7 @@ def profile_command(
             rows = read_profile_rows(import_file)
             save_measured(store, rows)
             console.print(f"imported {len(rows)} profile rows from {import_file}")
-        if repository is not None:
+        if repository is not None and frontend_app is None:
             kinds = _catalogue(config, catalogue)
             names = _csv(hardware) or [k for k in kinds if kinds[k].gpu is None]
             sizes = [int(b) for b in _csv(batch_sizes)]
@@ -124,6 +141,20 @@ def profile_command(
             )
             save_measured(store, measured_rows)
             console.print(f"kept {len(measured_rows)} profile rows in {state}")
+        if frontend_app is not None:
+            if repository is None or config is None or samples is None:
+                raise click.UsageError("--frontend needs --config, --repository and --samples")
+            rows_sent = read_document(samples)
+            if not isinstance(rows_sent, list):
+                raise click.UsageError(f"{samples}: expected a JSON list of input rows")
+            row = measure_frontend(
+                repository, config, frontend_app, rows_sent, seconds=frontend_seconds
+            )
+            save_measured(store, [row])
+            console.print(
+                f"app {frontend_app}: {row.mean * 1e3:.2f} ms per query outside the models "
+                f"({row.samples} queries, one at a time), kept in {state}"
+            )
         if export_file is not None:
             write_plan(profile_rows_document(measured(store)), export_file)
             console.print(f"wrote the kept profiles to {export_file}")
@@ -227,6 +258,13 @@ def pipeline_for(
     "batch size, instead of the mean alone (InferLine's estimator).",
 )
 @click.option("--rpc-ms", default=0.0, show_default=True, type=click.FloatRange(min=0))
+@click.option(
+    "--frontend-ms",
+    default=None,
+    type=click.FloatRange(min=0),
+    help="The server's time per query outside the models, estimated as a stage ahead of them "
+    "(default: what `headway profile --frontend APP` kept for the app; 0: none).",
+)
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", "-o", type=click.Path(dir_okay=False, path_type=Path))
 @STATE
@@ -242,6 +280,7 @@ def plan_command(
     repository: Path | None,
     spread: bool,
     rpc_ms: float,
+    frontend_ms: float | None,
     seed: int,
     out: Path | None,
     state: Path,
@@ -256,6 +295,7 @@ def plan_command(
             rows += read_profile_rows(path)
         known = profiles_from_rows(rows)
         arrivals = read_arrivals(trace)
+        frontend = frontend_ms / 1e3 if frontend_ms is not None else frontend_seconds(rows, app)
         planner = Planner(
             pipeline,
             known,
@@ -265,6 +305,7 @@ def plan_command(
             seed=seed,
             rpc_seconds=rpc_ms / 1e3,
             spread=spread,
+            frontend_seconds=frontend or 0.0,
         )
         if simulate_plan is not None:
             _estimate(console, planner, read_plan(simulate_plan).configuration(), arrivals)
@@ -295,22 +336,18 @@ def _estimate(
     console: Console, planner: Planner, config: Configuration, arrivals: np.ndarray
 ) -> None:
     started = time.perf_counter()
-    estimate = simulate(
-        planner.pipeline,
-        config,
-        planner.profiles,
-        arrivals,
-        seed=planner.seed,
-        rpc_seconds=planner.rpc_seconds,
-        catalogue=planner.catalogue,
-        spread=planner.spread,
-    )
+    estimate = planner.simulate(config, arrivals)
     seconds = time.perf_counter() - started
     console.print(
         f"{len(arrivals):,} queries: p50 {estimate.percentile(50) * 1e3:.2f} ms, p99 "
         f"{estimate.p99 * 1e3:.2f} ms, {estimate.attainment(planner.slo):.2%} within "
         f"{planner.slo * 1e3:g} ms; cost ${config.cost(planner.catalogue):.3f}/h; simulated "
         f"{len(arrivals) / seconds:,.0f} queries/s"
+        + (
+            f"; the frontend's {planner.frontend_seconds * 1e3:.2f} ms per query included"
+            if planner.frontend_seconds > 0
+            else ""
+        )
     )
 
 

@@ -79,6 +79,7 @@ def plan_document(
         "slo_ms": round(planner.slo * 1e3, 3),
         "feasible": plan.feasible,
         "rate_qps": round(planner.rate, 3),
+        "frontend_ms": round(planner.frontend_seconds * 1e3, 3),
         "planning_seconds": round(seconds, 3),
         "estimates": plan.estimates,
     }

@@ -22,6 +22,11 @@ Each candidate is estimated with `simulate` on the planning trace; results are c
 greedy loop proposes the same configurations again. A candidate is feasible when its estimated
 P99 meets the SLO and every stage's planned utilisation is below 1 (a stage at or over its
 throughput has a queue that grows for ever, which a finite trace can hide).
+
+With `frontend_seconds` (the server's own time per query, `headway.planning.frontend`), every
+estimate runs the pipeline behind a frontend stage taking that long per query, one at a time;
+the planner never changes it (one event loop per server), and a trace faster than it can take
+is infeasible whatever the models get.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from headway.planning.frontend import with_frontend, with_server
 from headway.planning.pipeline import (
     Catalogue,
     Configuration,
@@ -77,6 +83,7 @@ class Planner:
         seed: int = 0,
         rpc_seconds: float = 0.0,
         spread: bool = False,
+        frontend_seconds: float = 0.0,
     ) -> None:
         self.pipeline = pipeline
         self.profiles = profiles
@@ -87,6 +94,8 @@ class Planner:
         self.rpc_seconds = rpc_seconds
         #: estimate with each action drawn from its profile's mean and p99 (`simulate`)
         self.spread = spread
+        #: the server's time per query outside the models (0: not modelled)
+        self.frontend_seconds = frontend_seconds
         self._estimates: dict[tuple[tuple[str, int, int], ...], Estimate] = {}
         duration = float(self.arrivals[-1] - self.arrivals[0]) if len(self.arrivals) > 1 else 1.0
         #: queries per second of the planning trace
@@ -100,23 +109,46 @@ class Planner:
         )
         found = self._estimates.get(key)
         if found is None:
-            found = self._estimates[key] = simulate(
-                self.pipeline,
-                config,
-                self.profiles,
-                self.arrivals,
-                seed=self.seed,
-                rpc_seconds=self.rpc_seconds,
-                catalogue=self.catalogue,
-                give_up=self.slo,
-                spread=self.spread,
-            )
+            found = self._estimates[key] = self.simulate(config, give_up=self.slo)
         return found
 
+    def simulate(
+        self,
+        config: Configuration,
+        arrivals: np.ndarray | None = None,
+        give_up: float | None = None,
+    ) -> Estimate:
+        """Replay `arrivals` (the planning trace by default) under `config`, behind the
+        frontend stage when there is one; not cached."""
+        pipeline, profiles, catalogue = self.pipeline, self.profiles, self.catalogue
+        if self.frontend_seconds > 0:
+            pipeline, config, profiles = with_frontend(
+                pipeline, config, profiles, self.frontend_seconds
+            )
+            catalogue = with_server(catalogue)
+        return simulate(
+            pipeline,
+            config,
+            profiles,
+            self.arrivals if arrivals is None else arrivals,
+            seed=self.seed,
+            rpc_seconds=self.rpc_seconds,
+            catalogue=catalogue,
+            give_up=give_up,
+            spread=self.spread,
+        )
+
+    @property
+    def frontend_utilisation(self) -> float:
+        """The share of the frontend's time the trace asks for (0 when it is not modelled)."""
+        return self.rate * self.frontend_seconds
+
     def feasible(self, config: Configuration) -> bool:
-        """The estimated P99 meets the SLO, and no stage is loaded to its throughput or beyond:
-        such a stage's queue grows for ever, but can grow slowly enough to stay short over a
-        planning trace that ends first."""
+        """The estimated P99 meets the SLO, and no stage (the frontend included) is loaded to
+        its throughput or beyond: such a stage's queue grows for ever, but can grow slowly
+        enough to stay short over a planning trace that ends first."""
+        if self.frontend_utilisation >= 1.0:
+            return False
         if any(u >= 1.0 for u in self.utilisation(config).values()):
             return False
         return self.estimate(config).p99 <= self.slo
@@ -243,10 +275,18 @@ class Planner:
         steps: list[str] = []
         config = self.initial()
         service = {s: self.profile(s, config[s].hardware).latency(1) for s in self.pipeline.names}
-        critical = self.pipeline.critical_path(service)
+        critical = self.frontend_seconds + self.pipeline.critical_path(service)
+        if self.frontend_utilisation >= 1.0:
+            return self._infeasible(
+                f"the server takes {self.frontend_seconds * 1e3:.2f} ms per query outside the "
+                f"models (measured by `headway profile --frontend`): at most "
+                f"{1 / self.frontend_seconds:.0f} queries/s, and the trace has {self.rate:.0f}",
+                steps,
+            )
         if critical > self.slo:
             return self._infeasible(
-                f"the critical path's service time on the fastest hardware is "
+                f"the critical path's service time on the fastest hardware"
+                f"{' (the frontend included)' if self.frontend_seconds > 0 else ''} is "
                 f"{critical * 1e3:.1f} ms, over the SLO of {self.slo * 1e3:.1f} ms",
                 steps,
             )

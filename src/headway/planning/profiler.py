@@ -6,20 +6,32 @@ each size one at a time (InferLine's profiler: one replica, scaled out horizonta
 planner). A latency is what the server would see -- dispatch to answer, the RPC included --
 so the estimator can use it as a stage's service time. Throughput per replica is
 batch / mean latency. Kinds with a GPU are skipped: their profiles are imported from a file.
+
+`measure_frontend` measures the other part of a query's time, the server's own (HTTP, the
+flow's operators, encoding): it serves the app with `headway serve` and sends it queries one
+at a time (`headway.planning.frontend`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
+import httpx
 import numpy as np
 
 from headway.control.controller import Controller
 from headway.control.models import READY
 from headway.errors import ConfigError
-from headway.loadgen.workload import random_tensor
+from headway.launcher import ServerProcess
+from headway.loadgen.client import Target, http_request, run
+from headway.loadgen.workload import Body, random_tensor
+from headway.planning.frontend import frontend_row, outside_models
 from headway.planning.pipeline import Hardware
 from headway.repository import Repository, TensorSpec
 from headway.runtime.engines.local import LocalEngine
@@ -117,3 +129,52 @@ def profile(
         if kind.gpu is None:
             rows += asyncio.run(profile_kind(repository, kind, **options))  # type: ignore[arg-type]
     return rows
+
+
+def measure_frontend(
+    repository: Path,
+    config: Path,
+    app: str,
+    rows: Sequence[Any],
+    *,
+    seconds: float = 5.0,
+    warmup: float = 2.0,
+) -> MeasuredProfile:
+    """The server's time per query of `app` outside its models: `headway serve` (one worker
+    per model of `repository`, `config` declaring the app) is sent `rows`, rotated, one query
+    at a time for `seconds` after `warmup` seconds of four at a time (every model measured,
+    none cold); the models' time is the change in the server's per-model latency."""
+    if not rows:
+        raise ConfigError(f"no sample rows to send to app {app!r}")
+    workers = max(1, len(Repository.scan(repository).names))
+    with tempfile.TemporaryDirectory(prefix="headway-frontend-") as scratch:
+        server = ServerProcess(
+            repository,
+            state=Path(scratch) / "state.db",
+            workers=workers,
+            grpc_port=0,
+            extra=["--config", str(config)],
+            log=Path(scratch) / "server.log",
+        )
+        with server:
+            target = Target.parse(server.url)
+            path = f"{target.prefix}/apps/{app}/predict"
+            bodies = [
+                http_request(target, path, Body(json.dumps({"input": _plain(r)}).encode()))
+                for r in rows
+            ]
+            run(target, bodies, duration=warmup, warmup=0.0, concurrency=4)
+            before = httpx.get(f"{server.url}/metrics", timeout=10).text
+            tally = run(target, bodies, duration=seconds, warmup=0.0, concurrency=1)
+            after = httpx.get(f"{server.url}/metrics", timeout=10).text
+    failed = tally.rejected + tally.errors + tally.transport_errors + tally.timeouts
+    if failed:
+        raise ConfigError(
+            f"app {app!r} failed {failed} of {tally.ok + failed} queries while measuring its "
+            "frontend: check that it answers these rows"
+        )
+    return frontend_row(app, outside_models(tally.latencies, before, after), tally.ok)
+
+
+def _plain(row: Any) -> Any:
+    return row.tolist() if isinstance(row, np.ndarray) else row
