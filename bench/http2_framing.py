@@ -85,6 +85,9 @@ class _Server:
 
 
 class _Echo:
+    def accepts(self, path: str) -> bool:
+        return True
+
     def call(self, call: Call) -> None:
         call.answer(call.message)
 

@@ -65,6 +65,9 @@ class Echo:
         self.calls: list[Call] = []
         self.hold = hold
 
+    def accepts(self, path: str) -> bool:
+        return path == PATH.decode()
+
     def call(self, call: Call) -> None:
         self.calls.append(call)
         if not self.hold:
@@ -282,6 +285,12 @@ def test_call_level_problems_are_statuses_not_resets() -> None:
     other = [(n, b"application/json" if n == b"content-type" else v) for n, v in HEADERS]
     peer.send(f.frame(f.HEADERS, f.END_HEADERS | f.END_STREAM, 7, peer.encoder.encode(other)))
     assert status_of(peer, peer.frames(), 7) == b"3"
+    stream = [(n, b"/inference.GRPCInferenceService/ModelStreamInfer" if n == b":path" else v)
+              for n, v in HEADERS]  # fmt: skip
+    peer.send(f.frame(f.HEADERS, f.END_HEADERS, 9, peer.encoder.encode(stream)))
+    frames = peer.frames()  # at once, though the request has not ended
+    assert status_of(peer, frames, 9) == b"12"
+    assert frames[-1] == (f.RST_STREAM, 0, 9, b"\x00\x00\x00\x00")
     assert peer.handler.calls == [] and not peer.wire.closed and peer.server.unanswered == 0
 
 

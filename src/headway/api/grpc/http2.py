@@ -57,12 +57,10 @@ class Call:
 
     __slots__ = ("_connection", "_stream", "headers", "message", "path", "received", "timeout")
 
-    def __init__(
-        self, connection: Http2Connection, stream: _Stream, path: str, message: bytes
-    ) -> None:
+    def __init__(self, connection: Http2Connection, stream: _Stream, message: bytes) -> None:
         self._connection = connection
         self._stream = stream
-        self.path = path
+        self.path = stream.path
         self.headers = stream.headers
         self.message = message
         self.timeout = stream.timeout  # seconds from `received`, from `grpc-timeout`
@@ -85,12 +83,16 @@ class Call:
 
 
 class Handler(Protocol):
-    def call(self, call: Call) -> None: ...
+    def accepts(self, path: str) -> bool:
+        """Whether `path` names a method served (asked when a call's headers arrive)."""
+
+    def call(self, call: Call) -> None:
+        """A whole call, to be answered (`Call.answer`, `Call.fail`) now or later."""
 
 
 class _Stream:
     __slots__ = (
-        "answered", "chunks", "ended", "headers", "id", "opened", "out", "send_window",
+        "answered", "chunks", "ended", "headers", "id", "opened", "out", "path", "send_window",
         "size", "timeout", "trailers", "unacked",
     )  # fmt: skip
 
@@ -105,6 +107,7 @@ class _Stream:
         self.answered = False
         self.opened = opened
         self.timeout: float | None = None
+        self.path = ""
         self.out = b""  # answer DATA waiting for window
         self.trailers = b""
 
@@ -355,7 +358,9 @@ class Http2Connection(asyncio.Protocol):
         method = content_type = None
         for name, value in stream.headers:
             size += len(name) + len(value) + 32
-            if name == b":method":
+            if name == b":path":
+                stream.path = value.decode("latin-1")
+            elif name == b":method":
                 method = value
             elif name == b"content-type":
                 content_type = value
@@ -369,8 +374,12 @@ class Http2Connection(asyncio.Protocol):
                          f"the limit of {self.limits.max_header_list}")  # fmt: skip
         elif method != b"POST":
             raise StreamError(stream.id, f.PROTOCOL_ERROR, "gRPC calls are POST")
+        elif not stream.path:
+            raise StreamError(stream.id, f.PROTOCOL_ERROR, "no :path")
         elif content_type is None or not content_type.startswith(b"application/grpc"):
             self._refuse(stream, INVALID_ARGUMENT, f"content-type {content_type!r} is not gRPC")
+        elif not self.handler.accepts(stream.path):  # at once: a stream may never end
+            self._refuse(stream, UNIMPLEMENTED, f"unknown method {stream.path}")
 
     def _data(self, flags: int, stream_id: int, payload: bytes) -> None:
         size = len(payload)
@@ -418,10 +427,7 @@ class Http2Connection(asyncio.Protocol):
         if data[0]:
             self.fail(stream, UNIMPLEMENTED, "compressed messages are not supported")
             return
-        path = _path(stream)
-        if path is None:
-            raise StreamError(stream.id, f.PROTOCOL_ERROR, "no :path")
-        self.handler.call(Call(self, stream, path, data[5:]))
+        self.handler.call(Call(self, stream, data[5:]))
 
     # -- answering -------------------------------------------------------------------------
     def answer(self, stream: _Stream, message: bytes) -> None:
@@ -573,10 +579,3 @@ def _timeout(value: bytes) -> float | None:
     if unit is None or not digits.isdigit() or len(digits) > 8:
         return None
     return int(digits) * unit
-
-
-def _path(stream: _Stream) -> str | None:
-    for name, value in stream.headers:
-        if name == b":path":
-            return value.decode("latin-1")
-    return None

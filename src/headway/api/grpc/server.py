@@ -23,7 +23,7 @@ from google.protobuf.message import DecodeError
 from headway.api.app import HeadwayApp
 from headway.api.grpc import messages
 from headway.api.grpc.codec import encode_infer
-from headway.api.grpc.http2 import INTERNAL, UNIMPLEMENTED, Call, Http2Connection, Limits
+from headway.api.grpc.http2 import INTERNAL, Call, Http2Connection, Limits
 from headway.api.grpc.service import ADMIN, ALWAYS, InferenceService, authorize
 from headway.api.grpc.status import grpc_status
 from headway.api.http import CATCH_UP_S, SWEEP_S
@@ -84,12 +84,11 @@ class Dispatcher:
         }
         self.tasks: set[asyncio.Task[Any]] = set()
 
+    def accepts(self, path: str) -> bool:
+        return path in self.methods
+
     def call(self, call: Call) -> None:
-        entry = self.methods.get(call.path)
-        if entry is None:
-            call.fail(UNIMPLEMENTED, f"unknown method {call.path}")
-            return
-        name, request_class = entry
+        name, request_class = self.methods[call.path]
         try:
             request = request_class.FromString(call.message)
         except DecodeError as exc:
