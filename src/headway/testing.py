@@ -4,7 +4,8 @@
 without worker processes. On the event loop (the default) every action is answered on the next
 loop turn, or, with `hold` set, when the test releases it. On a `TimerClock` (the simulator's)
 each worker runs one action at a time for the duration `durations` gives it, and its reply
-comes when that time has passed on the clock: the simulated cluster.
+comes when that time has passed on the clock: the simulated cluster, which can also grow
+(`grow`: a worker that is ready `startup` seconds after it was asked for) and shrink (`retire`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import asyncio
 from collections.abc import Callable, Collection
 from functools import partial
 
-from headway.clock import TimerClock
+from headway.clock import Timer, TimerClock
 from headway.control.actions import INFER, LOAD, UNLOAD
 from headway.control.engine import (
     Action,
@@ -25,6 +26,7 @@ from headway.control.engine import (
     Reply,
     Tensors,
 )
+from headway.repository import ModelConfig
 
 #: What an INFER computes from its action and input tensors.
 Compute = Callable[[Action, Tensors], Tensors]
@@ -46,7 +48,9 @@ class FakeEngine(Engine):
     set, INFERs wait in `held` until `release` answers the oldest inside that call (`catch_up`
     answers all). With a clock, see the module docstring: an action reaches its worker `rpc`
     seconds after it is sent, waits for the actions before it, and an INFER that would start
-    after its `latest` is refused unrun, as a real worker does.
+    after its `latest` is refused unrun, as a real worker does. With `startup` (seconds) as
+    well, `grow` starts a new worker, ready that long after; `retire` stops one it started,
+    and whatever that worker was running is never answered.
     """
 
     kind = "fake"
@@ -61,14 +65,17 @@ class FakeEngine(Engine):
         clock: TimerClock | None = None,
         durations: Durations | None = None,
         rpc: float = 0.0,
+        startup: float | None = None,
     ) -> None:
         self.size = size
+        self._fixed = size
         self.compute = compute
         self.fail_loads = fail_loads
         self.duration = duration
         self.clock = clock
         self.durations = durations
         self.rpc = rpc
+        self.startup = startup
         self.hold = False
         #: Every action sent, in order, with its worker.
         self.sent: list[tuple[int, Action]] = []
@@ -80,6 +87,10 @@ class FakeEngine(Engine):
         #: running each kind of action.
         self.busy_until = [0.0] * size
         self.busy: dict[str, float] = {INFER: 0.0, LOAD: 0.0}
+        #: Seconds spent running each model's INFERs, on every worker.
+        self.computing: dict[str, float] = {}
+        #: The workers `grow` started and not retired, with the timer of their start.
+        self.grown: dict[int, Timer] = {}
         #: Replies on their way (with a clock): actions sent and not yet answered.
         self.in_flight = 0
         self.on_ready: OnReady = lambda worker, pid: None
@@ -98,7 +109,29 @@ class FakeEngine(Engine):
         return None
 
     def pids(self) -> dict[int, int]:
-        return {worker: 1000 + worker for worker in range(self.size)}
+        running = [*range(self._fixed), *self.grown]
+        return {worker: 1000 + worker for worker in running}
+
+    def grow(self, config: ModelConfig) -> int | None:
+        """One more worker (with a clock and a `startup`), ready `startup` seconds from now."""
+        if self.clock is None or self.startup is None:
+            return None
+        worker = self.size
+        self.size += 1
+        self.resident.append(set())
+        self.busy_until.append(0.0)
+        ready = partial(self.on_ready, worker, 1000 + worker)
+        self.grown[worker] = self.clock.call_at(self.clock.now() + self.startup, ready)
+        return worker
+
+    def retire(self, worker: int) -> bool:
+        """Stop a worker `grow` started: it takes nothing more, and its replies are lost."""
+        timer = self.grown.pop(worker, None)
+        if timer is None:
+            return False
+        timer.cancel()
+        self.resident[worker].clear()
+        return True
 
     def send(self, worker: int, action: Action, tensors: Tensors) -> bool:
         self.sent.append((worker, action))
@@ -163,9 +196,13 @@ class FakeEngine(Engine):
         self.busy_until[worker] = start + seconds
         if action["op"] in self.busy:
             self.busy[action["op"]] += seconds
+        if action["op"] == INFER:
+            model = action["model"]
+            self.computing[model] = self.computing.get(model, 0.0) + seconds
         self.in_flight += 1
         clock.call_at(start + seconds + self.rpc, partial(self._deliver, worker, reply, outputs))
 
     def _deliver(self, worker: int, reply: Reply, outputs: Tensors) -> None:
         self.in_flight -= 1
-        self.on_message(worker, reply, outputs)
+        if worker < len(self.resident) and (worker < self._fixed or worker in self.grown):
+            self.on_message(worker, reply, outputs)

@@ -3,8 +3,10 @@ virtual time, so experiments reach scales this machine cannot compute.
 
 `ServerSimulation` replays a trace through the real `Controller` (validation, cache, warm-up
 runs, probes, loads) over `headway.testing.FakeEngine`'s simulated workers, which replay
-profiled durations instead of running models (Clockwork's `worker_dummy`). `Simulation` drives
-the `Scheduler` alone, for the planner's pipelines.
+profiled durations instead of running models (Clockwork's `worker_dummy`);
+`headway.sim.pipeline.run_pipeline` sends it a pipeline's queries stage by stage, as a flow's
+executor does. `Simulation` drives the `Scheduler` alone, for the planner's pipelines until
+they move to `run_pipeline`.
 """
 
 from headway.sim.results import ModelProfile, Outcome, SimulationResult

@@ -10,10 +10,11 @@ jumps from one event to the next; between two, the event loop runs only what is 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import random
 import selectors
-from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -40,9 +41,15 @@ MAX_TURNS = 10_000
 
 
 def simulated_repository(
-    profiles: dict[str, ModelProfile], *, slo_ms: float, cache: bool = False, max_queue: int = 4096
+    profiles: dict[str, ModelProfile],
+    *,
+    slo_ms: float,
+    cache: bool = False,
+    max_queue: int = 4096,
+    replicas: Mapping[str, int] | None = None,
 ) -> Repository:
-    """A repository of the profiled models (version 1 each), held in memory."""
+    """A repository of the profiled models (version 1 each, on `replicas` workers: one by
+    default), held in memory."""
     root = Path("simulated")
     models = {
         name: ModelConfig(
@@ -56,6 +63,7 @@ def simulated_repository(
             cache=cache,
             max_queue=max_queue,
             memory_mb=profile.size_mb,
+            replicas=(replicas or {}).get(name, 1),
         )
         for name, profile in profiles.items()
     }
@@ -103,22 +111,47 @@ class VirtualLoop(asyncio.BaseEventLoop):
             asyncio._set_running_loop(None)
 
     def turns(self) -> None:
-        """Run turns until no callback is ready (at most MAX_TURNS)."""
-        ready = self._ready  # type: ignore[attr-defined]
+        """Run turns until no callback is ready (at most MAX_TURNS). A turn without the
+        loop's own timers (the simulation's are the clock's) runs its callbacks directly,
+        in the order asyncio's `_run_once` would."""
+        ready: collections.deque[asyncio.Handle] = self._ready  # type: ignore[attr-defined]
         for _ in range(MAX_TURNS):
             if not ready:
                 return
-            self._run_once()  # type: ignore[attr-defined]
+            if self._scheduled:  # type: ignore[attr-defined]
+                self._run_once()  # type: ignore[attr-defined]
+                continue
+            for _ in range(len(ready)):
+                handle = ready.popleft()
+                if not handle._cancelled:
+                    handle._run()
 
 
-def _zeros(action: Action, tensors: Tensors) -> Tensors:
-    return {"y": np.zeros((action.get("rows", 1), 1), np.float32)}
+class _Zeros:
+    """What a simulated model computes: one column of zeros per row (one array per batch size,
+    kept: nobody writes to an answer)."""
+
+    def __init__(self) -> None:
+        self._by_rows: dict[int, np.ndarray] = {}
+
+    def __call__(self, action: Action, tensors: Tensors) -> Tensors:
+        rows = action.get("rows", 1)
+        zeros = self._by_rows.get(rows)
+        if zeros is None:
+            zeros = self._by_rows[rows] = np.zeros((rows, 1), np.float32)
+            zeros.flags.writeable = False
+        return {"y": zeros}
 
 
 class ServerSimulation:
     """The controller serving `profiles` from `workers` simulated workers. See the module
     docstring. With `memory_mb` (per worker) models load on demand and are evicted to fit;
-    without, every model is loaded (and warmed up) at start, as `headway serve` does."""
+    without, every model is loaded (and warmed up) at start on `replicas` workers (one by
+    default), placed by the controller, as `headway serve` does.
+
+    `sample(name, rows)`, when given, is each INFER's duration instead of the profile's (with
+    `noise`). With `startup` (seconds), `Controller.scale` can add replicas: each a new worker,
+    ready that long after it was asked for."""
 
     def __init__(
         self,
@@ -134,18 +167,30 @@ class ServerSimulation:
         seed_profiles: bool = False,
         max_queue: int = 4096,
         seed: int = 0,
+        replicas: Mapping[str, int] | None = None,
+        sample: Callable[[str, int], float] | None = None,
+        startup: float | None = None,
     ) -> None:
         self.profiles = profiles
+        self.sample = sample
         self.policy = policy
         self.noise = noise
         #: Each worker's durations vary by a factor (1 + noise * |N(0, 1)|), drawn from its RNG.
         self.rngs = [random.Random(seed * 7919 + worker) for worker in range(workers)]
         self.clock = ManualClock()
         self.engine = FakeEngine(
-            workers, compute=_zeros, clock=self.clock, durations=self._duration, rpc=rpc_seconds
+            workers,
+            compute=_Zeros(),
+            clock=self.clock,
+            durations=self._duration,
+            rpc=rpc_seconds,
+            startup=startup,
+        )
+        repository = simulated_repository(
+            profiles, slo_ms=slo_ms, cache=cache, max_queue=max_queue, replicas=replicas
         )
         self.controller = Controller(
-            simulated_repository(profiles, slo_ms=slo_ms, cache=cache, max_queue=max_queue),
+            repository,
             self.engine,
             clock=self.clock,
             memory_budget_mb=None if memory_mb is None else memory_mb * workers,
@@ -182,7 +227,10 @@ class ServerSimulation:
         if action["op"] == LOAD:
             base = profile.load_seconds
         elif action["op"] == INFER:
-            base = profile.duration(action.get("rows", 1))
+            rows = action.get("rows", 1)
+            if self.sample is not None:
+                return self.sample(name, rows)
+            base = profile.duration(rows)
         else:
             return 0.0
         if not self.noise:
@@ -206,17 +254,8 @@ class ServerSimulation:
         sorted, seconds from now; `models` their names), each with deadline `slo`
         seconds (None: the model's SLO), and follow them until answered or `drain` seconds
         after the last arrival."""
-        with self._loop.entered():
-            if self.started_at is None:
-                self._start()
-            return self._run(np.asarray(times, dtype=np.float64), models, slo, drain)
-
-    def _run(
-        self, times: np.ndarray, models: Sequence[str], slo: float | None, drain: float
-    ) -> SimulationResult:
-        begun = self.clock.now()
-        arrivals = times + begun
-        total = len(arrivals)
+        times = np.asarray(times, dtype=np.float64)
+        total = len(times)
         finished = np.full(total, np.nan)
         deadlines = np.full(total, np.nan)
         outcome = np.zeros(total, dtype=np.int8)
@@ -240,25 +279,24 @@ class ServerSimulation:
             outcome[index] = Outcome.ANSWERED
             finished[index] = self.clock.now()
 
-        for index, (when, name) in enumerate(zip(arrivals.tolist(), models, strict=True)):
-            self._advance(when)
+        def arrive(index: int) -> None:
+            name = models[index]
+            now = self.clock.now()
             state = self.controller.model(name)
-            deadlines[index] = when + (slo if slo is not None else state.config.slo_ms / 1000.0)
+            deadlines[index] = now + (slo if slo is not None else state.config.slo_ms / 1000.0)
             try:
                 self.controller.submit(
-                    name,
-                    {INPUT.name: rows[index]},
-                    timeout=slo,
-                    then=partial(answered, index),
+                    name, {INPUT.name: rows[index]}, timeout=slo, then=partial(answered, index)
                 )
             except HeadwayError as error:
                 rejected(index, error)
-        self._advance((arrivals[-1] if total else self.clock.now()) + drain)
+
+        begun = self.replay(times, arrive, drain=drain)
         duration = float(times[-1] - times[0]) if total > 1 else 1.0
         span = max(self.clock.now() - begun, duration) * self.engine.size
         return SimulationResult(
             self.policy.name,
-            arrivals,
+            times + begun,
             deadlines,
             finished,
             outcome,
@@ -268,17 +306,49 @@ class ServerSimulation:
             extra={"utilisation": {kind: t / span for kind, t in self.engine.busy.items()}},
         )
 
-    def _advance(self, until: float) -> None:
+    def replay(
+        self,
+        times: np.ndarray,
+        arrive: Callable[[int], None],
+        *,
+        drain: float,
+        done: Callable[[], bool] | None = None,
+    ) -> float:
+        """Start the server (once), then call `arrive(index)` at each of `times` (sorted,
+        seconds from now), which submits to `self.controller`, and run the events that follow
+        until `drain` seconds after the last arrival, or until `done()` says so (asked after
+        every event). Returns the clock's time that `times` count from."""
+        with self._loop.entered():
+            if self.started_at is None:
+                self._start()
+            begun = self.clock.now()
+            for index, when in enumerate((times + begun).tolist()):
+                if self._advance(when, done):
+                    return begun
+                arrive(index)
+            last = float(times[-1]) + begun if len(times) else begun
+            self._advance(last + drain, done)
+        return begun
+
+    def at(self, when: float, action: Callable[[], None]) -> None:
+        """Call `action()` at time `when` on the clock, while a replay runs (what changes the
+        cluster as it runs, e.g. an autoscaler asking `Controller.scale` for a replica)."""
+        self.clock.call_at(when, action)
+
+    def _advance(self, until: float, done: Callable[[], bool] | None = None) -> bool:
         """Run every event due by `until`, each at its time and followed by the loop turns it
-        causes, then move the clock there."""
+        causes, then move the clock there; or stop as soon as `done()` (True: stopped)."""
         turns = self._loop.turns
         turns()
         while (due := self.clock.next_timer()) is not None and due <= until:
             self.clock.run_next()
             turns()
+            if done is not None and done():
+                return True
         if until > self.clock.now():
             self.clock.set(until)
         turns()
+        return False
 
     def _quiet(self) -> None:
         """Run events until no action is on its way to or from a worker."""

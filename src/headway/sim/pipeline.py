@@ -1,0 +1,121 @@
+"""A pipeline's queries through the simulated server, as a flow's executor sends them.
+
+Each stage is one of the server's models. A query's stage is submitted to the controller once
+every parent of the stage has answered for that query (a join waits for all of them), with
+what is left of the query's deadline, and only if the query reaches the stage (`reaches`: a
+cascade's second model sees only the uncertain share). The query is done when the last stage
+it reaches answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from headway.control.models import Prediction
+from headway.errors import HeadwayError
+from headway.sim.server import INPUT, ServerSimulation
+
+
+@dataclass(frozen=True)
+class PipelineRun:
+    """When each query was done (clock seconds; NaN: not done), and its arrival."""
+
+    arrivals: np.ndarray
+    finished: np.ndarray
+    #: False: the replay stopped early, once `give_up` was known to be exceeded.
+    complete: bool = True
+
+    @property
+    def latencies(self) -> np.ndarray:
+        seconds: np.ndarray = self.finished - self.arrivals
+        return seconds
+
+
+def run_pipeline(
+    sim: ServerSimulation,
+    stages: Sequence[str],
+    parents: Sequence[Sequence[int]],
+    reaches: np.ndarray,
+    times: np.ndarray,
+    *,
+    timeout: float,
+    give_up: float | None = None,
+    drain: float = 1e6,
+) -> PipelineRun:
+    """Replay `times` (sorted, seconds from now) through the pipeline whose stage i is the
+    model `stages[i]` after the stages `parents[i]`; query q reaches stage i iff
+    `reaches[q, i]`. Each query has `timeout` seconds from its arrival; a request the server
+    refuses or fails raises a HeadwayError saying so.
+
+    With `give_up` (seconds), the replay stops as soon as more than 1% of the queries (and 2)
+    took longer than that, so that the P99 is known to be over it: the run is incomplete."""
+    queries, count = reaches.shape
+    children: list[list[int]] = [[] for _ in range(count)]
+    for stage, above in enumerate(parents):
+        for parent in above:
+            children[parent].append(stage)
+    inputs = [i for i in range(count) if not parents[i]]
+    waiting = np.array([len(p) for p in parents], dtype=np.int32)[None, :].repeat(queries, 0)
+    left = reaches.sum(axis=1).astype(np.int32)
+    finished = np.full(queries, np.nan)
+    deadlines = np.zeros(queries)
+    failed: list[BaseException] = []
+    row = np.zeros((1, 1), np.float32)
+    state = {"open": queries, "late": 0}
+    too_many = 0.01 * queries + 2
+    arrivals = np.zeros(queries)
+    controller = sim.controller
+
+    def submit(query: int, stage: int, now: float) -> None:
+        controller.submit(
+            stages[stage],
+            {INPUT.name: row},
+            timeout=deadlines[query] - now,
+            then=partial(answered, query, stage),
+        )
+
+    def answered(query: int, stage: int, future: asyncio.Future[Prediction]) -> None:
+        error = None if future.cancelled() else future.exception()
+        if future.cancelled() or error is not None:
+            failed.append(error or asyncio.CancelledError())
+            return
+        now = sim.clock.now()
+        left[query] -= 1
+        if left[query] == 0:
+            finished[query] = now
+            state["open"] -= 1
+            if give_up is not None and now - arrivals[query] > give_up:
+                state["late"] += 1
+        for child in children[stage]:
+            if reaches[query, child]:
+                waiting[query, child] -= 1
+                if waiting[query, child] == 0:
+                    submit(query, child, now)
+
+    def arrive(query: int) -> None:
+        now = sim.clock.now()
+        arrivals[query] = now
+        deadlines[query] = now + timeout
+        if left[query] == 0:  # it reaches no stage: answered at once
+            finished[query] = now
+            state["open"] -= 1
+            return
+        for stage in inputs:
+            if reaches[query, stage]:
+                submit(query, stage, now)
+
+    def done() -> bool:
+        return bool(failed) or state["open"] == 0 or state["late"] >= too_many
+
+    try:
+        begun = sim.replay(times, arrive, drain=drain, done=done)
+    except HeadwayError as error:
+        raise HeadwayError(f"the simulated server refused a request: {error.message}") from None
+    if failed:
+        raise HeadwayError(f"the simulated server failed a request: {failed[0]}")
+    return PipelineRun(times + begun, finished, complete=state["late"] < too_many)
