@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from headway.datatypes import numpy_dtype, oip_datatype
+from headway.datatypes import OIP_TO_NUMPY, numpy_dtype, oip_datatype
 from headway.errors import InvalidInput
 from headway.repository import TensorSpec
 
@@ -19,16 +19,20 @@ def check_inputs(model: str, specs: Sequence[TensorSpec], inputs: dict[str, np.n
     if not inputs:
         raise InvalidInput(f"model {model!r}: the request has no inputs")
     if specs:
-        expected = {spec.name for spec in specs}
-        unknown = set(inputs) - expected
-        missing = expected - set(inputs)
-        if unknown or missing:
-            raise InvalidInput(
-                f"model {model!r} takes inputs {sorted(expected)}; "
-                + (f"unexpected {sorted(unknown)}" if unknown else "")
-                + ("; " if unknown and missing else "")
-                + (f"missing {sorted(missing)}" if missing else "")
-            )
+        named = len(inputs) == len(specs)
+        for spec in specs:
+            named = named and spec.name in inputs
+        if not named:
+            expected = {spec.name for spec in specs}
+            unknown = set(inputs) - expected
+            missing = expected - set(inputs)
+            if unknown or missing:
+                raise InvalidInput(
+                    f"model {model!r} takes inputs {sorted(expected)}; "
+                    + (f"unexpected {sorted(unknown)}" if unknown else "")
+                    + ("; " if unknown and missing else "")
+                    + (f"missing {sorted(missing)}" if missing else "")
+                )
         for spec in specs:
             inputs[spec.name] = _check_tensor(spec, inputs[spec.name])
     rows: int | None = None
@@ -48,10 +52,17 @@ def check_inputs(model: str, specs: Sequence[TensorSpec], inputs: dict[str, np.n
 
 
 def _check_tensor(spec: TensorSpec, array: np.ndarray) -> np.ndarray:
-    shape = list(array.shape)
-    want = list(spec.shape)
-    if len(shape) != len(want) or any(w != -1 and w != s for w, s in zip(want, shape, strict=True)):
-        raise InvalidInput(f"input {spec.name!r}: expected shape {want}, got {shape}")
+    shape, want = array.shape, spec.shape
+    fits = len(shape) == len(want)
+    if fits:  # a loop, not any(...): this runs for every tensor of every request
+        for w, s in zip(want, shape, strict=True):
+            if w != -1 and w != s:
+                fits = False
+                break
+    if not fits:
+        raise InvalidInput(f"input {spec.name!r}: expected shape {list(want)}, got {list(shape)}")
+    if array.dtype is OIP_TO_NUMPY.get(spec.datatype):  # the declared dtype itself
+        return array
     datatype = oip_datatype(array.dtype)
     if datatype == spec.datatype:
         return array
