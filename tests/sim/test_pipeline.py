@@ -1,7 +1,6 @@
 """A pipeline's queries through the simulated server (`run_pipeline`): exact latencies on cases
-worked by hand, the same as the scheduler-level loop (`Simulation.drive`, through the planner's
-`simulate`) gives on them, and replicas added and removed through `Controller.scale` while it
-runs."""
+worked by hand (the scheduler-level loop the planner ran on before, `Simulation.drive`, gave the
+same on each), and replicas added and removed through `Controller.scale` while it runs."""
 
 from __future__ import annotations
 
@@ -9,11 +8,10 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from tests.planning.helpers import MS, chain, flat
+from tests.planning.helpers import MS
 
 from headway.control.scheduling_policy import HEADWAY
-from headway.planning.pipeline import Configuration, Pipeline, Stage, StageConfig
-from headway.planning.simulator import reach_draws, simulate
+from headway.planning.simulator import reach_draws
 from headway.sim import ModelProfile
 from headway.sim.pipeline import PipelineRun, run_pipeline
 from headway.sim.server import ServerSimulation
@@ -21,7 +19,6 @@ from headway.sim.server import ServerSimulation
 #: No early rejection and far deadlines: every batch the greedy one.
 PLANNING = replace(HEADWAY, name="planning", early_reject=False)
 FAR = 1e6
-PROFILES_10 = {"m0": {"cpu1": flat(10)}}
 
 
 def profile(ms: float, max_batch: int = 1, per_row_ms: float = 0.0) -> ModelProfile:
@@ -60,8 +57,6 @@ def test_one_stage_with_deterministic_service_gives_exact_latencies() -> None:
     # the second and third queue behind the first: 10, 15, 20 ms; the fourth finds it idle
     assert ran.latencies / MS == pytest.approx([10.0, 15.0, 20.0, 10.0])
     assert ran.complete
-    old = simulate(chain(1.0), Configuration({"s0": StageConfig("cpu1")}), PROFILES_10, times)
-    assert ran.latencies == pytest.approx(old.latencies)
 
 
 def test_a_stage_batches_what_queued_up_to_its_max_batch() -> None:
@@ -69,27 +64,12 @@ def test_a_stage_batches_what_queued_up_to_its_max_batch() -> None:
     ran = run({"s0": profile(10, max_batch=2, per_row_ms=2)}, [[]], times)
     # 0 runs alone (0-10); 1 and 2 together (10-22); 3 alone (22-32)
     assert ran.latencies / MS == pytest.approx([10.0, 21.0, 20.0, 29.0])
-    old = simulate(
-        chain(1.0),
-        Configuration({"s0": StageConfig("cpu1", 2)}),
-        {"m0": {"cpu1": flat(10, sizes=(1, 2), per_row_ms=2)}},
-        times,
-    )
-    assert ran.latencies == pytest.approx(old.latencies)
 
 
 def test_a_join_waits_for_both_parents() -> None:
     profiles = {"a": profile(10), "b": profile(30), "c": profile(5)}
     ran = run(profiles, [[], [], [0, 1]], np.array([0.0, 1.0]))
     assert ran.latencies / MS == pytest.approx([35.0, 35.0])
-    diamond = Pipeline("diamond", (Stage("a", "a"), Stage("b", "b"), Stage("c", "c", ("a", "b"))))
-    old = simulate(
-        diamond,
-        Configuration({name: StageConfig("cpu1") for name in "abc"}),
-        {"a": {"cpu1": flat(10)}, "b": {"cpu1": flat(30)}, "c": {"cpu1": flat(5)}},
-        np.array([0.0, 1.0]),
-    )
-    assert ran.latencies == pytest.approx(old.latencies)
 
 
 def test_a_cascade_branch_runs_only_for_the_queries_that_reach_it() -> None:
@@ -99,10 +79,6 @@ def test_a_cascade_branch_runs_only_for_the_queries_that_reach_it() -> None:
     # queries that went on to the second model took 30 ms; the rest 10 ms
     assert np.isclose(ran.latencies, 0.030).tolist() == reaches[:, 1].tolist()
     assert set(np.round(ran.latencies / MS, 6)) == {10.0, 30.0}
-    config = Configuration({"s0": StageConfig("cpu1"), "s1": StageConfig("cpu1")})
-    profiles = {"m0": {"cpu1": flat(10)}, "m1": {"cpu1": flat(20)}}
-    old = simulate(chain(1.0, 0.3), config, profiles, times, seed=3)
-    assert ran.latencies == pytest.approx(old.latencies)
 
 
 def test_a_query_that_reaches_no_stage_is_done_at_its_arrival() -> None:

@@ -13,20 +13,21 @@ from functools import partial
 import numpy as np
 
 from headway.clock import ManualClock
-from headway.control.actions import INFER
 from headway.planning.plan_file import PlanFile
 from headway.planning.tuner import HOLD_DOWN, Tuner
-from headway.sim import Simulation
+from headway.sim import ServerSimulation
 
 
 class _Scaling:
-    """What both autoscalers share: ticking, starting and retiring replicas, the cost.
+    """What both autoscalers share: ticking, asking the controller for replicas, the cost.
 
-    It decides every `interval` seconds of simulated time. A new replica serves `startup` seconds
-    after it was asked for (a worker process starts and loads its model) and is paid from the
-    moment it was asked for; a removed replica takes no new batch and finishes the one it runs.
-    `cost_per_hour()` is the time-average of the replicas' prices over the replay; `timeline`
-    holds every change."""
+    It decides every `interval` seconds of simulated time and asks `Controller.scale` for each
+    stage's count, as the server's tuner does: a new replica is a worker that serves `startup`
+    seconds after it was asked for (a worker process starts and loads its model) and is paid
+    from the moment it was asked for; a removed replica is the newest, retired at once (what it
+    was running is run again elsewhere, as in the server). A stage has at most `spare` replicas
+    more than it started with. `cost_per_hour()` is the time-average of the replicas' prices
+    over the replay; `timeline` and `reasons` hold every change (in the arrivals' time)."""
 
     def __init__(
         self,
@@ -43,56 +44,40 @@ class _Scaling:
         self.timeline: list[tuple[float, dict[str, int]]] = []
         self.reasons: list[tuple[float, str, int, int, str]] = []
 
-    def start(
-        self,
-        sim: Simulation,
-        active: dict[str, list[int]],
-        idle: dict[str, list[int]],
-        arrivals: np.ndarray,
-    ) -> None:
-        self.sim, self.active, self.idle = sim, active, idle
+    def start(self, sim: ServerSimulation, arrivals: np.ndarray, offset: float) -> None:
+        self.sim, self.offset = sim, offset
         self.arrivals = arrivals
         self.first, self.end = float(arrivals[0]), float(arrivals[-1])
-        self.asked = {stage: len(workers) for stage, workers in active.items()}
+        self.asked = {stage: self.serving(stage) for stage in self.prices}
+        self.most = {stage: count + self.spare for stage, count in self.asked.items()}
         self.timeline.append((self.first, dict(self.asked)))
-        sim.at(self.first + self.interval, self._tick)
+        self._next(self.first + self.interval)
+
+    def serving(self, stage: str) -> int:
+        """The replicas of `stage` that have started (loaded its model)."""
+        return len(self.sim.controller.model(stage).workers)
 
     def decide(self, now: float) -> tuple[dict[str, int], str]:
         raise NotImplementedError
+
+    def _next(self, when: float) -> None:
+        self.sim.at(when + self.offset, partial(self._tick, when))
 
     def _tick(self, now: float) -> None:
         target, reason = self.decide(now)
         changed = False
         for stage, count in target.items():
-            count = max(1, min(count, len(self.active[stage]) + len(self.idle[stage])))
+            count = max(1, min(count, self.most[stage]))
             before = self.asked[stage]
-            if count > before:
-                for _ in range(count - before):
-                    worker = self.idle[stage].pop()
-                    self.sim.at(now + self.startup, partial(self._up, stage, worker))
-            elif count < before:
-                for _ in range(before - count):
-                    self._down(stage)
             if count != before:
+                self.sim.controller.scale(stage, count)
                 self.reasons.append((now, stage, before, count, reason))
                 self.asked[stage] = count
                 changed = True
         if changed:
             self.timeline.append((now, dict(self.asked)))
         if now + self.interval <= self.end:
-            self.sim.at(now + self.interval, self._tick)
-
-    def _up(self, stage: str, worker: int, _now: float) -> None:
-        self.sim.scheduler.placed(stage, worker)
-        self.sim.workers[worker].resident.add(stage)
-        self.active[stage].append(worker)
-
-    def _down(self, stage: str) -> None:
-        if len(self.active[stage]) <= 1:  # the replica asked for has not started yet
-            return
-        worker = self.active[stage].pop()
-        self.sim.scheduler.unplaced(stage, worker)
-        self.idle[stage].append(worker)
+            self._next(now + self.interval)
 
     def replicas_at(self, times: np.ndarray) -> dict[str, np.ndarray]:
         """Replicas asked for per stage at each of `times`."""
@@ -153,11 +138,10 @@ class UtilisationScaling(_Scaling):
         self._last_change = 0.0
 
     def _busy(self) -> dict[str, float]:
+        computing = self.sim.engine.computing
         return {
-            stage: sum(
-                self.sim.workers[w].busy[INFER] for w in self.active[stage] + self.idle[stage]
-            )
-            for stage in self.active
+            stage: computing.get(self.sim.controller.model(stage).config.key, 0.0)
+            for stage in self.prices
         }
 
     def decide(self, now: float) -> tuple[dict[str, int], str]:
@@ -170,9 +154,10 @@ class UtilisationScaling(_Scaling):
         target: dict[str, int] = {}
         shares = []
         for stage, current in self.asked.items():
-            share = (busy[stage] - before[stage]) / (span * max(len(self.active[stage]), 1))
+            serving = max(self.serving(stage), 1)
+            share = (busy[stage] - before[stage]) / (span * serving)
             shares.append(f"{stage} {share:.0%}")
-            wanted = max(1, math.ceil(len(self.active[stage]) * share / self.target - 1e-9))
+            wanted = max(1, math.ceil(serving * share / self.target - 1e-9))
             if wanted > current or (wanted < current and now - self._last_change >= self.hold_down):
                 target[stage] = wanted
             else:

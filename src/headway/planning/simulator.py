@@ -1,8 +1,8 @@
 """The estimator: replay an arrival trace through a pipeline under a configuration.
 
-InferLine's discrete-event estimator, on `headway.sim.Simulation`: the server's own
-`Scheduler` batches and dispatches every stage's queue over simulated replicas (`simulate`
-says how a query moves through the stages).
+InferLine's discrete-event estimator, on `headway.sim.ServerSimulation`: the server's own
+controller admits, batches and dispatches every stage's requests over simulated replicas
+(`simulate` says how a query moves through the stages).
 """
 
 from __future__ import annotations
@@ -14,12 +14,10 @@ from typing import Protocol
 
 import numpy as np
 
-from headway.control.actions import INFER
-from headway.control.request import Request
 from headway.control.scheduling_policy import HEADWAY
-from headway.errors import HeadwayError
 from headway.planning.pipeline import Catalogue, Configuration, Pipeline, Profiles, profile_of
-from headway.sim import ModelProfile, Simulation
+from headway.sim import ModelProfile, ServerSimulation
+from headway.sim.pipeline import run_pipeline
 
 #: Seconds after its arrival by which a simulated request "must" finish: far enough that no
 #: batch is shrunk and nothing is rejected for its deadline.
@@ -53,19 +51,14 @@ class Estimate:
 
 
 class Scaling(Protocol):
-    """Changes replica counts during a replay: `start` is given the simulation, each stage's
-    active workers and `spare` idle ones per stage, and the arrivals; it schedules its own
-    decisions with `Simulation.at`."""
+    """Changes replica counts during a replay: `start` is given the simulated server (started),
+    the arrivals, and `offset`, the clock's time at arrival time 0; it schedules its own
+    decisions with `ServerSimulation.at`, which ask `Controller.scale`. A replica it adds is
+    ready `startup` seconds after it was asked for."""
 
-    spare: int
+    startup: float
 
-    def start(
-        self,
-        sim: Simulation,
-        active: dict[str, list[int]],
-        idle: dict[str, list[int]],
-        arrivals: np.ndarray,
-    ) -> None: ...
+    def start(self, sim: ServerSimulation, arrivals: np.ndarray, offset: float) -> None: ...
 
 
 #: The standard normal's 99th percentile.
@@ -75,16 +68,14 @@ Z99 = 2.3263
 def spread_durations(
     pipeline: Pipeline, config: Configuration, profiles: Profiles, seed: int
 ) -> Callable[[str, int], float]:
-    """A duration function drawing each INFER from a log-normal with the stage's profiled mean
-    and p99 for that many rows (the mean where there is no p99); loads take no time."""
+    """A duration function `(stage, rows) -> seconds` drawing each INFER from a log-normal with
+    the stage's profiled mean and p99 for that many rows (the mean where there is no p99)."""
     rng = np.random.default_rng(seed + 1)
     by_stage = {
         s.name: profile_of(profiles, s.model, config[s.name].hardware) for s in pipeline.stages
     }
 
     def duration(stage: str, rows: int) -> float:
-        if rows == 0:
-            return 0.0
         profile = by_stage[stage]
         mean, p99 = profile.latency(rows), profile.tail(rows)
         if p99 is None or p99 <= mean:
@@ -95,10 +86,6 @@ def spread_durations(
         return float(rng.lognormal(math.log(mean) - sigma * sigma / 2, sigma))
 
     return duration
-
-
-class _GaveUp(Exception):
-    """Enough queries were late: the estimate's P99 is over `give_up`."""
 
 
 def reach_draws(queries: int, seed: int) -> np.ndarray:
@@ -123,11 +110,13 @@ def simulate(
 ) -> Estimate:
     """Replay `arrivals` (sorted seconds) through `pipeline` under `config`.
 
-    Each stage's replicas are simulated workers holding that stage's model. A query enters its
-    input stages at its arrival, moves to a child when the child's every parent has answered
-    (a join), reaches only the stages its share allows (see `headway.planning.pipeline`), and
-    is done when the last stage it reached answers; its latency is that moment less its
-    arrival. Requests carry a far deadline and the scheduler runs without early rejection
+    The simulated server (`ServerSimulation`: the server's own controller over simulated
+    workers) serves each stage as a model on that stage's replicas, placed by the controller
+    and warmed up before the first arrival. A query enters its input stages at its arrival,
+    moves to a child when the child's every parent has answered (a join), reaches only the
+    stages its share allows (see `headway.planning.pipeline`), and is done when the last stage
+    it reached answers (`headway.sim.pipeline`); its latency is that moment less its arrival.
+    Requests carry a far deadline and the scheduler runs without early rejection
     (`PLANNING`): the plan's SLO is judged on the simulated latencies (P99), not enforced by
     dropping requests, so every batch is the greedy one InferLine's estimator models -- as
     many queued rows as the stage's max batch allows.
@@ -138,10 +127,10 @@ def simulate(
     (`headway.planning.scaling`). With `spread`, each action's duration is drawn (from `seed`)
     from a log-normal with the profile's mean and p99 at that batch size, instead of the mean.
 
-    `rpc_seconds` is the one-way delay between the scheduler and a worker; `noise` multiplies
+    `rpc_seconds` is the one-way delay between the controller and a worker; `noise` multiplies
     each action's profiled duration by (1 + noise * |N(0, 1)|), drawn from `seed`. `catalogue`,
     when given, checks that every stage's hardware is in it."""
-    stages = pipeline.stages
+    stages, order = pipeline.stages, pipeline.names
     models: dict[str, ModelProfile] = {}
     for stage in stages:
         stage_config = config[stage.name]
@@ -154,114 +143,59 @@ def simulate(
             size_mb=0.0,
             max_batch=stage_config.max_batch,
         )
-    spare = scaling.spare if scaling is not None else 0
-    total_replicas = sum(config[s.name].replicas + spare for s in stages)
-    sim = Simulation(
+    arrivals = np.asarray(arrivals, dtype=np.float64)
+    first = float(arrivals[0]) if len(arrivals) else 0.0
+    replicas = {name: config[name].replicas for name in order}
+    with ServerSimulation(
         models,
-        workers=total_replicas,
-        memory_mb=float("inf"),
+        workers=sum(replicas.values()),
+        replicas=replicas,
+        slo_ms=HORIZON * 1e3,
         policy=PLANNING,
         rpc_seconds=rpc_seconds,
         noise=noise,
+        sample=spread_durations(pipeline, config, profiles, seed) if spread else None,
         seed_profiles=True,
         max_queue=max(4096, 2 * len(arrivals)),
         seed=seed,
-    )
-    if spread:
-        sampler = spread_durations(pipeline, config, profiles, seed)
-        for simulated in sim.workers:
-            simulated.durations = sampler
-    replicas_of: dict[str, list[int]] = {}
-    idle: dict[str, list[int]] = {}
-    next_worker = 0
-    for stage in stages:
-        sim.register(stage.name)
-        count = config[stage.name].replicas
-        replicas_of[stage.name] = list(range(next_worker, next_worker + count))
-        idle[stage.name] = list(range(next_worker + count, next_worker + count + spare))
-        for worker in replicas_of[stage.name]:
-            sim.scheduler.placed(stage.name, worker)
-            sim.workers[worker].resident.add(stage.name)
-        next_worker += count + spare
-
-    queries = len(arrivals)
-    arrivals = np.asarray(arrivals, dtype=np.float64)
-    draws = reach_draws(queries, seed)
-    order = pipeline.names
-    index = {name: i for i, name in enumerate(order)}
-    shares = np.array([s.scale for s in stages])
-    parents = [[index[p] for p in s.parents] for s in stages]
-    children = [[index[c] for c in pipeline.children(s.name)] for s in stages]
-    inputs = [i for i, s in enumerate(stages) if not s.parents]
-    # per query: stages it reaches; per (query, stage): parents still to answer
-    reaches = draws[:, None] < shares[None, :]
-    waiting = np.array([len(p) for p in parents], dtype=np.int32)[None, :].repeat(queries, axis=0)
-    left = reaches.sum(axis=1).astype(np.int32)
-    finished = np.full(queries, np.nan)
-
-    def request(query: int, stage: int, now: float) -> Request:
-        deadline = float(arrivals[query]) + HORIZON
-        return Request(order[stage], {}, 1, now, deadline, token=(query, stage))
-
-    # a query that reaches no input stage (all have shares below 1) is answered at once
-    served = np.flatnonzero(reaches[:, inputs].any(axis=1))
-    finished[left == 0] = arrivals[left == 0]
-
-    def arrive(index: int, now: float) -> Request:
-        # an input stage's request; the other input stages of a multi-input pipeline are
-        # submitted here too (the loop submits the one returned)
-        query = int(served[index])
-        first, *rest = (i for i in inputs if reaches[query, i])
-        for stage in rest:
-            sim.scheduler.submit(request(query, stage, now))
-        return request(query, first, now)
-
-    late = 0
-    # more than this many over `give_up` and the P99 (interpolated) is over it too
-    too_many = 0.01 * queries + 2
-
-    def answered(done: Request, now: float) -> None:
-        nonlocal late
-        query, stage = done.token
-        left[query] -= 1
-        if left[query] == 0:
-            finished[query] = now
-            if give_up is not None and now - arrivals[query] > give_up:
-                late += 1
-                if late >= too_many:
-                    raise _GaveUp
-        for child in children[stage]:
-            if not reaches[query, child]:
-                continue
-            waiting[query, child] -= 1
-            if waiting[query, child] == 0:
-                sim.scheduler.submit(request(query, child, now))
-
-    def rejected(failed: Request, error: HeadwayError, now: float) -> None:
-        raise HeadwayError(f"the simulated scheduler rejected a request: {error.message}")
-
-    if scaling is not None:
-        scaling.start(sim, replicas_of, idle, arrivals)
-    try:
-        sim.drive(arrivals[served], arrive, answered, rejected, drain=HORIZON)
-    except _GaveUp:
-        return Estimate(
-            latencies=np.where(np.isnan(finished), np.inf, finished - arrivals),
-            reached={},
-            busy={},
-            duration=0.0,
-            complete=False,
+        startup=scaling.startup if scaling is not None else None,
+    ) as sim:
+        started = sim.start()
+        warm_up = dict(sim.engine.computing)  # the warm-up runs are not the trace's
+        if scaling is not None:
+            scaling.start(sim, arrivals, started - first)
+        index = {name: i for i, name in enumerate(order)}
+        reaches = reach_draws(len(arrivals), seed)[:, None] < np.array([s.scale for s in stages])
+        run = run_pipeline(
+            sim,
+            order,
+            [[index[p] for p in s.parents] for s in stages],
+            reaches,
+            arrivals - first,
+            timeout=HORIZON,
+            give_up=give_up,
         )
-    duration = float(arrivals[-1] - arrivals[0]) if queries > 1 else 1.0
-    span = max(float(np.nanmax(finished) - arrivals[0]) if queries else 0.0, duration, 1e-9)
-    busy = {
-        name: sum(sim.workers[w].busy[INFER] for w in replicas_of[name])
-        / (span * len(replicas_of[name]))
-        for name in order
-    }
+        if not run.complete:
+            return Estimate(
+                latencies=np.where(np.isnan(run.finished), np.inf, run.latencies),
+                reached={},
+                busy={},
+                duration=0.0,
+                complete=False,
+            )
+        computing = {
+            name: sim.engine.computing.get(key, 0.0) - warm_up.get(key, 0.0)
+            for name in order
+            for key in [sim.controller.model(name).config.key]
+        }
+        serving = {name: len(sim.controller.model(name).workers) for name in order}
+    latencies = run.latencies
+    duration = float(arrivals[-1] - first) if len(arrivals) > 1 else 1.0
+    done = latencies + arrivals - first
+    span = max(float(np.nanmax(done)) if done.size else 0.0, duration, 1e-9)
     return Estimate(
-        latencies=finished - arrivals,
+        latencies=latencies,
         reached={name: int(reaches[:, i].sum()) for i, name in enumerate(order)},
-        busy=busy,
+        busy={name: computing[name] / (span * max(serving[name], 1)) for name in order},
         duration=duration,
     )
