@@ -154,6 +154,41 @@ def test_headers_over_the_limit_are_431_whether_many_small_or_one_never_ending()
     serve(test)
 
 
+def _head_of(header_bytes: int) -> tuple[bytes, bytes]:
+    """A GET head whose headers' names and values hold exactly `header_bytes` bytes, repeated
+    names among them (merged into one value by the server), as two pieces: the first under
+    the limit, the second taking it to `header_bytes`."""
+    lines = [b"Host: t"] + [b"X-Same: " + b"v" * 990 for _ in range(12)]  # 4 + 1 + 12 * 996
+    size = sum(len(line) - 2 for line in lines)  # ": " is not a name or value byte
+    assert size < MAX_HEADER_BYTES
+    rest = header_bytes - size - len(b"X-Last")
+    lines.append(b"X-Last: " + b"w" * rest)
+    first = b"GET /now/h HTTP/1.1\r\n" + b"\r\n".join(lines[:-1]) + b"\r\n"
+    return first, lines[-1] + b"\r\n\r\n"
+
+
+def test_headers_are_counted_exactly_when_a_head_spans_reads_and_repeats_names() -> None:
+    # The usual head arrives in one read under the limit and is not counted header by header;
+    # one that spans reads past the limit is, from its first header, repeated names included.
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        for size, status in ((MAX_HEADER_BYTES, 200), (MAX_HEADER_BYTES + 1, 431)):
+            reader, writer = await connect(server)
+            first, second = _head_of(size)
+            writer.write(first)
+            await writer.drain()
+            await asyncio.sleep(0.05)  # the second piece in a read of its own
+            writer.write(second)
+            if status == 200:
+                assert (await response(reader))[0] == 200
+                writer.close()
+            else:
+                error = await refused(reader, 431)
+                assert f"request headers of {size}+ bytes exceed" in error
+        assert len(app.seen) == 1
+
+    serve(test)
+
+
 # -- read timeouts ----------------------------------------------------------------------------
 
 

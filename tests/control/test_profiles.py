@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from headway.control.profiles import LatencyEstimator, percentile
@@ -192,3 +194,32 @@ def test_without_a_pool_recent_is_none() -> None:
     estimator = LatencyEstimator()
     estimator.observe("a", 1, 0.010)
     assert estimator.recent(90) is None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_estimates_kept_across_measurements_equal_those_computed_afresh(seed: int) -> None:
+    # Estimates asked for stay cached across a measurement that changes no window's estimate
+    # and no size's trust: after every measurement of a random history, each size's estimate
+    # equals that of an estimator given the same history and asked for nothing before.
+    import random
+
+    rng = random.Random(seed)
+    history: list[tuple[int, float]] = []
+    kept = LatencyEstimator(window=5, min_samples=3)
+    for _ in range(300):
+        size = rng.choice([1, 2, 4, 8, 9, 16, 32])
+        seconds = round(0.001 * size**0.5 * rng.choice([1.0, 1.0, 1.1, 1.3, 3.0]), 6)
+        history.append((size, seconds))
+        kept.observe("m", size, seconds)
+        afresh = LatencyEstimator(window=5, min_samples=3)
+        for s, t in history:
+            afresh.observe("m", s, t)
+        sizes = range(1, 41)
+        assert [kept.estimate("m", s) for s in sizes] == [afresh.estimate("m", s) for s in sizes]
+        assert kept.across() == afresh.across()
+        windows = kept._models["m"]  # each ceiling as defined: the least trusted estimate above
+        trusted = [s for s in windows.sizes if len(windows.by_size[s]) >= 3]
+        assert windows.ceilings == [
+            min([windows.estimates[s] for s in trusted if s >= size], default=math.inf)
+            for size in windows.sizes
+        ]

@@ -20,3 +20,17 @@ def test_an_execution_counts_once_per_batch_and_once_per_request_it_carried() ->
     assert stats.per_request.infer_s == pytest.approx(3 * 0.5 + 0.2)
     assert stats.per_request.output_s == pytest.approx(3 * 0.002 + 0.001)
     assert stats.last_inference == 9.0
+
+
+def test_a_batchs_waits_are_counted_as_if_observed_one_by_one() -> None:
+    # The queue histogram takes a batch's waits in one call: the same buckets (bounds
+    # included), count and sum, to the last bit, as observing each wait in turn.
+    waits = [0.0, 0.0005, 0.00051, 0.003, 0.1, 0.1 + 1e-12, 7.5, 12.0, 0.0004999, 1 / 3]
+    batched, one_by_one = ModelStats(), ModelStats()
+    batched.executed(10, waits, infer_s=0.1, input_s=0.0, output_s=0.0, at=1.0)
+    batched.executed(2, waits[:2], infer_s=0.1, input_s=0.0, output_s=0.0, at=2.0)
+    for wait in waits + waits[:2]:
+        one_by_one.queue.observe(wait)
+    assert batched.queue.counts == one_by_one.queue.counts
+    assert batched.queue.counts[0] == 5 and batched.queue.counts[-1] == 1  # <= 0.5 ms; > 10 s
+    assert (batched.queue.count, batched.queue.total) == (12, one_by_one.queue.total)

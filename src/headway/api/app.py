@@ -405,9 +405,10 @@ class HeadwayApp:
         timeout, priority = schedule_policy((head and head.get("parameters")) or {})
         # its own wait since its bytes were read (not the loop's worst lag, which refused
         # everyone after one stall)
-        waited = 0.0 if received is None else max(0.0, controller.clock.now() - received)
-        if waited:
-            controller.refuse_late(name, version, timeout=timeout, waited=waited)
+        if received is not None:
+            now = controller.clock.now()
+            if now > received:
+                controller.refuse_late(model, timeout=timeout, waited=now - received, now=now)
         if head is None:
             specs = model.config.inputs
             if len(specs) != 1:
@@ -426,7 +427,7 @@ class HeadwayApp:
             outputs=request.outputs,
             timeout=timeout,
             priority=priority,
-            waited=waited if received is None else controller.clock.now() - received,
+            waited=0.0 if received is None else controller.clock.now() - received,
             then=partial(_reply_encoded, reply, request, name),
             trace=trace,
         )

@@ -113,8 +113,12 @@ class HttpConnection(asyncio.Protocol):
         self._decoder: BodyDecoder | None = None  # the body's Content-Encoding, if any
         self._phase = _BETWEEN  # reading a request's head, its body, or between requests
         self._phase_began = 0.0  # when this phase's first bytes were read
-        self._header_bytes = 0  # names and values of the headers parsed so far
+        self._header_bytes = 0  # names and values of the headers parsed so far (if counted)
         self._head_read = 0  # bytes of the reads that a still unfinished head spans
+        self._read_size = 0  # bytes of the read being parsed
+        self._head_span = 0  # bytes of the reads this head began in and spans (a bound)
+        self._counting = False  # whether the head may carry too many header bytes: count them
+        self._merged = 0  # bytes a repeated header's merge left out of `_headers` (see on_header)
         self._accepted = True  # nothing read yet: the first bytes may have waited to be accepted
 
     # -- asyncio.Protocol ------------------------------------------------------------------
@@ -160,7 +164,12 @@ class HttpConnection(asyncio.Protocol):
         self.server.keep_up(now)
         if self.server.poller is not None:
             self.server.poller.arm()
+        self._read_size = size = len(data)
         reading_head = self._phase == _HEAD
+        if reading_head:
+            self._head_span += size
+            if not self._counting and self._head_span > MAX_HEADER_BYTES:
+                self._count_headers()
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -170,7 +179,7 @@ class HttpConnection(asyncio.Protocol):
                 self._refuse(problem(400, f"malformed HTTP request: {exc}"))
         else:
             if reading_head and self._phase == _HEAD:  # a head longer than this whole read
-                self._head_read += len(data)
+                self._head_read += size
                 if self._head_read > MAX_URL_BYTES + MAX_HEADER_BYTES:
                     self._refuse(problem(431, headers_too_large(self._head_read)))
 
@@ -189,7 +198,9 @@ class HttpConnection(asyncio.Protocol):
         self._url = b""
         self._headers = {}
         self._body = []
-        self._size = self._header_bytes = self._head_read = 0
+        self._size = self._header_bytes = self._head_read = self._merged = 0
+        self._head_span = self._read_size  # the whole read: it holds this head's first bytes
+        self._counting = self._head_span > MAX_HEADER_BYTES
         self._decoder = None
 
     def on_url(self, url: bytes) -> None:
@@ -199,13 +210,26 @@ class HttpConnection(asyncio.Protocol):
             raise _Refused
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._header_bytes += len(name) + len(value)
-        if self._header_bytes > MAX_HEADER_BYTES:
-            self._refuse(problem(431, headers_too_large(self._header_bytes)))
-            raise _Refused
+        # Headers can only pass the limit in a head whose reads hold more bytes than it: the
+        # usual head, read whole in one small read, is not counted header by header.
+        if self._counting:
+            self._header_bytes += len(name) + len(value)
+            if self._header_bytes > MAX_HEADER_BYTES:
+                self._refuse(problem(431, headers_too_large(self._header_bytes)))
+                raise _Refused
         name = name.lower()
         previous = self._headers.get(name)
-        self._headers[name] = value if previous is None else previous + b", " + value
+        if previous is None:
+            self._headers[name] = value
+        else:
+            self._headers[name] = previous + b", " + value
+            self._merged += len(name) - 2  # its name again, less the ", " the merge added
+
+    def _count_headers(self) -> None:
+        """Start counting header bytes in a head that now spans more than the limit: those
+        parsed so far, exactly, from what `on_header` kept."""
+        self._counting = True
+        self._header_bytes = self._merged + sum(len(n) + len(v) for n, v in self._headers.items())
 
     def on_headers_complete(self) -> None:
         self._phase = _BODY

@@ -24,13 +24,13 @@ def admit(
     predictions: Predictions,
     cold: bool,
     load_wait: Callable[[], float],
-    busy_wait: Callable[[], float] = lambda: 0.0,
+    busy_wait: Callable[[ModelSlot, float], float] = lambda model, now: 0.0,
 ) -> None:
     """Raise DeadlineUnmeetable or ColdStartTooSlow if `request` cannot make its deadline.
 
     `cold`: the model must be loaded first; `load_wait()` is then the predicted wait for that.
-    `busy_wait()`: the predicted seconds until a worker holding the model is free (a long
-    action of another model on it is known at arrival: waiting for it to pass is pointless).
+    `busy_wait(model, now)`: the predicted seconds until a worker holding the model is free (a
+    long action of another model on it is known at arrival: waiting for it to pass is pointless).
     """
     service = predictions.service_time(request.model, request.rows)
     left = request.deadline - now
@@ -51,7 +51,7 @@ def admit(
             )
     if service is None or not model.replicas:
         return
-    busy = busy_wait()
+    busy = busy_wait(model, now)
     if busy + service > left:
         raise DeadlineUnmeetable(
             f"model {request.model!r}: deadline cannot be met: its worker is busy for "

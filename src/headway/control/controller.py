@@ -296,17 +296,16 @@ class Controller:
         return future
 
     def refuse_late(
-        self, name: str, version: str | None, *, timeout: float | None, waited: float
+        self, model: ModelState, *, timeout: float | None, waited: float, now: float
     ) -> None:
-        """Raise DeadlineUnmeetable, counted as `submit` counts it, if a request that `waited`
-        seconds to be read cannot make its deadline even with one row
-        (`admission.admit_unread`): the frontend asks before decoding its tensors. A model
-        not ready, or with a prediction cache, is left to `submit`."""
-        model = self.model(name, version)
+        """Raise DeadlineUnmeetable, counted as `submit` counts it, if a request for `model`
+        (as `model()` found it) that `waited` seconds to be read, until `now` on the clock,
+        cannot make its deadline even with one row (`admission.admit_unread`): the frontend
+        asks before decoding its tensors. A model not ready, or with a prediction cache, is
+        left to `submit`."""
         config = model.config
         if model.state != READY or config.cache:
             return
-        now = self.clock.now()
         timeout = timeout if timeout is not None else config.slo_ms / 1000.0
         try:
             admit_unread(

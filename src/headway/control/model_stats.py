@@ -5,7 +5,7 @@ The transport turns these records into Prometheus text; the core only counts.
 
 from __future__ import annotations
 
-import bisect
+from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,9 +42,18 @@ class Histogram:
         self.counts = [0] * (len(self.bounds) + 1)
 
     def observe(self, value: float) -> None:
-        self.counts[bisect.bisect_left(self.bounds, value)] += 1
+        self.counts[bisect_left(self.bounds, value)] += 1
         self.total += value
         self.count += 1
+
+    def observe_all(self, values: list[float]) -> None:
+        """`observe` each of `values`, in order (one call for a batch's requests)."""
+        counts, bounds, total = self.counts, self.bounds, self.total
+        for value in values:
+            counts[bisect_left(bounds, value)] += 1
+            total += value
+        self.total = total
+        self.count += len(values)
 
     def cumulative(self) -> list[tuple[float, int]]:
         out, running = [], 0
@@ -105,8 +114,7 @@ class ModelStats:
         """Count one INFER action that ran: its rows, each request's wait, its times."""
         self.batch_size.observe(rows)
         self.compute.observe(infer_s)
-        for wait in waits:
-            self.queue.observe(wait)
+        self.queue.observe_all(waits)
         times = self.batches.get(rows)
         if times is None:
             times = self.batches[rows] = BatchTimes()

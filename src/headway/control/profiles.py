@@ -104,9 +104,16 @@ class LatencyEstimator:
         samples.append(seconds)
         # Estimates are asked for far more often than measurements arrive (every admission,
         # every batch size a dispatch considers): compute the changed one here, once.
-        windows.estimates[batch_size] = self._of(samples)
-        _lower_ceilings(windows, at, self.min_samples)
-        windows.derived.clear()  # bounds and extrapolations may have moved
+        estimate = self._of(samples)
+        # Every estimate derives from the measured sizes, their estimates and which of them
+        # were measured `min_samples` times. A measurement that changes none of these (most:
+        # a window's high percentile moves only when its slowest run arrives or leaves) leaves
+        # the ceilings and the estimates asked for as they are, and they stay cached.
+        if windows.estimates.get(batch_size) != estimate or len(samples) == self.min_samples:
+            windows.estimates[batch_size] = estimate
+            _lower_ceilings(windows, at, self.min_samples)
+            windows.derived.clear()  # bounds and extrapolations may have moved
+            self._dirty.add(model)
         if len(samples) >= self.min_samples:
             windows.profiled = True
         if self._pooling:
@@ -114,7 +121,6 @@ class LatencyEstimator:
                 del self._pooled[bisect.bisect_left(self._pooled, self._pool[0])]
             self._pool.append(seconds)
             bisect.insort(self._pooled, seconds)
-        self._dirty.add(model)
 
     def forget(self, model: str) -> None:
         self._models.pop(model, None)

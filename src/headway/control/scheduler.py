@@ -230,7 +230,7 @@ class Scheduler:
                     predictions=self.predictions,
                     cold=cold,
                     load_wait=lambda: load_wait(model, self._workers, self.predictions, now),
-                    busy_wait=lambda: self._busy_wait(model, now),
+                    busy_wait=self._busy_wait,
                 )
             except DeadlineUnmeetable as exc:
                 self._count(request.model, "rejected_at_admission", exc.reason)
