@@ -5,7 +5,8 @@ bare REST no-op (an asyncio protocol answering a constant) loaded by ``wrk``.
 Each server runs in a child process; the variants are the ways a Python program can serve
 gRPC with grpcio: ``grpc.aio`` under asyncio's loop or uvloop, and the synchronous
 ``grpc.server`` (requests on C-core's threads, handlers on a thread pool), answering in the
-thread or handing each call to an event loop in another thread, as an asyncio server must.
+thread or handing each call to an event loop in another thread, as an asyncio server must;
+and, beside them, Headway's own HTTP/2 path for unary calls (`api.grpc.http2`) on uvloop.
 
     python bench/grpc_ceiling.py [--duration 5] [--rounds 2] [--only aio-uvloop,rest-noop]
 """
@@ -146,8 +147,40 @@ def serve_rest(port: int) -> None:
     uvloop.run(main())
 
 
+def serve_own_http2(port: int) -> None:
+    """Headway's own HTTP/2 path (`api.grpc.http2`) on uvloop, answering in the read."""
+    import uvloop
+
+    from headway.api.grpc.calls import Call, Limits
+    from headway.api.grpc.http2 import Http2Connection
+
+    class Echo:
+        def accepts(self, path: str) -> bool:
+            return path == PATH
+
+        def call(self, call: Call) -> None:
+            call.answer(call.message)
+
+    class Server:
+        connections: set[Http2Connection] = set()
+        unanswered = 0
+
+        def turn(self) -> None:
+            pass
+
+    async def main() -> None:
+        echo, server, limits = Echo(), Server(), Limits()
+        listener = await asyncio.get_running_loop().create_server(
+            lambda: Http2Connection(echo, limits, server), "127.0.0.1", port
+        )
+        await listener.serve_forever()
+
+    uvloop.run(main())
+
+
 VARIANTS: dict[str, tuple[Any, tuple[Any, ...]]] = {
     "rest-noop": (serve_rest, ()),
+    "own-http2": (serve_own_http2, ()),
     "aio-asyncio": (serve_aio, ("asyncio",)),
     "aio-uvloop": (serve_aio, ("uvloop",)),
     "sync-4-threads": (serve_sync, (4, False)),

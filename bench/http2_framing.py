@@ -21,7 +21,8 @@ import h2.events
 import hpack
 
 from headway.api.grpc import frames as f
-from headway.api.grpc.http2 import Call, Http2Connection, Limits
+from headway.api.grpc.calls import Call, Limits
+from headway.api.grpc.http2 import Http2Connection
 
 HEADERS = [
     (b":method", b"POST"),

@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from headway.api.grpc import frames as f
-from headway.api.grpc.http2 import Call, Http2Connection, Limits
+from headway.api.grpc.calls import Call, Limits
+from headway.api.grpc.http2 import Http2Connection
 
 PATH = b"/inference.GRPCInferenceService/ModelInfer"
 HEADERS = [

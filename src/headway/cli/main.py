@@ -127,7 +127,7 @@ def cli() -> None:
     show_default=True,
     type=click.FloatRange(min=0.001),
     help="Seconds a request's head (request line and headers) may take to arrive; then 408 "
-    "and the connection closes. Native HTTP server only.",
+    "and the connection closes (native HTTP server; and a gRPC connection's preface).",
 )
 @click.option(
     "--body-timeout",
@@ -135,7 +135,7 @@ def cli() -> None:
     show_default=True,
     type=click.FloatRange(min=0.001),
     help="Seconds a request's body may take to arrive after its head; then 408 and the "
-    "connection closes. Native HTTP server only.",
+    "connection closes (native HTTP server; a gRPC call ends DEADLINE_EXCEEDED).",
 )
 @click.option(
     "--max-connections",

@@ -118,7 +118,15 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
     if settings.grpc_port:
         from headway.api.grpc.server import GrpcServer
 
-        app.companions.append(GrpcServer(app, host=settings.host, port=settings.grpc_port))
+        app.companions.append(
+            GrpcServer(
+                app,
+                host=settings.host,
+                port=settings.grpc_port,
+                header_timeout=settings.header_timeout,
+                body_timeout=settings.body_timeout,
+            )
+        )
     if settings.tune and plan is not None:
         app.tuner = LiveTuner(
             controller,

@@ -19,97 +19,27 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import dataclass
-from typing import Protocol
 from urllib.parse import quote
 
 from headway.api.grpc import frames as f
+from headway.api.grpc.calls import (
+    DEADLINE_EXCEEDED,
+    INVALID_ARGUMENT,
+    RESOURCE_EXHAUSTED,
+    UNIMPLEMENTED,
+    Call,
+    Handler,
+    Http2Server,
+    Limits,
+    Stream,
+    parse_timeout,
+)
 from headway.api.grpc.frames import ConnectionError_, StreamError
 
 log = logging.getLogger("headway.grpc")
 
-# gRPC status codes (the numbers of grpc.StatusCode) this module answers itself.
-INVALID_ARGUMENT, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED = 3, 4, 8
-UNIMPLEMENTED, INTERNAL, UNAVAILABLE = 12, 13, 14
-
-_TIMEOUT_UNITS = {b"H": 3600.0, b"M": 60.0, b"S": 1.0, b"m": 1e-3, b"u": 1e-6, b"n": 1e-9}
 _OK_HEADERS = f.encode(((b":status", b"200"), (b"content-type", b"application/grpc")))
 _OK_TRAILERS = f.encode(((b"grpc-status", b"0"),))
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What one connection accepts; the defaults follow grpc-core's and nginx's."""
-
-    max_message: int = 64 * 2**20
-    max_streams: int = 100
-    max_header_list: int = 16 * 1024
-    #: Seconds for a new connection's preface, and for a stream's request once opened.
-    header_timeout: float = 10.0
-    body_timeout: float = 60.0
-    #: Receive windows this side grants (streams, and the connection as a whole).
-    stream_window: int = 1 * 2**20
-    connection_window: int = 16 * 2**20
-
-
-class Call:
-    """One unary call: its method path, metadata, request message and deadline."""
-
-    __slots__ = ("_connection", "_stream", "headers", "message", "path", "received", "timeout")
-
-    def __init__(self, connection: Http2Connection, stream: _Stream, message: bytes) -> None:
-        self._connection = connection
-        self._stream = stream
-        self.path = stream.path
-        self.headers = stream.headers
-        self.message = message
-        self.timeout = stream.timeout  # seconds from `received`, from `grpc-timeout`
-        self.received = stream.opened
-
-    def metadata(self, key: bytes) -> bytes | None:
-        """The first value of header `key` (lower-case), or None."""
-        for name, value in self.headers:
-            if name == key:
-                return value
-        return None
-
-    def answer(self, message: bytes) -> None:
-        """Send the response message with status OK (ignored once the stream is gone)."""
-        self._connection.answer(self._stream, message)
-
-    def fail(self, code: int, message: str) -> None:
-        """End the call with a non-OK status and its message (trailers only)."""
-        self._connection.fail(self._stream, code, message)
-
-
-class Handler(Protocol):
-    def accepts(self, path: str) -> bool:
-        """Whether `path` names a method served (asked when a call's headers arrive)."""
-
-    def call(self, call: Call) -> None:
-        """A whole call, to be answered (`Call.answer`, `Call.fail`) now or later."""
-
-
-class _Stream:
-    __slots__ = (
-        "answered", "chunks", "ended", "headers", "id", "opened", "out", "path", "send_window",
-        "size", "timeout", "trailers", "unacked",
-    )  # fmt: skip
-
-    def __init__(self, stream_id: int, send_window: int, opened: float) -> None:
-        self.id = stream_id
-        self.headers: f.Headers = []
-        self.chunks: list[bytes] = []
-        self.size = 0
-        self.unacked = 0  # DATA bytes read and not yet credited back
-        self.send_window = send_window
-        self.ended = False  # the peer has sent its last frame
-        self.answered = False
-        self.opened = opened
-        self.timeout: float | None = None
-        self.path = ""
-        self.out = b""  # answer DATA waiting for window
-        self.trailers = b""
 
 
 class Http2Connection(asyncio.Protocol):
@@ -121,7 +51,7 @@ class Http2Connection(asyncio.Protocol):
         self.server = server
         self.transport: asyncio.Transport | None = None
         self.decoder = f.HeaderDecoder(4 * limits.max_header_list)
-        self.streams: dict[int, _Stream] = {}
+        self.streams: dict[int, Stream] = {}
         self.last_stream = 0
         self.opened = time.monotonic()
         self._buffer = b""
@@ -344,7 +274,7 @@ class Http2Connection(asyncio.Protocol):
         self.last_stream = stream_id
         if self._going_away or len(self.streams) >= self.limits.max_streams:
             raise StreamError(stream_id, f.REFUSED_STREAM, "too many streams")
-        stream = self.streams[stream_id] = _Stream(
+        stream = self.streams[stream_id] = Stream(
             stream_id, self._stream_send_window, time.monotonic()
         )
         stream.headers = headers
@@ -353,7 +283,7 @@ class Http2Connection(asyncio.Protocol):
         if stream.ended:
             self._complete(stream)
 
-    def _check_head(self, stream: _Stream) -> None:
+    def _check_head(self, stream: Stream) -> None:
         size = 0
         method = content_type = None
         for name, value in stream.headers:
@@ -365,7 +295,7 @@ class Http2Connection(asyncio.Protocol):
             elif name == b"content-type":
                 content_type = value
             elif name == b"grpc-timeout":
-                stream.timeout = _timeout(value)
+                stream.timeout = parse_timeout(value)
                 if stream.timeout is None:
                     self._refuse(stream, INVALID_ARGUMENT, f"bad grpc-timeout {value!r}")
                     return
@@ -412,7 +342,7 @@ class Http2Connection(asyncio.Protocol):
             self._write(f.window_update(stream_id, stream.unacked))
             stream.unacked = 0
 
-    def _complete(self, stream: _Stream) -> None:
+    def _complete(self, stream: Stream) -> None:
         """The request is whole: check its one message and hand the call over."""
         if stream.answered:
             self._forget(stream.id)
@@ -430,7 +360,7 @@ class Http2Connection(asyncio.Protocol):
         self.handler.call(Call(self, stream, data[5:]))
 
     # -- answering -------------------------------------------------------------------------
-    def answer(self, stream: _Stream, message: bytes) -> None:
+    def answer(self, stream: Stream, message: bytes) -> None:
         if stream.answered:
             return
         self._answered(stream)
@@ -456,18 +386,18 @@ class Http2Connection(asyncio.Protocol):
         stream.trailers = f.headers_head(stream.id, len(_OK_TRAILERS), True) + _OK_TRAILERS
         self._flush()
 
-    def fail(self, stream: _Stream, code: int, message: str) -> None:
+    def fail(self, stream: Stream, code: int, message: str) -> None:
         if stream.answered:
             return
         self._answered(stream)
         self._refuse(stream, code, message)
 
-    def _answered(self, stream: _Stream) -> None:
+    def _answered(self, stream: Stream) -> None:
         stream.answered = True
         if stream.ended:
             self.server.unanswered -= 1
 
-    def _refuse(self, stream: _Stream, code: int, message: str) -> None:
+    def _refuse(self, stream: Stream, code: int, message: str) -> None:
         """A trailers-only answer; the rest of the request, if any, is not wanted."""
         stream.answered = True
         if self._closed or stream.id not in self.streams:
@@ -504,7 +434,7 @@ class Http2Connection(asyncio.Protocol):
             stream.trailers = b""
             self._done(stream)
 
-    def _done(self, stream: _Stream) -> None:
+    def _done(self, stream: Stream) -> None:
         if not stream.ended:
             self._write(f.rst_stream(stream.id, f.NO_ERROR))
         self.streams.pop(stream.id, None)
@@ -561,21 +491,3 @@ class Http2Connection(asyncio.Protocol):
     def _write(self, data: bytes) -> None:
         if self.transport is not None and not self._closed:
             self.transport.write(data)
-
-
-class Http2Server(Protocol):
-    """What a connection tells its server (`api.grpc.server.GrpcServer`)."""
-
-    connections: set[Http2Connection]
-    unanswered: int
-
-    def turn(self) -> None: ...
-
-
-def _timeout(value: bytes) -> float | None:
-    """`grpc-timeout` (at most 8 digits and a unit) in seconds; None if malformed."""
-    unit = _TIMEOUT_UNITS.get(value[-1:])
-    digits = value[:-1]
-    if unit is None or not digits.isdigit() or len(digits) > 8:
-        return None
-    return int(digits) * unit

@@ -22,8 +22,9 @@ from google.protobuf.message import DecodeError
 
 from headway.api.app import HeadwayApp
 from headway.api.grpc import messages
+from headway.api.grpc.calls import INTERNAL, Call, Limits
 from headway.api.grpc.codec import encode_infer
-from headway.api.grpc.http2 import INTERNAL, Call, Http2Connection, Limits
+from headway.api.grpc.http2 import Http2Connection
 from headway.api.grpc.service import ADMIN, ALWAYS, InferenceService, authorize
 from headway.api.grpc.status import grpc_status
 from headway.api.http import CATCH_UP_S, SWEEP_S
@@ -167,16 +168,15 @@ class GrpcServer:
         host: str = "127.0.0.1",
         port: int = 8001,
         grace: float = 5.0,
-        limits: Limits | None = None,
+        header_timeout: float = HEADER_TIMEOUT_S,
+        body_timeout: float = BODY_TIMEOUT_S,
     ) -> None:
         self.app = app
         self.host = host
         self.port = port
         self.grace = grace
-        self.limits = limits or Limits(
-            max_message=app.max_body_bytes,
-            header_timeout=HEADER_TIMEOUT_S,
-            body_timeout=BODY_TIMEOUT_S,
+        self.limits = Limits(
+            max_message=app.max_body_bytes, header_timeout=header_timeout, body_timeout=body_timeout
         )
         self.connections: set[Http2Connection] = set()
         self.unanswered = 0  # calls handed over and not yet answered

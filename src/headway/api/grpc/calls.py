@@ -1,0 +1,113 @@
+"""A unary gRPC call as the HTTP/2 path (`api.grpc.http2`) hands it over: its stream's state,
+the call's view of it, what a connection accepts, and whom it tells.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from headway.api.grpc.frames import Headers
+    from headway.api.grpc.http2 import Http2Connection
+
+# gRPC status codes (the numbers of grpc.StatusCode) this module answers itself.
+INVALID_ARGUMENT, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED = 3, 4, 8
+UNIMPLEMENTED, INTERNAL, UNAVAILABLE = 12, 13, 14
+
+_TIMEOUT_UNITS = {b"H": 3600.0, b"M": 60.0, b"S": 1.0, b"m": 1e-3, b"u": 1e-6, b"n": 1e-9}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one connection accepts; the defaults follow grpc-core's and nginx's."""
+
+    max_message: int = 64 * 2**20
+    max_streams: int = 100
+    max_header_list: int = 16 * 1024
+    #: Seconds for a new connection's preface, and for a stream's request once opened.
+    header_timeout: float = 10.0
+    body_timeout: float = 60.0
+    #: Receive windows this side grants (streams, and the connection as a whole).
+    stream_window: int = 1 * 2**20
+    connection_window: int = 16 * 2**20
+
+
+class Call:
+    """One unary call: its method path, metadata, request message and deadline."""
+
+    __slots__ = ("_connection", "_stream", "headers", "message", "path", "received", "timeout")
+
+    def __init__(self, connection: Http2Connection, stream: Stream, message: bytes) -> None:
+        self._connection = connection
+        self._stream = stream
+        self.path = stream.path
+        self.headers = stream.headers
+        self.message = message
+        self.timeout = stream.timeout  # seconds from `received`, from `grpc-timeout`
+        self.received = stream.opened
+
+    def metadata(self, key: bytes) -> bytes | None:
+        """The first value of header `key` (lower-case), or None."""
+        for name, value in self.headers:
+            if name == key:
+                return value
+        return None
+
+    def answer(self, message: bytes) -> None:
+        """Send the response message with status OK (ignored once the stream is gone)."""
+        self._connection.answer(self._stream, message)
+
+    def fail(self, code: int, message: str) -> None:
+        """End the call with a non-OK status and its message (trailers only)."""
+        self._connection.fail(self._stream, code, message)
+
+
+class Handler(Protocol):
+    def accepts(self, path: str) -> bool:
+        """Whether `path` names a method served (asked when a call's headers arrive)."""
+
+    def call(self, call: Call) -> None:
+        """A whole call, to be answered (`Call.answer`, `Call.fail`) now or later."""
+
+
+class Stream:
+    """One stream's state: the request read so far, the answer still to send."""
+
+    __slots__ = (
+        "answered", "chunks", "ended", "headers", "id", "opened", "out", "path", "send_window",
+        "size", "timeout", "trailers", "unacked",
+    )  # fmt: skip
+
+    def __init__(self, stream_id: int, send_window: int, opened: float) -> None:
+        self.id = stream_id
+        self.headers: Headers = []
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.unacked = 0  # DATA bytes read and not yet credited back
+        self.send_window = send_window
+        self.ended = False  # the peer has sent its last frame
+        self.answered = False
+        self.opened = opened
+        self.timeout: float | None = None
+        self.path = ""
+        self.out = b""  # answer DATA waiting for window
+        self.trailers = b""
+
+
+class Http2Server(Protocol):
+    """What a connection tells its server (`api.grpc.server.GrpcServer`)."""
+
+    connections: set[Http2Connection]
+    unanswered: int
+
+    def turn(self) -> None: ...
+
+
+def parse_timeout(value: bytes) -> float | None:
+    """`grpc-timeout` (at most 8 digits and a unit) in seconds; None if malformed."""
+    unit = _TIMEOUT_UNITS.get(value[-1:])
+    digits = value[:-1]
+    if unit is None or not digits.isdigit() or len(digits) > 8:
+        return None
+    return int(digits) * unit
