@@ -398,3 +398,13 @@ def test_any_bytes_after_the_preface_never_raise(data: bytes) -> None:
     peer.send(data)
     peer.send(peer.request(1, b"x"))
     assert peer.server.unanswered >= 0
+
+
+def test_a_connection_over_the_cap_is_answered_goaway_and_closed() -> None:
+    limits = Limits(max_connections=1)
+    first = Peer(limits)
+    server, wire = first.server, Wire()
+    extra = Http2Connection(Echo(), limits, server)
+    extra.connection_made(wire)  # type: ignore[arg-type]
+    assert wire.closed and b"too many connections" in wire.written
+    assert server.connections == {first.connection}

@@ -142,7 +142,8 @@ def cli() -> None:
     default=ServeSettings.max_connections,
     show_default=True,
     type=click.IntRange(min=1),
-    help="Client connections served at once; one more is answered 503 and closed.",
+    help="Client connections served at once, per port (HTTP, gRPC); one more is answered "
+    "503 (gRPC: GOAWAY) and closed.",
 )
 @click.option(
     "--endpoint",

@@ -125,6 +125,7 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
                 port=settings.grpc_port,
                 header_timeout=settings.header_timeout,
                 body_timeout=settings.body_timeout,
+                max_connections=connection_cap(settings.max_connections),
             )
         )
     if settings.tune and plan is not None:

@@ -24,6 +24,8 @@ class Limits:
 
     max_message: int = 64 * 2**20
     max_streams: int = 100
+    #: Connections served at once (one more is answered GOAWAY and closed).
+    max_connections: int = 4096
     max_header_list: int = 16 * 1024
     #: Seconds for a new connection's preface, and for a stream's request once opened.
     header_timeout: float = 10.0

@@ -70,8 +70,12 @@ class Http2Connection(asyncio.Protocol):
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
-        self.server.connections.add(self)
         limits = self.limits
+        if len(self.server.connections) >= limits.max_connections:
+            self.abort(f.REFUSED_STREAM, f"too many connections: this server serves at most "
+                       f"{limits.max_connections} at once (--max-connections); retry shortly")  # fmt: skip
+            return
+        self.server.connections.add(self)
         own = {
             f.ENABLE_PUSH: 0,
             f.MAX_CONCURRENT_STREAMS: limits.max_streams,

@@ -28,7 +28,7 @@ from headway.api.grpc.http2 import Http2Connection
 from headway.api.grpc.service import ADMIN, ALWAYS, InferenceService, authorize
 from headway.api.grpc.status import grpc_status
 from headway.api.http import CATCH_UP_S, SWEEP_S
-from headway.api.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S
+from headway.api.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS
 from headway.api.oip import InferRequest
 from headway.control.models import Prediction
 from headway.errors import ConfigError, HeadwayError, Unavailable
@@ -170,13 +170,17 @@ class GrpcServer:
         grace: float = 5.0,
         header_timeout: float = HEADER_TIMEOUT_S,
         body_timeout: float = BODY_TIMEOUT_S,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         self.app = app
         self.host = host
         self.port = port
         self.grace = grace
         self.limits = Limits(
-            max_message=app.max_body_bytes, header_timeout=header_timeout, body_timeout=body_timeout
+            max_message=app.max_body_bytes,
+            header_timeout=header_timeout,
+            body_timeout=body_timeout,
+            max_connections=max_connections,
         )
         self.connections: set[Http2Connection] = set()
         self.unanswered = 0  # calls handed over and not yet answered
