@@ -408,3 +408,17 @@ def test_a_connection_over_the_cap_is_answered_goaway_and_closed() -> None:
     extra.connection_made(wire)  # type: ignore[arg-type]
     assert wire.closed and b"too many connections" in wire.written
     assert server.connections == {first.connection}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64), st.sampled_from([f.HEADERS, f.CONTINUATION, f.SETTINGS, f.DATA]))
+def test_any_frame_payload_is_a_status_a_reset_or_a_goaway_never_an_exception(
+    payload: bytes, kind: int
+) -> None:
+    peer = Peer()
+    peer.frames()
+    flags = f.END_HEADERS if kind == f.HEADERS else 0
+    peer.send(f.frame(kind, flags, 1 if kind != f.SETTINGS else 0, payload))
+    if not peer.wire.closed:
+        peer.send(peer.request(3, b"x"))
+        assert peer.wire.closed or [c.message for c in peer.handler.calls] == [b"x"]

@@ -93,7 +93,7 @@ class Stream:
         self.opened = opened
         self.timeout: float | None = None
         self.path = ""
-        self.out = b""  # answer DATA waiting for window
+        self.out: bytes | memoryview = b""  # answer DATA waiting for window
         self.trailers = b""
 
 

@@ -162,7 +162,7 @@ class HeaderDecoder:
             headers: Any = self._decoder.decode(block, raw=True)
         except hpack.OversizedHeaderListError as exc:
             raise ConnectionError_(ENHANCE_YOUR_CALM, f"header list too large: {exc}") from None
-        except hpack.HPACKError as exc:
+        except (hpack.HPACKError, ValueError, IndexError) as exc:
             raise ConnectionError_(COMPRESSION_ERROR, f"bad header block: {exc}") from None
         decoded: Headers = [(bytes(name), bytes(value)) for name, value in headers]
         after = (len(entries), entries[0] if entries else None, table.maxsize)

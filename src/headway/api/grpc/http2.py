@@ -52,6 +52,7 @@ class Http2Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.decoder = f.HeaderDecoder(4 * limits.max_header_list)
         self.streams: dict[int, Stream] = {}
+        self._waiting: dict[int, Stream] = {}  # answers waiting for flow-control window
         self.last_stream = 0
         self.opened = time.monotonic()
         self._buffer = b""
@@ -94,6 +95,7 @@ class Http2Connection(asyncio.Protocol):
                 self.server.unanswered -= 1
             stream.answered = True  # an answer still to come goes nowhere
         self.streams.clear()
+        self._waiting.clear()
         self.transport = None
 
     def pause_writing(self) -> None:
@@ -141,6 +143,8 @@ class Http2Connection(asyncio.Protocol):
                 try:
                     self._frame(kind, flags, stream, payload)
                 except StreamError as exc:
+                    if exc.stream == 0:
+                        raise ConnectionError_(exc.code, exc.message) from None
                     self._reset(exc.stream, exc.code)
                 if self._closed:
                     return
@@ -151,6 +155,9 @@ class Http2Connection(asyncio.Protocol):
                 self._recv_unacked = 0
         except ConnectionError_ as exc:
             self.abort(exc.code, exc.message)
+        except Exception as exc:  # a bug, not the client's: this connection only
+            log.error("gRPC connection failed", exc_info=exc)
+            self.abort(f.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
         self.server.turn()
 
     # -- frames ----------------------------------------------------------------------------
@@ -386,7 +393,8 @@ class Http2Connection(asyncio.Protocol):
             self._done(stream)
             return
         self._write(f.headers_head(stream.id, len(_OK_HEADERS), False) + _OK_HEADERS)
-        stream.out = body
+        stream.out = memoryview(body)
+        self._waiting[stream.id] = stream
         stream.trailers = f.headers_head(stream.id, len(_OK_TRAILERS), True) + _OK_TRAILERS
         self._flush()
 
@@ -419,8 +427,11 @@ class Http2Connection(asyncio.Protocol):
 
     def _flush(self) -> None:
         """Send answer DATA that waited for window, as far as the windows now allow."""
-        for stream in list(self.streams.values()):
-            if not stream.out and not stream.trailers:
+        if not self._waiting:
+            return
+        for stream in list(self._waiting.values()):
+            if stream.id not in self.streams:  # reset meanwhile
+                del self._waiting[stream.id]
                 continue
             while stream.out:
                 if self._send_window <= 0:
@@ -436,6 +447,7 @@ class Http2Connection(asyncio.Protocol):
                 continue
             self._write(stream.trailers)
             stream.trailers = b""
+            del self._waiting[stream.id]
             self._done(stream)
 
     def _done(self, stream: Stream) -> None:
