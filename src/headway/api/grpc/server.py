@@ -237,9 +237,11 @@ class GrpcServer:
         give_up_at = time.monotonic() + self.grace
         while self.unanswered > 0 and time.monotonic() < give_up_at:
             await asyncio.sleep(0.01)
-        for task in list(self.dispatcher.tasks):
+        tasks = list(self.dispatcher.tasks)
+        for task in tasks:
             task.cancel()
-        await asyncio.sleep(0)  # the cancelled calls answer CANCELLED
+        if tasks:  # the cancelled calls answer CANCELLED
+            await asyncio.wait(tasks)
         for connection in list(self.connections):
             connection.close()
         self._server = None
