@@ -18,8 +18,10 @@ class HeadwayError(Exception):
      ├── Unavailable           try again later                               (HTTP 503)
      │    ├── ModelNotReady    the model is not loaded (the reason says why)
      │    ├── WorkerFailed     the worker running it died or failed
-     │    └── DeadlineUnmeetable  the deadline cannot be met: rejected early
-     │         └── ColdStartTooSlow  the model cannot be loaded in time
+     │    ├── DeadlineUnmeetable  the deadline cannot be met: rejected early
+     │    │    ├── ColdStartTooSlow  the model cannot be loaded in time
+     │    │    └── Backlogged        the work queued ahead would make it late
+     │    └── Shed             the server is behind reading requests
      ├── Overloaded            queue full: shed at once                      (HTTP 429)
      └── ModelError            the model itself raised while predicting      (HTTP 500)"""
 
@@ -82,6 +84,17 @@ class ColdStartTooSlow(DeadlineUnmeetable):
     """The model is not loaded and loading it would miss the deadline."""
 
     reason = "cold_start"
+
+
+class Backlogged(DeadlineUnmeetable):
+    """The rows queued ahead of the request (or a worker busy with another model) would make
+    it late: until its model's queue shrinks, a request due no later is refused the same way."""
+
+
+class Shed(Unavailable):
+    """The server is behind reading requests: refused at once to keep its own queue short."""
+
+    reason = "shed"
 
 
 class Overloaded(HeadwayError):

@@ -596,6 +596,7 @@ def test_statistics_report_the_counters(clock: ManualClock) -> None:
         "refusals": 0,
         "dropped": 0,
         "rejected_at_admission": 1,
+        "refused_unread": 0,
     }
 
 

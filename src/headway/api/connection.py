@@ -45,6 +45,9 @@ _BETWEEN, _HEAD, _BODY = 0, 1, 2
 
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 _STATUS_LINES: dict[int, bytes] = {}
+#: The quick refusals' answers as bytes, by (id of the answer, keep-alive, HTTP/1.0): each
+#: answer is one object kept for good by `api.refusals`, so its id stays its own.
+_RENDERED: dict[tuple[int, bool, bool], bytes] = {}
 
 
 def status_line(status: int) -> bytes:
@@ -275,15 +278,21 @@ class HttpConnection(asyncio.Protocol):
         parser = self.parser
         keep_alive = parser.should_keep_alive() and not self.server.stopping
         http10 = parser.get_http_version() == "1.0"
+        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        url = self._url
+        refusals = self.server.refusals
+        if refusals is not None and not self.pending and parser.get_method() == b"POST":
+            refusal = refusals.check(url, self._headers, body, self.last_active - self._received)
+            if refusal is not None:  # overload's shortcut
+                self._refuse_quickly(refusal, keep_alive, http10)
+                return
         slot = _Slot()
         self.pending.append(slot)
         method = parser.get_method().decode()
-        url = self._url
         query = url.find(b"?")
         path = (url if query < 0 else url[:query]).decode("latin-1")
         if "%" in path:
             path = unquote(path, errors="replace")
-        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
         headers = self._headers
         if not keep_alive:
             self._stop_reading()
@@ -296,6 +305,21 @@ class HttpConnection(asyncio.Protocol):
             reply(problem(500, f"internal error: {type(exc).__name__}: {exc}"))
 
     # -- answering -------------------------------------------------------------------------
+    def _refuse_quickly(self, refusal: Response, keep_alive: bool, http10: bool) -> None:
+        """An infer request refused before routing (`api.refusals`): its prepared answer,
+        rendered once per kind of connection, written at once (nothing is pending before it)."""
+        key = (id(refusal), keep_alive, http10)
+        data = _RENDERED.get(key)
+        if data is None:
+            data = _RENDERED[key] = render(refusal, keep_alive, http10)
+        transport = self.transport
+        if transport is None or self.closing:
+            return
+        transport.write(data)
+        if not keep_alive:
+            self._stop_reading()
+            self._linger(transport)
+
     def _reply(self, slot: _Slot, keep_alive: bool, http10: bool, response: Response) -> None:
         """The app's answer to the request in `slot` (ignored if the slot was given up on)."""
         if slot.data is not None:

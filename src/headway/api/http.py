@@ -19,6 +19,7 @@ from headway.api.app import HeadwayApp
 from headway.api.busy_poll import BusyPoller
 from headway.api.connection import HttpConnection
 from headway.api.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, connection_cap
+from headway.api.refusals import QuickRefusals
 
 log = logging.getLogger("headway.http")
 
@@ -56,6 +57,9 @@ class HttpServer:
         max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         self.app = app
+        #: Infer requests refused under overload before they are routed (`api.refusals`);
+        #: None for an app that is not Headway's (the tests' stand-ins).
+        self.refusals = QuickRefusals(app) if isinstance(app, HeadwayApp) else None
         self.host = host
         self.port = port
         self.keep_alive = keep_alive

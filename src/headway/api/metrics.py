@@ -118,6 +118,7 @@ _EVENTS = (
     ("refusals", "Actions workers refused because they arrived after their window", False),
     ("dropped", "Queued requests rejected once their deadline could not be met", True),
     ("rejected_at_admission", "Requests rejected on arrival: their deadline was unmeetable", True),
+    ("refused_unread", "Requests refused under overload before they were decoded", True),
 )
 
 

@@ -413,7 +413,12 @@ OPENAPI: dict[str, Any] = {
             "Error": {
                 "type": "object",
                 "required": ["error"],
-                "properties": {"error": {"type": "string"}},
+                "properties": {
+                    "error": {"type": "string"},
+                    # why: a model not ready, or an infer request refused under overload
+                    # before it was decoded (`late`, `backlog`, `shed`)
+                    "reason": {"type": "string"},
+                },
             },
             "Tensor": _TENSOR,
             # a JSON request's tensors carry their `data`; binary ones (`binary_data_size`)

@@ -54,6 +54,7 @@ class Counters:
     refusals: int = 0
     dropped: int = 0
     rejected_at_admission: int = 0
+    refused_unread: int = 0
 
 
 def earliest(current: float | None, when: float) -> float:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from headway.control.predictions import Predictions
 from headway.control.request import Request
 from headway.control.slots import ModelSlot
-from headway.errors import ColdStartTooSlow, DeadlineUnmeetable
+from headway.errors import Backlogged, ColdStartTooSlow, DeadlineUnmeetable
 
 
 def admit(
@@ -26,7 +26,8 @@ def admit(
     load_wait: Callable[[], float],
     busy_wait: Callable[[ModelSlot, float], float] = lambda model, now: 0.0,
 ) -> None:
-    """Raise DeadlineUnmeetable or ColdStartTooSlow if `request` cannot make its deadline.
+    """Raise DeadlineUnmeetable or ColdStartTooSlow if `request` cannot make its deadline
+    (Backlogged, a DeadlineUnmeetable, when it could alone but not behind what is ahead).
 
     `cold`: the model must be loaded first; `load_wait()` is then the predicted wait for that.
     `busy_wait(model, now)`: the predicted seconds until a worker holding the model is free (a
@@ -53,7 +54,7 @@ def admit(
         return
     busy = busy_wait(model, now)
     if busy + service > left:
-        raise DeadlineUnmeetable(
+        raise Backlogged(
             f"model {request.model!r}: deadline cannot be met: its worker is busy for "
             f"~{busy * 1e3:.1f} ms more, and the request needs ~{service * 1e3:.2f} ms; "
             f"{left * 1e3:.1f} ms left"
@@ -66,7 +67,7 @@ def admit(
             ahead = model.queue.rows_ahead(request.priority, request.deadline)
             finish = _finish_time(model, predictions, ahead + request.rows) if ahead else service
             if finish is not None and busy + finish > left:
-                raise DeadlineUnmeetable(
+                raise Backlogged(
                     f"model {request.model!r}: deadline cannot be met: {ahead} rows queued "
                     f"ahead; with them it needs ~{(busy + finish) * 1e3:.1f} ms, "
                     f"{left * 1e3:.1f} ms left"
@@ -82,7 +83,8 @@ def admit_unread(
     parameters, not a decode and an admission. `waited`: how long it waited to be read."""
     service = predictions.service_time(key, 1)
     left = deadline - now
-    if left <= 0 or (service is not None and service > left):
+    # one that could not have made it even read at once is admission's, which says so
+    if left <= 0 or (service is not None and left < service <= left + waited):
         need = f"needs ~{service * 1e3:.2f} ms" if service is not None else "is already late"
         raise DeadlineUnmeetable(
             f"model {key!r}: deadline cannot be met: the request waited {waited * 1e3:.1f} ms "

@@ -30,8 +30,9 @@ from headway.control.models import (
     ModelState,
     Prediction,
 )
+from headway.control.overload import SHED, FrontendLag, quick_refusal
 from headway.control.profiles import LatencyEstimator
-from headway.control.request import Request, priority_level
+from headway.control.request import DEFAULT_PRIORITY, Request, priority_level
 from headway.control.scheduler import Scheduler
 from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
 from headway.control.validate import check_inputs, check_outputs
@@ -39,6 +40,7 @@ from headway.errors import (
     DeadlineUnmeetable,
     HeadwayError,
     ModelNotReady,
+    Shed,
     WorkerFailed,
 )
 from headway.repository import Repository
@@ -107,6 +109,8 @@ class Controller:
         self._states = self.lifecycle.states
         self.ready_timeout = ready_timeout
         self._in_flight: dict[bytes, asyncio.Future[Prediction]] = {}
+        #: The frontend's read wait, watched for overload (`overload.FrontendLag`).
+        self.lag = FrontendLag()
         self.started = False
         #: Whether the engine can run an action inside `submit` (it runs them in this process).
         self._runs_inline = engine.runs_inline
@@ -320,6 +324,46 @@ class Controller:
             stats.requests += 1
             stats.errors[exc.reason] += 1
             raise
+
+    def quick_refusal(
+        self,
+        name: str,
+        version: int | None,
+        *,
+        timeout: float | None,
+        priority: int | None,
+        waited: float,
+    ) -> str | None:
+        """Why a request for `name` that `waited` s to be read is refused before it is decoded
+        (`overload.LATE`, `BACKLOG` or `SHED`), counted as a refusal of its model; None: decode
+        and submit it. O(1): a few lookups and comparisons, for the transport to ask of every
+        request under overload. A model not registered or not ready, with a prediction cache,
+        or a request with a priority of its own, is left to `submit`."""
+        now = self.clock.now()
+        shedding = self.lag.observe(waited, now)
+        model = self.served(name, version)
+        if model is None or model.state != READY:
+            return None
+        config = model.config
+        if config.cache or priority_level(priority) != DEFAULT_PRIORITY:
+            return None
+        key = config.key
+        timeout = timeout if timeout is not None else config.slo_ms / 1000.0
+        scheduler = self.scheduler
+        reason = quick_refusal(
+            waited=waited,
+            timeout=timeout,
+            service=scheduler.predictions.service_time(key, 1),
+            deadline=now - waited + timeout,
+            backlogged=scheduler.backlogged(key),
+            shedding=shedding,
+        )
+        if reason is not None:
+            stats = self.stats[key]
+            stats.requests += 1
+            stats.errors[Shed.reason if reason == SHED else DeadlineUnmeetable.reason] += 1
+            scheduler.count(key, "refused_unread", reason)
+        return reason
 
     def cancel(
         self, future: asyncio.Future[Prediction], name: str, version: str | None = None

@@ -30,6 +30,11 @@ class DeadlineQueue:
         return (entry[3] for entry in self._heap)
 
     @property
+    def last(self) -> tuple[int, float] | None:
+        """No queued request orders after this (priority, deadline); None: empty."""
+        return self._last
+
+    @property
     def full(self) -> bool:
         return len(self._heap) >= self.capacity
 

@@ -29,10 +29,10 @@ from headway.control.predictions import (
 from headway.control.probes import Probes
 from headway.control.profiles import LatencyEstimator
 from headway.control.queues import DeadlineQueue
-from headway.control.request import Request
+from headway.control.request import DEFAULT_PRIORITY, Request
 from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
 from headway.control.slots import ModelSlot, WorkerSlot
-from headway.errors import DeadlineUnmeetable, Overloaded
+from headway.errors import Backlogged, DeadlineUnmeetable, Overloaded
 
 
 class Scheduler:
@@ -87,6 +87,10 @@ class Scheduler:
         self._cold = ColdModels()
         self._inflight: dict[int, Dispatch] = {}
         self._ids = itertools.count(1)
+        #: Moves on whenever work ahead of a new request may have shrunk (an action sent or
+        #: ended, a request withdrawn or dropped, a placement changed): `backlogged` is kept
+        #: only within one epoch.
+        self.epoch = 0
 
     # -- topology -------------------------------------------------------------------------
     def add_model(
@@ -140,6 +144,7 @@ class Scheduler:
         """`key` is now loaded on `worker` (`size_mb`: its measured memory, when known)."""
         slot = self._workers[worker]
         slot.models.add(key)
+        self.epoch += 1
         model = self._models.get(key)
         if model is not None:
             model.replicas.add(worker)
@@ -169,6 +174,7 @@ class Scheduler:
         slot = self._workers.pop(worker, None)
         if slot is None:
             return [], []
+        self.epoch += 1
         held: list[ModelSlot] = []
         for model in self._models.values():
             if worker in model.replicas or worker in model.loading:
@@ -203,7 +209,7 @@ class Scheduler:
             model.loading.add(worker)
         return dispatch
 
-    def _count(self, model: str, event: str, reason: str = "", n: int = 1) -> None:
+    def count(self, model: str, event: str, reason: str = "", n: int = 1) -> None:
         """Count `n` of `event` (a `Counters` field) in all and for `model` (`events`)."""
         if n:
             setattr(self.counters, event, getattr(self.counters, event) + n)
@@ -219,7 +225,7 @@ class Scheduler:
             )
         cold = self.demand_loading and not model.replicas
         if cold:
-            self._count(request.model, "cold_starts")
+            self.count(request.model, "cold_starts")
         if self.policy.early_reject:
             now = self.clock.now()
             try:
@@ -233,9 +239,47 @@ class Scheduler:
                     busy_wait=self._busy_wait,
                 )
             except DeadlineUnmeetable as exc:
-                self._count(request.model, "rejected_at_admission", exc.reason)
+                self.count(request.model, "rejected_at_admission", exc.reason)
+                if isinstance(exc, Backlogged):
+                    self._note_backlog(model, request)
                 raise
         self._push(model, request)
+
+    def _note_backlog(self, model: ModelSlot, request: Request) -> None:
+        """Admission refused `request` for the work ahead of it: keep the deadlines that the
+        same work refuses (`backlogged`), when the request is one row of the default priority
+        due no earlier than anything queued (so every queued row was ahead of it)."""
+        if request.priority != DEFAULT_PRIORITY or request.rows != 1:
+            return
+        last = model.queue.last
+        floor = float("-inf")
+        if last is not None:
+            if last[0] > DEFAULT_PRIORITY or (
+                last[0] == DEFAULT_PRIORITY and last[1] > request.deadline
+            ):
+                return  # queued work after it: it did not wait behind all of it
+            if last[0] == DEFAULT_PRIORITY:
+                floor = last[1]
+        if model.backlog_epoch == self.epoch and floor <= model.backlog_deadline:
+            model.backlog_floor = min(model.backlog_floor, floor)
+            model.backlog_deadline = max(model.backlog_deadline, request.deadline)
+        else:
+            model.backlog_epoch = self.epoch
+            model.backlog_floor, model.backlog_deadline = floor, request.deadline
+
+    def backlogged(self, key: str) -> tuple[float, float]:
+        """(floor, until): a one-row request of `key` of the default priority due within them
+        cannot make its deadline behind the work queued now, as admission found for one due
+        at `until` (`Backlogged`) since that work last shrank; (inf, -inf): none known.
+
+        Within an epoch the work ahead only grows and its worker's time to free up only
+        shrinks as fast as the time left: a request due no later than `until`, and no earlier
+        than everything queued at that refusal (so all of it is ahead of it too), is refused
+        the same way. The frontend asks before decoding it (`overload.quick_refusal`)."""
+        model = self._models.get(key)
+        if model is None or model.backlog_epoch != self.epoch:
+            return float("inf"), float("-inf")
+        return model.backlog_floor, model.backlog_deadline
 
     def withdraw(self, key: str, token: Any) -> Request | None:
         """Take the queued request of `key` whose token is `token` out of its queue: its
@@ -248,6 +292,7 @@ class Scheduler:
         if found is None:
             return None
         model.queue.remove_if({id(found)})
+        self.epoch += 1
         if not model.queue:
             self._waiting.discard(key)
             model.drop_at = float("inf")
@@ -379,6 +424,7 @@ class Scheduler:
         """`dispatch` is on its way to `worker`: in flight until it completes."""
         worker.start(dispatch, now)
         self._inflight[dispatch.id] = dispatch
+        self.epoch += 1
         if self.policy.full_batches_ahead:
             self._recheck.add(worker.id)
 
@@ -426,10 +472,10 @@ class Scheduler:
         now = self.clock.now()
         for key in victims:
             self.unplaced(key, worker.id)
-            self._count(key, "evictions")
+            self.count(key, "evictions")
         worker.memory.add(model.key, model.size_mb, now)
         model.loading.add(worker.id)
-        self._count(model.key, "loads")
+        self.count(model.key, "loads")
         dispatch = Dispatch(next(self._ids), worker.id, LOAD, model.key, evict=victims)
         dispatch.expected = self.load_time(model.key) or DEFAULT_LOAD_SECONDS
         return dispatch
@@ -457,8 +503,9 @@ class Scheduler:
     def _drop_hopeless(self, model: ModelSlot, now: float, decisions: Decisions) -> None:
         rejected = self._drops.take_doomed(model, now)
         decisions.rejected.extend(rejected)
+        self.epoch += 1
         for _, error in rejected:
-            self._count(model.key, "dropped", error.reason)
+            self.count(model.key, "dropped", error.reason)
         if model.queue:
             self._drops.refresh(model)
             self._mark_cold(model)
@@ -501,7 +548,7 @@ class Scheduler:
         dispatch = self._finish(dispatch_id)
         if dispatch is None:
             return None
-        self._count(dispatch.model, "refusals")
+        self.count(dispatch.model, "refusals")
         model = self._models.get(dispatch.model)
         if model is not None:
             for request in dispatch.requests:
@@ -512,6 +559,7 @@ class Scheduler:
         dispatch = self._inflight.pop(dispatch_id, None)
         if dispatch is None:
             return None
+        self.epoch += 1
         worker = self._workers.get(dispatch.worker)
         if worker is not None:
             worker.finish(dispatch, self.clock.now())

@@ -91,6 +91,11 @@ class ModelSlot:
     batches: int = 0
     late_batches: int = 0
     finished_at: float = float("-inf")  # when its last INFER ended
+    #: Deadlines from `backlog_floor` to `backlog_deadline` cannot be met behind the work
+    #: queued now (see `Scheduler.backlogged`), while the scheduler's `epoch` is `backlog_epoch`.
+    backlog_floor: float = float("inf")
+    backlog_deadline: float = float("-inf")
+    backlog_epoch: int = -1
 
     def statistics(self, estimates: dict[int, float]) -> dict[str, Any]:
         return {

@@ -1,0 +1,92 @@
+"""The HTTP server's shortcut under overload: refuse an infer request before routing it.
+
+Under open-loop overload the frontend must answer every request it reads, and what it
+refuses must cost it far less than what it serves (`control.overload` says why). So the
+connection asks `QuickRefusals.check` of each whole infer POST before handing it to the app:
+the model's name from the URL, the request's deadline from its JSON head (its `parameters`,
+not its tensors), how long it waited to be read, and the controller's O(1) verdict. A refused
+request is answered with a prepared 503 (`Retry-After`, and an `error` naming the model and
+the reason), counted in /metrics by model and reason, and never routed, decoded or admitted.
+Anything this cannot read cheaply and surely goes the usual way, which answers it as before.
+"""
+
+from __future__ import annotations
+
+import orjson
+
+from headway.api import oip
+from headway.api.app import HeadwayApp, schedule_policy
+from headway.api.errors import JSON, Response
+from headway.control.overload import BACKLOG, LATE, SHED
+from headway.errors import HeadwayError
+
+_PREFIX = b"/v2/models/"
+_SUFFIX = b"/infer"
+#: Seconds a refused client is asked to wait before retrying (`Retry-After`).
+RETRY_AFTER_S = 1
+_HEADERS = [*JSON, (b"retry-after", str(RETRY_AFTER_S).encode())]
+_WHY = {
+    LATE: "deadline cannot be met: the request waited too long to be read (the server is "
+    "overloaded); retry with backoff, or raise the timeout or slo_ms",
+    BACKLOG: "deadline cannot be met: the work queued ahead of it would make it late (the "
+    "model is overloaded); retry with backoff, or raise the timeout or slo_ms",
+    SHED: "refused at once: the server is behind reading requests (overloaded) and refuses "
+    "those that waited longest; retry with backoff",
+}
+
+
+class QuickRefusals:
+    """Answers to infer requests that overload would make late, decided before decoding."""
+
+    def __init__(self, app: HeadwayApp) -> None:
+        self.app = app
+        self._answers: dict[tuple[bytes, str], Response] = {}  # prepared, per model and reason
+
+    def check(
+        self, url: bytes, headers: dict[bytes, bytes], body: bytes, waited: float
+    ) -> Response | None:
+        """The 503 for an infer POST to `url` that waited `waited` s to be read, if the
+        controller refuses it now (`Controller.quick_refusal`); else None: serve it as usual.
+        The answer is the same object for each model and reason, so its bytes can be kept."""
+        app = self.app
+        if not app.started or app.tracing is not None:
+            return None
+        if not url.startswith(_PREFIX) or not url.endswith(_SUFFIX):
+            return None
+        parts = url[len(_PREFIX) : -len(_SUFFIX)].split(b"/")
+        version: int | None = None
+        if (
+            len(parts) == 3
+            and parts[1] == b"versions"
+            and parts[2].isdigit()
+            and len(parts[2]) < 19
+        ):
+            version = int(parts[2])
+        elif len(parts) != 1:
+            return None
+        name = parts[0]
+        if not name or b"%" in name or b"?" in url:
+            return None
+        raw = headers.get(b"inference-header-content-length")
+        length: int | None = None
+        if raw is not None:
+            if not raw.isdigit() or int(raw) == 0:
+                return None
+            length = int(raw)
+        try:
+            parameters = oip.infer_head(body, length).get("parameters") or {}
+            timeout, priority = schedule_policy(parameters)
+        except HeadwayError:  # answered with its 400 the usual way
+            return None
+        reason = app.controller.quick_refusal(
+            name.decode("latin-1"), version, timeout=timeout, priority=priority, waited=waited
+        )
+        if reason is None:
+            return None
+        answer = self._answers.get((url, reason))
+        if answer is None:
+            model = name.decode("latin-1")
+            message = f"model {model!r}: {_WHY[reason]}"
+            answer = 503, orjson.dumps({"error": message, "reason": reason}), _HEADERS
+            self._answers[url, reason] = answer
+        return answer

@@ -1,0 +1,98 @@
+"""Refusing at once, before a request is decoded, what overload would make late.
+
+Under open-loop overload the frontend (one thread) must read and answer every request: what
+it serves and what it refuses. A refusal that costs nearly as much as a served request leaves
+it no time to serve, its reads fall behind, and every request becomes stale (goodput
+collapses). So the transport asks `quick_refusal` with what it knows before decoding a
+request's tensors (its model, its deadline, how long it waited to be read), and answers a
+refusal with a prepared 503. Three reasons, cheapest to tell first:
+
+- `LATE`: it waited so long to be read that even one row cannot run before its deadline
+  (one that could have, read at once);
+- `BACKLOG`: since its model's queue last shrank, admission refused a request due no earlier
+  for the rows queued ahead, all of which are ahead of this one too (`Scheduler.backlogged`);
+- `SHED`: the frontend is behind (CoDel on its read wait, `FrontendLag`), and this request
+  waited longer than its share of the target.
+
+What is not refused here goes through admission as before; these are its shortcuts, not a
+second policy, except `SHED`, which keeps the frontend's own queue short.
+"""
+
+from __future__ import annotations
+
+LATE = "late"
+BACKLOG = "backlog"
+SHED = "shed"
+
+#: The frontend's read wait it tries to keep under (CoDel's target).
+TARGET_S = 0.005
+#: How long the wait must stay above the target before shedding starts (CoDel's interval): a
+#: busy neighbour that holds the frontend off its core for a moment is not overload.
+INTERVAL_S = 0.05
+#: Shedding that ended less than this long ago starts again as soon as the wait is above the
+#: target (CoDel's memory of its last dropping state): overload comes back at once.
+MEMORY_S = 1.0
+#: While shedding, a request is refused if it waited more than this share of its own timeout
+#: (and more than the target): a request with a generous deadline is not shed for a short wait.
+SHARE = 0.5
+
+
+class FrontendLag:
+    """CoDel on the frontend's read wait: whether it is shedding, from the waits it observes.
+
+    Shedding starts once every request read for `interval` s waited longer than `target`
+    (at once, if it last stopped within `memory` s), and stops at the first request read
+    within the target. Pure logic: `observe` is told the time."""
+
+    __slots__ = ("_above_since", "_stopped_at", "interval", "memory", "shedding", "target")
+
+    def __init__(
+        self, target: float = TARGET_S, interval: float = INTERVAL_S, memory: float = MEMORY_S
+    ) -> None:
+        self.target = target
+        self.interval = interval
+        self.memory = memory
+        self.shedding = False
+        self._above_since: float | None = None  # when the wait last went above the target
+        self._stopped_at = float("-inf")  # when shedding last stopped
+
+    def observe(self, waited: float, now: float) -> bool:
+        """A request read at `now` waited `waited` s: whether the frontend is shedding."""
+        if waited <= self.target:
+            if self.shedding:
+                self.shedding = False
+                self._stopped_at = now
+            self._above_since = None
+            return False
+        if not self.shedding:
+            if self._above_since is None:
+                self._above_since = now
+            if now - self._above_since >= self.interval or now - self._stopped_at < self.memory:
+                self.shedding = True
+        return self.shedding
+
+
+def quick_refusal(
+    *,
+    waited: float,
+    timeout: float,
+    service: float | None,
+    deadline: float,
+    backlogged: tuple[float, float],
+    shedding: bool,
+    target: float = TARGET_S,
+) -> str | None:
+    """Why a request read `waited` s after it arrived, with `timeout` s from arrival to its
+    `deadline`, is refused before it is decoded (`LATE`, `BACKLOG`, `SHED`), or None.
+
+    `service`: the predicted seconds to run one row of its model (None: not known yet);
+    `backlogged`: the deadlines its model's queued work cannot meet (`Scheduler.backlogged`);
+    `shedding`: the frontend is behind (`FrontendLag`)."""
+    left = timeout - waited
+    if left <= 0 or (service is not None and left < service <= timeout):
+        return LATE  # (a deadline too short even unwaited is admission's to explain)
+    if backlogged[0] <= deadline <= backlogged[1]:
+        return BACKLOG
+    if shedding and waited > target and waited > SHARE * timeout:
+        return SHED
+    return None

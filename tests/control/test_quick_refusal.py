@@ -1,0 +1,243 @@
+"""Refusals under overload decided before a request is decoded (`control.overload`).
+
+Three reasons, each from O(1) state: the request waited too long to be read (`LATE`), its
+model's queue refused a request due no earlier since the queue last shrank (`BACKLOG`, the
+scheduler's `backlogged`), or the frontend is behind and the request waited longest (`SHED`,
+CoDel on the read wait: `FrontendLag`). Times are seconds, written as milliseconds; the clock
+is injected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from headway.clock import ManualClock
+from headway.control.controller import Controller
+from headway.control.overload import (
+    BACKLOG,
+    INTERVAL_S,
+    LATE,
+    MEMORY_S,
+    SHED,
+    TARGET_S,
+    FrontendLag,
+    quick_refusal,
+)
+from headway.control.profiles import LatencyEstimator
+from headway.control.request import DEFAULT_PRIORITY
+from headway.control.scheduler import Scheduler
+from headway.errors import Backlogged, DeadlineUnmeetable
+from headway.repository import Repository
+from headway.testing import FakeEngine
+from tests.control.helpers import ms, request, seed
+
+# -- FrontendLag: CoDel on the frontend's read wait ------------------------------------------
+
+
+def test_a_wait_above_the_target_sheds_only_once_it_lasted_an_interval() -> None:
+    lag = FrontendLag()
+    t = 10.0
+    assert not lag.observe(ms(20), t)  # a stall: not overload yet
+    assert not lag.observe(ms(20), t + INTERVAL_S / 2)
+    assert lag.observe(ms(20), t + INTERVAL_S)  # above the target for a whole interval
+
+
+def test_a_wait_within_the_target_stops_shedding_and_restarts_the_interval() -> None:
+    lag = FrontendLag(memory=0.0)
+    t = 10.0
+    lag.observe(ms(20), t)
+    assert lag.observe(ms(20), t + INTERVAL_S)
+    assert not lag.observe(TARGET_S / 2, t + INTERVAL_S + ms(1))  # caught up
+    assert not lag.observe(ms(20), t + INTERVAL_S + ms(2))  # a new interval starts
+    assert not lag.observe(ms(20), t + 2 * INTERVAL_S)
+    assert lag.observe(ms(20), t + 2 * INTERVAL_S + ms(3))
+
+
+def test_a_short_stall_between_reads_within_the_target_never_sheds() -> None:
+    lag = FrontendLag()
+    t = 10.0
+    for i in range(100):  # every other read above the target, for five intervals
+        wait = ms(20) if i % 2 else ms(1)
+        assert not lag.observe(wait, t + i * INTERVAL_S / 20)
+
+
+def test_shedding_resumes_at_once_within_its_memory_of_the_last() -> None:
+    lag = FrontendLag()
+    t = 10.0
+    lag.observe(ms(20), t)
+    assert lag.observe(ms(20), t + INTERVAL_S)
+    stopped = t + INTERVAL_S + ms(1)
+    assert not lag.observe(ms(1), stopped)
+    assert lag.observe(ms(20), stopped + ms(5))  # overload is back: no new interval
+    assert not lag.observe(ms(1), stopped + ms(6))
+    later = stopped + ms(6) + MEMORY_S + ms(1)  # long after: a stall again, not overload
+    assert not lag.observe(ms(20), later)
+
+
+# -- quick_refusal ----------------------------------------------------------------------------
+
+
+NONE = (float("inf"), float("-inf"))
+
+
+def verdict(
+    waited: float,
+    *,
+    timeout: float = ms(50),
+    service: float | None = ms(2),
+    backlogged: tuple[float, float] = NONE,
+    shedding: bool = False,
+) -> str | None:
+    arrived = 100.0
+    return quick_refusal(
+        waited=waited,
+        timeout=timeout,
+        service=service,
+        deadline=arrived + timeout,
+        backlogged=backlogged,
+        shedding=shedding,
+    )
+
+
+def test_a_request_that_cannot_run_one_row_after_its_wait_is_late() -> None:
+    assert verdict(ms(60)) == LATE  # its deadline passed while it waited
+    assert verdict(ms(49)) == LATE  # 1 ms left; one row needs 2
+    assert verdict(ms(47)) is None  # 3 ms left: admission decides
+    assert verdict(ms(49), service=None) is None  # never measured: only what is already late
+    assert verdict(ms(50), service=None) == LATE
+    # too short for one row even unwaited: admission refuses it, saying what it needs
+    assert verdict(ms(1), timeout=ms(1.5)) is None
+
+
+def test_a_request_due_within_the_backlogs_deadlines_is_refused() -> None:
+    band = (100.0 + ms(30), 100.0 + ms(50))  # queued work due by 30 ms refused one due at 50
+    assert verdict(ms(1), backlogged=band) == BACKLOG  # due at the same time
+    assert verdict(ms(1), timeout=ms(40), backlogged=band) == BACKLOG  # due earlier
+    assert verdict(ms(1), timeout=ms(60), backlogged=band) is None  # due later: more time
+    assert verdict(ms(1), timeout=ms(20), backlogged=band) is None  # ahead of queued work
+
+
+def test_while_shedding_only_requests_that_waited_longest_are_refused() -> None:
+    assert verdict(ms(30), shedding=True) == SHED  # over the target and half of 50 ms
+    assert verdict(ms(20), shedding=True) is None  # over the target, within half of 50 ms
+    assert verdict(TARGET_S * 0.9, timeout=ms(8), shedding=True) is None  # within the target
+    assert verdict(ms(30), timeout=1.0, shedding=True) is None  # a generous deadline waits
+    assert verdict(ms(30)) is None  # not shedding: a wait alone is admission's business
+
+
+# -- the scheduler's backlog summary ---------------------------------------------------------
+
+
+def backlogged_model(clock: ManualClock) -> tuple[Scheduler, int]:
+    """One worker busy with a batch of `m` (batches of 4, 10 ms), 8 rows due in 25 ms queued
+    behind it; and the running batch's id."""
+    s = Scheduler(clock, LatencyEstimator(window=10, quantile=99.0, min_samples=3))
+    s.add_worker(1)
+    s.add_model("m", max_batch=4)
+    s.placed("m", 1)
+    seed(s, "m", {1: ms(5), 2: ms(6), 4: ms(10)})
+    s.submit(request(clock, "running", ms(100)))
+    [running] = s.poll().dispatches
+    for i in range(8):
+        s.submit(request(clock, f"q{i}", ms(25)))
+    return s, running.id
+
+
+def test_a_refusal_for_the_work_ahead_is_kept_until_that_work_shrinks(
+    clock: ManualClock,
+) -> None:
+    s, running = backlogged_model(clock)
+    assert s.backlogged("m") == NONE
+    refused = request(clock, "tight", ms(28))  # the 8 rows ahead: ~3 batches of 10 ms
+    with pytest.raises(Backlogged, match="rows queued ahead"):
+        s.submit(refused)
+    assert s.backlogged("m") == (clock.now() + ms(25), refused.deadline)
+    later = request(clock, "later", ms(29))
+    with pytest.raises(Backlogged):
+        s.submit(later)
+    assert s.backlogged("m") == (clock.now() + ms(25), later.deadline)  # widened
+    clock.advance(ms(10))
+    s.complete(running, ms(10))  # the running batch ends: the work ahead may shrink
+    assert s.backlogged("m") == NONE  # admission decides again
+
+
+def test_a_refusal_of_the_request_alone_or_of_another_priority_is_not_a_backlog(
+    clock: ManualClock,
+) -> None:
+    s, _ = backlogged_model(clock)
+    with pytest.raises(DeadlineUnmeetable) as alone:
+        s.submit(request(clock, "hopeless", ms(3)))  # one row needs 5 ms, whatever is ahead
+    assert not isinstance(alone.value, Backlogged)
+    assert s.backlogged("m") == NONE
+    low = request(clock, "low", ms(28), priority=DEFAULT_PRIORITY + 5)  # behind everything
+    with pytest.raises(Backlogged):
+        s.submit(low)
+    assert s.backlogged("m") == NONE  # says nothing of the default priority
+    two = request(clock, "two rows", ms(28), rows=2)
+    with pytest.raises(Backlogged):
+        s.submit(two)
+    assert s.backlogged("m") == NONE  # says nothing of one row
+
+
+def test_sending_a_batch_ends_the_backlog_summary(clock: ManualClock) -> None:
+    s, running = backlogged_model(clock)
+    with pytest.raises(Backlogged):
+        s.submit(request(clock, "tight", ms(28)))
+    assert s.backlogged("m") != NONE
+    s.complete(running, ms(10))
+    with pytest.raises(Backlogged):
+        s.submit(request(clock, "tight again", ms(27)))
+    assert s.backlogged("m") != NONE
+    assert s.poll().dispatches  # the next batch of 4 goes out
+    assert s.backlogged("m") == NONE
+
+
+# -- the controller: counted per model and reason --------------------------------------------
+
+YAML = (
+    "framework: python\nentrypoint: m.py:M\nmax_batch_size: 8\n"
+    "inputs: [{name: x, datatype: FP32, shape: [-1, 2]}]\n"
+)
+
+
+def test_the_controller_counts_each_quick_refusal_by_model_and_reason(tmp_path: Path) -> None:
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "model.yaml").write_text(YAML)
+    repository = Repository.scan(tmp_path)
+
+    async def scenario() -> None:
+        clock = ManualClock(start=100.0)
+        engine = FakeEngine(compute=lambda a, t: {"y": t["x"]}, duration=ms(2))
+        controller = Controller(repository, engine, clock=clock)
+        await controller.start()
+        for _ in range(200):  # the warm-up runs answer on their own
+            await asyncio.sleep(0)
+        assert controller.quick_refusal("nope", None, timeout=None, priority=None,
+                                        waited=ms(1)) is None  # fmt: skip
+        late = controller.quick_refusal("m", None, timeout=ms(50), priority=None, waited=ms(60))
+        assert late == LATE
+        assert controller.quick_refusal("m", None, timeout=ms(50), priority=None,
+                                        waited=ms(1)) is None  # fmt: skip
+        # the frontend falls behind for longer than an interval: requests that waited long
+        # are shed, at once
+        for _ in range(3):
+            clock.advance(INTERVAL_S / 2)
+            last = controller.quick_refusal("m", None, timeout=ms(50), priority=None,
+                                            waited=ms(40))  # fmt: skip
+        assert last == SHED
+        # a priority of its own is left to admission
+        assert controller.quick_refusal("m", None, timeout=ms(50), priority=1,
+                                        waited=ms(60)) is None  # fmt: skip
+        stats = controller.stats["m@1"]
+        assert stats.errors["deadline"] == 1 and stats.errors["shed"] == 1
+        events = controller.scheduler.events
+        assert events["m@1", "refused_unread", LATE] == 1
+        assert events["m@1", "refused_unread", SHED] == 1
+        assert controller.submit("m", {"x": np.zeros((1, 2), np.float32)}) is not None
+        await controller.stop()
+
+    asyncio.run(scenario())
