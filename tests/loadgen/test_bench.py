@@ -58,6 +58,7 @@ def closed(oip: OipServer, model: str, *args: str, duration: str = "0.5") -> dic
     )
 
 
+@pytest.mark.integration
 def test_every_fifth_rejected_is_counted_exactly(oip: OipServer) -> None:
     figures = closed(oip, "every5", duration="1")
     n = oip.stats("every5")["requests"]
@@ -72,6 +73,7 @@ def test_every_fifth_rejected_is_counted_exactly(oip: OipServer) -> None:
     assert 0 < answered["min"] <= answered["p50"] <= answered["p99"] <= answered["max"]
 
 
+@pytest.mark.integration
 def test_mixed_statuses_split_into_rejections_and_errors(oip: OipServer) -> None:
     figures = closed(oip, "mixed")
     n = oip.stats("mixed")["requests"]
@@ -86,6 +88,7 @@ def test_mixed_statuses_split_into_rejections_and_errors(oip: OipServer) -> None
     assert figures["status_counts"] == {str(c): codes.count(c) for c in sorted(set(codes))}
 
 
+@pytest.mark.integration
 def test_warmup_requests_are_sent_but_not_counted(oip: OipServer) -> None:
     figures = run_bench(
         "--url",
@@ -105,6 +108,7 @@ def test_warmup_requests_are_sent_but_not_counted(oip: OipServer) -> None:
     assert figures["ok"] == figures["requests"]
 
 
+@pytest.mark.integration
 def test_open_loop_sends_exactly_on_schedule(oip: OipServer) -> None:
     lateness = []
     for _ in range(3):  # counts must be exact every time; the timing bound, one try in three
@@ -133,6 +137,7 @@ def test_open_loop_sends_exactly_on_schedule(oip: OipServer) -> None:
     assert min(lateness) < LATENESS_P99_MS, lateness
 
 
+@pytest.mark.integration
 def test_open_loop_poisson_follows_the_seeded_schedule(oip: OipServer) -> None:
     figures = run_bench(
         "--url",
@@ -153,6 +158,7 @@ def test_open_loop_poisson_follows_the_seeded_schedule(oip: OipServer) -> None:
     assert figures["arrival"] == "poisson"
 
 
+@pytest.mark.integration
 def test_open_loop_opens_connections_for_a_slow_server(oip: OipServer) -> None:
     # 20 ms per answer at 1000 req/s: about 20 requests in flight, each on its own connection.
     figures = run_bench(
@@ -175,6 +181,7 @@ def test_open_loop_opens_connections_for_a_slow_server(oip: OipServer) -> None:
     assert figures["latency_ms"]["p50"] >= 20
 
 
+@pytest.mark.integration
 def test_connection_cap_delays_sends_but_latency_counts_from_the_schedule(oip: OipServer) -> None:
     # Two connections at 20 ms each serve 100 req/s; 200 are scheduled in the first second.
     figures = run_bench(
@@ -201,6 +208,7 @@ def test_connection_cap_delays_sends_but_latency_counts_from_the_schedule(oip: O
     assert figures["send_lateness_ms"]["max"] >= 800
 
 
+@pytest.mark.integration
 def test_binary_batches(oip: OipServer) -> None:
     figures = closed(oip, "m", "--binary", "--batch", "3")
     stats = oip.stats("m")
@@ -209,6 +217,7 @@ def test_binary_batches(oip: OipServer) -> None:
     assert figures["batch"] == 3 and figures["binary"] is True
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("binary", [False, True])
 def test_input_data_files(oip: OipServer, tmp_path: Path, binary: bool) -> None:
     flag = ["--binary"] if binary else []
@@ -248,6 +257,7 @@ def test_input_data_files(oip: OipServer, tmp_path: Path, binary: bool) -> None:
     assert figures["ok"] == stats["requests"] > 0 and stats["rows"] == 4 * stats["requests"]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("load", [["--concurrency", "4"], ["--rate", "500"]])
 def test_closed_connections_and_dropped_requests(oip: OipServer, load: list[str]) -> None:
     args = ["--url", oip.url, *load, "--duration", "0.5", "--warmup", "0"]
@@ -263,12 +273,14 @@ def test_closed_connections_and_dropped_requests(oip: OipServer, load: list[str]
     assert figures["requests"] == stats["requests"]
 
 
+@pytest.mark.integration
 def test_unanswered_requests_time_out(oip: OipServer) -> None:
     figures = closed(oip, "stall", "--timeout", "0.3", duration="0.3")
     assert figures["timeouts"] == 4
     assert figures["ok"] == 0
 
 
+@pytest.mark.integration
 def test_the_slo_is_sent_to_the_server_as_a_parameter(oip: OipServer) -> None:
     figures = closed(oip, "m", "--slo-ms", "50")
     assert oip.stats("m")["slo_ms"] == {"50.0": figures["requests"]}
@@ -277,6 +289,7 @@ def test_the_slo_is_sent_to_the_server_as_a_parameter(oip: OipServer) -> None:
     assert oip.stats("m")["slo_ms"] == {"none": figures["requests"]}
 
 
+@pytest.mark.integration
 def test_goodput_counts_answers_within_the_slo(oip: OipServer) -> None:
     tight = closed(oip, "slow", "--slo-ms", "5")
     assert tight["ok"] > 0 and tight["goodput_rps"] == 0 and tight["slo_attainment"] == 0
@@ -285,6 +298,7 @@ def test_goodput_counts_answers_within_the_slo(oip: OipServer) -> None:
     assert loose["slo_attainment"] == 1.0
 
 
+@pytest.mark.integration
 def test_table_output(oip: OipServer) -> None:
     result = CliRunner().invoke(
         bench,
@@ -331,6 +345,7 @@ def test_bad_arguments_are_usage_errors(args: list[str], message: str) -> None:
     assert "Traceback" not in result.output
 
 
+@pytest.mark.integration
 def test_unreachable_server_and_unknown_model(oip: OipServer, closed_port: int) -> None:
     result = CliRunner().invoke(bench, ["--url", f"http://127.0.0.1:{closed_port}", "--model", "m"])
     assert result.exit_code == 1
@@ -341,6 +356,7 @@ def test_unreachable_server_and_unknown_model(oip: OipServer, closed_port: int) 
     assert "Traceback" not in result.output
 
 
+@pytest.mark.integration
 def test_runs_standalone(oip: OipServer) -> None:
     out = subprocess.run(
         [

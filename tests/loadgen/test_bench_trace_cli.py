@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from tests.integration import models
 
@@ -13,6 +14,7 @@ from headway.launcher import ServerProcess
 from headway.traces import TraceSpec, generate, write
 
 
+@pytest.mark.integration
 def test_bench_replays_a_trace_and_counts_every_request(tmp_path: Path) -> None:
     spec = TraceSpec(models=3, duration=2.0, rate=30, prefix="tiny", sigma=0.5, seed=1)
     trace = generate(spec)

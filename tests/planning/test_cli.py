@@ -59,6 +59,7 @@ def profiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@pytest.mark.integration
 def test_profile_measures_each_model_per_cpu_kind_and_batch_size(profiled: Path) -> None:
     rows = measured(Store(profiled / "state.db"))
     assert {(r.model, r.hardware, r.batch_size) for r in rows} == {
@@ -71,6 +72,7 @@ def test_profile_measures_each_model_per_cpu_kind_and_batch_size(profiled: Path)
         assert row.throughput == pytest.approx(row.batch_size / row.mean)
 
 
+@pytest.mark.integration
 def test_import_then_plan_then_simulate_the_plan(profiled: Path, tmp_path: Path) -> None:
     gpu = tmp_path / "gpu.json"
     gpu.write_text(
@@ -113,6 +115,7 @@ def test_import_then_plan_then_simulate_the_plan(profiled: Path, tmp_path: Path)
     assert "200 queries" in result.output and "within 1000 ms" in result.output
 
 
+@pytest.mark.integration
 def test_plan_reports_an_infeasible_slo(profiled: Path, tmp_path: Path) -> None:
     trace = tmp_path / "trace.json"
     trace.write_text(json.dumps([0.0, 1.0]))
@@ -134,6 +137,7 @@ def test_plan_names_a_missing_profile(tmp_path: Path) -> None:
     assert "digits-logreg" in result.output and "headway profile" in result.output
 
 
+@pytest.mark.integration
 def test_serve_plan_gives_each_model_its_replicas_and_batch(profiled: Path, tmp_path: Path) -> None:
     trace = tmp_path / "trace.json"
     trace.write_text(json.dumps([i / 400 for i in range(2000)]))  # 400 queries/s for 5 s
@@ -177,6 +181,7 @@ scored.filter(unsure).map(first4, names=["x4"]).map(
 """
 
 
+@pytest.mark.integration
 def test_plan_a_flow_app_with_scale_factors_from_sample_queries(
     profiled: Path, tmp_path: Path
 ) -> None:

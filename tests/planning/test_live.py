@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+import pytest
 
 from headway.api.metrics import render
 from headway.clock import ManualClock
@@ -21,6 +22,8 @@ from headway.repository import Repository
 from headway.runtime.engines.local import LocalEngine
 from tests.integration import models
 from tests.integration.test_serving import infer_json
+
+pytestmark = pytest.mark.integration
 
 ROWS = {"input-0": np.zeros((1, 64))}
 

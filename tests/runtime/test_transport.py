@@ -55,6 +55,7 @@ def test_reader_keeps_empty_frames_and_zero_d_arrays() -> None:
     assert tensors["e"].shape == (0, 3)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("endpoint", [None, "tcp://127.0.0.1:0"])
 def test_engine_round_trips_large_messages_to_a_real_worker(endpoint: str | None) -> None:
     async def scenario() -> None:
@@ -79,6 +80,7 @@ def test_engine_round_trips_large_messages_to_a_real_worker(endpoint: str | None
     asyncio.run(scenario())
 
 
+@pytest.mark.integration
 def test_catch_up_hears_a_waiting_reply_without_a_turn_of_the_loop() -> None:
     async def scenario() -> None:
         engine = LocalEngine(1)
@@ -113,6 +115,7 @@ def test_poll_returns_what_arrives_within_the_window_and_none_after() -> None:
         assert _poll(b, 0.01) == b"x"
 
 
+@pytest.mark.integration
 def test_a_worker_exits_when_the_frontend_goes_away(tmp_path: Any) -> None:
 
     endpoint = f"ipc://{tmp_path}/w.sock"

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from headway.repository import read_model
 from headway.runtime import handshake
@@ -100,6 +101,7 @@ def impostor(endpoint: str, hello: Any) -> tuple[dict[str, Any], bool]:
         sock.close()
 
 
+@pytest.mark.integration
 def test_impostors_are_refused_and_the_real_worker_keeps_serving() -> None:
     async def scenario() -> None:
         async with engine_on_tcp() as (engine, events):
@@ -124,6 +126,7 @@ def test_impostors_are_refused_and_the_real_worker_keeps_serving() -> None:
     asyncio.run(scenario())
 
 
+@pytest.mark.integration
 def test_a_connection_that_never_says_hello_is_closed() -> None:
     async def scenario() -> None:
         async with engine_on_tcp(hello_timeout=0.5) as (engine, events):
@@ -143,6 +146,7 @@ def test_a_connection_that_never_says_hello_is_closed() -> None:
     asyncio.run(scenario())
 
 
+@pytest.mark.integration
 def test_a_worker_whose_connection_is_lost_is_started_again() -> None:
     async def scenario() -> None:
         async with engine_on_tcp() as (engine, events):
@@ -169,6 +173,7 @@ class Snoop:
 """
 
 
+@pytest.mark.integration
 def test_the_secret_is_neither_on_the_command_line_nor_left_for_models(tmp_path: Path) -> None:
     folder = tmp_path / "snoop"
     (folder / "1").mkdir(parents=True)

@@ -24,6 +24,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.integration
 def test_prepare_imports_the_frameworks_and_freezes_them_out_of_the_collector() -> None:
     pytest.importorskip("sklearn")
     # In a process of its own: freezing is for the rest of a process's life.
