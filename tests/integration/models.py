@@ -6,6 +6,7 @@ framework itself, in this process, so the server's answers can be checked agains
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import time
@@ -34,9 +35,16 @@ def _folder(root: Path, name: str, yaml: str) -> Path:
     return version
 
 
-def digits_logreg(root: Path, name: str = "digits-logreg", extra: str = "") -> Expected:
+@functools.cache
+def _digits_logreg() -> LogisticRegression:
+    """Fitted once per process: many tests serve this model, and none changes it."""
     x, y = load_digits(return_X_y=True)
-    model = LogisticRegression(max_iter=2000).fit(x[:1500], y[:1500])
+    return LogisticRegression(max_iter=2000).fit(x[:1500], y[:1500])
+
+
+def digits_logreg(root: Path, name: str = "digits-logreg", extra: str = "") -> Expected:
+    x, _ = load_digits(return_X_y=True)
+    model = _digits_logreg()
     joblib.dump(model, _folder(root, name, "framework: sklearn\n" + extra) / "model.joblib")
     rows = x[1500:1540]
     return rows, {"label": model.predict(rows), "probabilities": model.predict_proba(rows)}

@@ -120,7 +120,8 @@ def test_spread_draws_durations_with_the_profiled_mean_and_p99() -> None:
     )
     assert np.mean(estimate.latencies) == pytest.approx(0.010, rel=0.03)
     assert estimate.p99 == pytest.approx(0.030, rel=0.08)
+    # the same seed draws the same durations, in arrival order (a shorter replay: its prefix)
     again = simulate(
-        chain(1.0), one_stage(1), {"m0": {"cpu1": profile}}, arrivals, seed=4, spread=True
+        chain(1.0), one_stage(1), {"m0": {"cpu1": profile}}, arrivals[:2000], seed=4, spread=True
     )
-    assert np.array_equal(estimate.latencies, again.latencies)
+    assert np.array_equal(estimate.latencies[:2000], again.latencies)
