@@ -6,10 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from headway.control.actions import INFER, LOAD, Dispatch
+from headway.clock import ManualClock
+from headway.control.actions import INFER, LOAD
+from headway.control.engine import Action, Reply
 from headway.control.scheduling_policy import CLIPPER, HEADWAY, SchedulingPolicy
 from headway.sim import ModelProfile, ServerSimulation, SimulationResult
-from headway.sim.worker import SimulatedWorker
+from headway.testing import FakeEngine
 
 PROFILE = ModelProfile({1: 0.010, 2: 0.012, 4: 0.016}, load_seconds=0.050, size_mb=100, max_batch=4)
 
@@ -38,16 +40,53 @@ def test_profile_interpolates_between_and_extrapolates_beyond_measured_sizes() -
     assert PROFILE.duration(8) == pytest.approx(0.032)
 
 
-def test_worker_runs_actions_in_order_and_refuses_late_ones() -> None:
-    worker = SimulatedWorker(0, lambda key, rows: 0.05 if rows == 0 else 0.01 * rows)
-    load = Dispatch(1, 0, LOAD, "m")
-    assert worker.execute(load, arrives=0.0).finished == pytest.approx(0.05)
-    infer = Dispatch(2, 0, INFER, "m", rows=2)
-    assert worker.execute(infer, arrives=0.01).finished == pytest.approx(0.07)  # queued behind
-    late = Dispatch(3, 0, INFER, "m", rows=1, latest=0.06)
-    assert worker.execute(late, arrives=0.065).refused
-    missing = Dispatch(4, 0, INFER, "other", rows=1)
-    assert worker.execute(missing, arrives=0.1).duration is None
+def simulated_workers(**options: float) -> tuple[FakeEngine, ManualClock, list[tuple]]:
+    """The simulator's workers alone: a LOAD takes 50 ms, an INFER 10 ms per row."""
+    clock = ManualClock()
+
+    def durations(worker: int, action: Action) -> float:
+        return 0.05 if action["op"] == LOAD else 0.01 * action.get("rows", 1)
+
+    engine = FakeEngine(1, clock=clock, durations=durations, **options)  # type: ignore[arg-type]
+    heard: list[tuple] = []
+
+    def hear(worker: int, reply: Reply, tensors: object) -> None:
+        heard.append((round(clock.now(), 9), worker, reply["id"], reply["ok"], "late" in reply))
+
+    engine.on_message = hear
+    engine.on_ready = lambda worker, pid: heard.append((round(clock.now(), 9), worker, "ready"))
+    return engine, clock, heard
+
+
+def test_simulated_workers_run_actions_in_order_and_refuse_late_ones() -> None:
+    engine, clock, heard = simulated_workers()
+    engine.send(0, {"op": LOAD, "id": 1, "model": "m"}, {})
+    engine.send(0, {"op": INFER, "id": 2, "model": "m", "rows": 2}, {})  # queued behind
+    engine.send(0, {"op": INFER, "id": 3, "model": "m", "rows": 1, "latest": 0.06}, {})
+    engine.send(0, {"op": INFER, "id": 4, "model": "other", "rows": 1}, {})  # not loaded
+    clock.advance(1.0)
+    assert heard == [
+        (0.05, 0, 1, True, False),
+        (0.07, 0, 2, True, False),
+        (0.07, 0, 3, False, True),  # it would have started at 0.07, after its latest start
+        (0.08, 0, 4, False, False),
+    ]
+
+
+def test_a_grown_worker_is_ready_after_its_startup_and_a_retired_one_is_not_heard() -> None:
+    engine, clock, heard = simulated_workers(startup=0.5)
+    grown = engine.grow(None)  # type: ignore[arg-type]
+    assert grown == 1 and engine.size == 2
+    clock.advance(0.5)
+    assert heard == [(0.5, 1, "ready")]
+    engine.send(1, {"op": LOAD, "id": 1, "model": "m"}, {})
+    assert engine.retire(1) and not engine.retire(0)  # only a worker it started
+    clock.advance(1.0)
+    assert heard == [(0.5, 1, "ready")]  # the LOAD's reply never came
+    assert engine.retire(engine.grow(None))  # type: ignore[arg-type,arg-type]
+    clock.advance(1.0)
+    assert heard == [(0.5, 1, "ready")]  # retired before it started: it never does
+    assert FakeEngine(1).grow(None) is None  # type: ignore[arg-type]  # without a clock
 
 
 def test_a_lone_request_is_loaded_then_answered_on_time() -> None:

@@ -5,20 +5,15 @@ virtual time, so experiments reach scales this machine cannot compute.
 runs, probes, loads) over `headway.testing.FakeEngine`'s simulated workers, which replay
 profiled durations instead of running models (Clockwork's `worker_dummy`);
 `headway.sim.pipeline.run_pipeline` sends it a pipeline's queries stage by stage, as a flow's
-executor does. `Simulation` drives the `Scheduler` alone, for the planner's pipelines until
-they move to `run_pipeline`.
+executor does (the planner's estimator runs on it).
 """
 
 from headway.sim.results import ModelProfile, Outcome, SimulationResult
 from headway.sim.server import ServerSimulation
-from headway.sim.simulation import Simulation
-from headway.sim.worker import SimulatedWorker
 
 __all__ = [
     "ModelProfile",
     "Outcome",
     "ServerSimulation",
-    "SimulatedWorker",
-    "Simulation",
     "SimulationResult",
 ]
