@@ -56,10 +56,11 @@ class Predictions:
     def service_time(self, key: str, rows: int) -> float | None:
         """Predicted seconds from dispatch to answer for `rows` rows (RPC overhead included;
         stretched while the model is unprofiled, see UNPROFILED_FACTOR)."""
-        estimate = self.estimator.estimate(key, rows)
-        if estimate is None:
+        found = self.estimator.lookup(key, rows)
+        if found is None:
             return None
-        if not self.estimator.profiled(key):
+        estimate, profiled = found
+        if not profiled:
             estimate = estimate * UNPROFILED_FACTOR + UNPROFILED_MARGIN
         return estimate + self.overhead
 

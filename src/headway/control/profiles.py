@@ -170,13 +170,19 @@ class LatencyEstimator:
 
     def estimate(self, model: str, batch_size: int) -> float | None:
         """Predicted seconds for an INFER of `batch_size` rows, or None with no data at all."""
+        found = self.lookup(model, batch_size)
+        return None if found is None else found[0]
+
+    def lookup(self, model: str, batch_size: int) -> tuple[float, bool] | None:
+        """`estimate` and `profiled` together, in one look at the model (the admission path
+        asks both for every request); None with no data at all."""
         windows = self._models.get(model)
         if windows is None or not windows.sizes:
             return None
         value = windows.derived.get(batch_size)
         if value is None:
             value = windows.derived[batch_size] = _estimate(windows, batch_size, self.min_samples)
-        return value
+        return value, windows.profiled
 
     def typical(self, model: str, batch_size: int) -> float | None:
         """The median of `batch_size`'s window once it holds `min_samples` measurements (what a
