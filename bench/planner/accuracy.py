@@ -26,19 +26,20 @@ HTTP, and the load is the load generator's (`headway.loadgen`, as `headway bench
 against `POST /apps/cascade/predict`, open loop, latency from each query's scheduled send.
 The planner's pipeline is the compiled flow's (`pipeline_from_flow`), its scale factor
 measured on the bodies the load generator sends (`measure_scales`). Before each load, with the
-server idle, the models are profiled and the flow is sent one query at a time: that replay's
-median less the simulated median of the same queries is the server's own time per query
-outside the models (HTTP, the flow's operators, on the server's one event loop). A fourth
-estimate adds it as a stage ahead of the models: one replica, batch 1, that time per query
-("frontend stage"). The loads are shares of the least capacity of the three (the frontend's
-1 / its time, each model's batch-1 throughput over its share), from the first measurement.
+server idle, the product measures what it plans with: the models (`headway profile`'s code)
+and the server's own time per query outside them (`headway profile --frontend`'s code,
+`frontend_of`: queries one at a time, the client's wait less the models' latency on
+`/metrics`). The estimate is `headway plan --simulate`'s (`Planner.simulate`): the pipeline
+behind a frontend stage of that time per query, each batch at its mean, and with `--spread`;
+the models alone are kept for comparison. The loads are shares of the least capacity of the
+three (the frontend's 1 / its time, each model's batch-1 throughput over its share), from the
+first measurement. `--rounds N` repeats the three loads N times in one sitting.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import os
 import shutil
@@ -68,9 +69,11 @@ from headway.loadgen import arrivals as loadgen_arrivals  # noqa: E402
 from headway.loadgen import report  # noqa: E402
 from headway.loadgen.client import Target, run  # noqa: E402
 from headway.planning import (  # noqa: E402
+    Catalogue,
     Configuration,
     LatencyProfile,
     Pipeline,
+    Planner,
     Stage,
     StageConfig,
     simulate,
@@ -78,12 +81,13 @@ from headway.planning import (  # noqa: E402
 from headway.planning.description import profiles_from_rows  # noqa: E402
 from headway.planning.from_flow import measure_scales, pipeline_from_flow  # noqa: E402
 from headway.planning.pipeline import Hardware  # noqa: E402
-from headway.planning.profiler import profile_kind  # noqa: E402
+from headway.planning.profiler import frontend_of, profile_kind  # noqa: E402
 from headway.planning.workloads import ArrivalSpec, arrival_times  # noqa: E402
 from headway.repository import Repository  # noqa: E402
 from headway.runtime.engines.local import LocalEngine  # noqa: E402
 
 SIZES = (1, 2, 4, 8, 16)
+CATALOGUE = Catalogue({"cpu1": Hardware("cpu1", 0.05)})
 LOADS = (0.2, 0.4, 0.6)
 UNSURE = 0.9
 
@@ -163,24 +167,29 @@ def build_flow(root: Path) -> tuple[Path, Path]:
     return repo, config
 
 
-def with_frontend(
-    pipeline: Pipeline, config: Configuration, profiles: Any, seconds: float
-) -> tuple[Pipeline, Configuration, Any]:
-    """`pipeline` behind a frontend stage that takes `seconds` per query, one at a time."""
-    stages = [Stage("frontend", "frontend")] + [
-        dataclasses.replace(s, parents=s.parents or ("frontend",)) for s in pipeline.stages
-    ]
-    configs = {"frontend": StageConfig("cpu1", 1, 1), **dict(config.stages)}
-    timed = {**profiles, "frontend": {"cpu1": LatencyProfile({1: seconds}, {1: seconds})}}
-    return Pipeline(pipeline.name, tuple(stages)), Configuration(configs), timed
-
-
 def ms(values: Any, q: float) -> float:
     return round(float(np.percentile(values, q)) * 1e3, 2)
 
 
-def flow_accuracy(seconds: float) -> dict[str, Any]:
-    """Simulated vs measured P99 of the cascade flow app over HTTP, at each of `LOADS`."""
+def planned_estimate(
+    pipeline: Pipeline,
+    config: Configuration,
+    profiles: Any,
+    schedule: np.ndarray,
+    frontend: float,
+    spread: bool,
+) -> np.ndarray:
+    """`headway plan --simulate`'s latencies for this replay (`frontend` seconds per query)."""
+    planner = Planner(
+        pipeline, profiles, CATALOGUE, schedule, FLOW_SLO_MS / 1e3, seed=7, spread=spread,
+        frontend_seconds=frontend,
+    )  # fmt: skip
+    return planner.simulate(config).latencies
+
+
+def flow_accuracy(seconds: float, rounds: int) -> dict[str, Any]:
+    """Simulated vs measured P99 of the cascade flow app over HTTP, at each of `LOADS`, for
+    `rounds` rounds in one sitting (one server)."""
     root = Path(tempfile.mkdtemp(prefix="headway-accuracy-flow-"))
     repo, config = build_flow(root)
     compiled = flow(FLOW_APP).compile()
@@ -198,71 +207,63 @@ def flow_accuracy(seconds: float) -> dict[str, Any]:
     with server:
         target, requests = Target.parse(server.url), wire(server.url, FLOW_APP)
         run(target, requests, duration=2.0, warmup=0.0, concurrency=4)  # every stage measured
-        for load in LOADS:
-            # the server idle: the models alone, then the flow one query at a time
-            measured = asyncio.run(
-                profile_kind(Repository.scan(repo), Hardware("cpu1", 0.05), batch_sizes=SIZES)
-            )
-            profiles = profiles_from_rows(measured)
-            tails = {
-                m: {k: LatencyProfile(dict(p.p99)) for k, p in on.items()}
-                for m, on in profiles.items()
-            }
-            alone = run(target, requests, duration=3.0, warmup=0.5, concurrency=1)
-            spaced = np.arange(len(alone.latencies), dtype=np.float64)  # one query a second
-            alone_sim = simulate(pipeline, config_, profiles, spaced, seed=7)
-            frontend = max(0.0, float(np.median(alone.latencies)) - alone_sim.percentile(50))
-            if capacity is None:  # the loads are shares of the first measured capacity
-                capacity = min(
-                    1 / frontend,
-                    profiles[fast.model]["cpu1"].throughput(1),
-                    profiles[slow.model]["cpu1"].throughput(1) / slow.scale,
+        for round_ in range(rounds):
+            for load in LOADS:
+                # the server idle: the models alone (`headway profile`), then the server's own
+                # time per query (`headway profile --frontend`), as the product measures them
+                measured = asyncio.run(
+                    profile_kind(Repository.scan(repo), Hardware("cpu1", 0.05), batch_sizes=SIZES)
                 )
-                report_["capacity_qps"] = capacity
-            rate = load * capacity
-            schedule = loadgen_arrivals.schedule(rate, WARMUP_S + seconds, "gamma", cv=1.0, seed=7)
-            tally = run(
-                target, requests, duration=seconds, warmup=WARMUP_S, schedule=schedule,
-                drain_timeout=30.0,
-            )  # fmt: skip
-            window = schedule >= WARMUP_S  # the load generator's window: warm-up left out
-            means = simulate(pipeline, config_, profiles, schedule, seed=7).latencies[window]
-            p99s = simulate(pipeline, config_, tails, schedule, seed=7).latencies[window]
-            spread = simulate(pipeline, config_, profiles, schedule, seed=7, spread=True)
-            fronted = with_frontend(pipeline, config_, profiles, frontend)
-            staged = simulate(*fronted, schedule, seed=7)
-            staged_spread = simulate(*fronted, schedule, seed=7, spread=True)
-            figures = report.summarize(tally, seconds)
-            row: dict[str, Any] = {
-                "load": load,
-                "rate_qps": round(rate, 1),
-                "queries": int(window.sum()),
-                "ok": figures["ok"],
-                "not_ok": figures["rejected"] + figures["errors"] + figures["timeouts"],
-                "real_p50_ms": ms(tally.latencies, 50),
-                "real_p99_ms": ms(tally.latencies, 99),
-                "send_lateness_p99_ms": figures["send_lateness_ms"]["p99"],
-                "alone_p50_ms": ms(alone.latencies, 50),
-                "alone_sim_p50_ms": round(alone_sim.percentile(50) * 1e3, 2),
-                "frontend_ms": round(frontend * 1e3, 2),
-                "sim_p50_ms": ms(means, 50),
-                "sim_p99_ms": ms(means, 99),
-                "sim_from_p99s_p99_ms": ms(p99s, 99),
-                "sim_spread_p99_ms": ms(spread.latencies[window], 99),
-                "sim_frontend_stage_p50_ms": ms(staged.latencies[window], 50),
-                "sim_frontend_stage_p99_ms": ms(staged.latencies[window], 99),
-                "sim_spread_frontend_stage_p99_ms": ms(staged_spread.latencies[window], 99),
-                "load_average_1m": os.getloadavg()[0],
-                "profiles_ms": {
-                    m: {b: round(s * 1e3, 3) for b, s in p["cpu1"].seconds.items()}
-                    for m, p in profiles.items()
-                },
-            }
-            for key in ("sim_p99_ms", "sim_frontend_stage_p99_ms", "sim_spread_p99_ms",
-                        "sim_spread_frontend_stage_p99_ms", "sim_from_p99s_p99_ms"):  # fmt: skip
-                row[key.replace("_ms", "_error")] = round(row[key] / row["real_p99_ms"] - 1, 3)
-            print(json.dumps({k: v for k, v in row.items() if k != "profiles_ms"}), flush=True)
-            report_["loads"].append(row)
+                profiles = profiles_from_rows(measured)
+                frontend = frontend_of(server.url, FLOW_APP, rows, seconds=3.0, warmup=0.5).mean
+                if capacity is None:  # the loads are shares of the first measured capacity
+                    capacity = min(
+                        1 / frontend,
+                        profiles[fast.model]["cpu1"].throughput(1),
+                        profiles[slow.model]["cpu1"].throughput(1) / slow.scale,
+                    )
+                    report_["capacity_qps"] = capacity
+                rate = load * capacity
+                schedule = loadgen_arrivals.schedule(
+                    rate, WARMUP_S + seconds, "gamma", cv=1.0, seed=7
+                )
+                tally = run(
+                    target, requests, duration=seconds, warmup=WARMUP_S, schedule=schedule,
+                    drain_timeout=30.0,
+                )  # fmt: skip
+                window = schedule >= WARMUP_S  # the load generator's window: warm-up left out
+
+                replay_ = (pipeline, config_, profiles, schedule)
+                models_only = planned_estimate(*replay_, 0.0, False)[window]
+                fronted = planned_estimate(*replay_, frontend, False)[window]
+                fronted_spread = planned_estimate(*replay_, frontend, True)[window]
+                figures = report.summarize(tally, seconds)
+                row: dict[str, Any] = {
+                    "round": round_,
+                    "load": load,
+                    "rate_qps": round(rate, 1),
+                    "queries": int(window.sum()),
+                    "ok": figures["ok"],
+                    "not_ok": figures["rejected"] + figures["errors"] + figures["timeouts"],
+                    "real_p50_ms": ms(tally.latencies, 50),
+                    "real_p99_ms": ms(tally.latencies, 99),
+                    "send_lateness_p99_ms": figures["send_lateness_ms"]["p99"],
+                    "frontend_ms": round(frontend * 1e3, 3),
+                    "sim_models_p99_ms": ms(models_only, 99),
+                    "sim_p50_ms": ms(fronted, 50),
+                    "sim_p99_ms": ms(fronted, 99),
+                    "sim_spread_p50_ms": ms(fronted_spread, 50),
+                    "sim_spread_p99_ms": ms(fronted_spread, 99),
+                    "load_average_1m": os.getloadavg()[0],
+                    "profiles_ms": {
+                        m: {b: round(s * 1e3, 3) for b, s in p["cpu1"].seconds.items()}
+                        for m, p in profiles.items()
+                    },
+                }
+                for key in ("sim_models_p99_ms", "sim_p99_ms", "sim_spread_p99_ms"):
+                    row[key.replace("_ms", "_error")] = round(row[key] / row["real_p99_ms"] - 1, 3)
+                print(json.dumps({k: v for k, v in row.items() if k != "profiles_ms"}), flush=True)
+                report_["loads"].append(row)
     return report_
 
 
@@ -272,11 +273,12 @@ def main() -> None:
     parser.add_argument(
         "--flow", action="store_true", help="the cascade flow app over HTTP on `headway serve`"
     )
+    parser.add_argument("--rounds", type=int, default=1, help="--flow: rounds of the 3 loads")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     if args.flow:
         out = args.out or Path("bench/.work/planner-accuracy-flow.json")
-        report_ = flow_accuracy(args.seconds)
+        report_ = flow_accuracy(args.seconds, args.rounds)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report_, indent=1))
         return

@@ -140,10 +140,8 @@ def measure_frontend(
     seconds: float = 5.0,
     warmup: float = 2.0,
 ) -> MeasuredProfile:
-    """The server's time per query of `app` outside its models: `headway serve` (one worker
-    per model of `repository`, `config` declaring the app) is sent `rows`, rotated, one query
-    at a time for `seconds` after `warmup` seconds of four at a time (every model measured,
-    none cold); the models' time is the change in the server's per-model latency."""
+    """The server's time per query of `app` outside its models (`frontend_of`), on a
+    `headway serve` of `repository` (one worker per model) with `config` declaring the app."""
     if not rows:
         raise ConfigError(f"no sample rows to send to app {app!r}")
     workers = max(1, len(Repository.scan(repository).names))
@@ -157,16 +155,27 @@ def measure_frontend(
             log=Path(scratch) / "server.log",
         )
         with server:
-            target = Target.parse(server.url)
-            path = f"{target.prefix}/apps/{app}/predict"
-            bodies = [
-                http_request(target, path, Body(json.dumps({"input": _plain(r)}).encode()))
-                for r in rows
-            ]
-            run(target, bodies, duration=warmup, warmup=0.0, concurrency=4)
-            before = httpx.get(f"{server.url}/metrics", timeout=10).text
-            tally = run(target, bodies, duration=seconds, warmup=0.0, concurrency=1)
-            after = httpx.get(f"{server.url}/metrics", timeout=10).text
+            return frontend_of(server.url, app, rows, seconds=seconds, warmup=warmup)
+
+
+def frontend_of(
+    url: str, app: str, rows: Sequence[Any], *, seconds: float = 5.0, warmup: float = 2.0
+) -> MeasuredProfile:
+    """The time per query of `app` outside its models on the idle server at `url`: `rows`
+    (rotated) are sent four at a time for `warmup` seconds (every model measured, none
+    cold), then one at a time for `seconds`; the models' time is the change in the server's
+    per-model latency over those queries."""
+    if not rows:
+        raise ConfigError(f"no sample rows to send to app {app!r}")
+    target = Target.parse(url)
+    path = f"{target.prefix}/apps/{app}/predict"
+    bodies = [
+        http_request(target, path, Body(json.dumps({"input": _plain(r)}).encode())) for r in rows
+    ]
+    run(target, bodies, duration=warmup, warmup=0.0, concurrency=4)
+    before = httpx.get(f"{url}/metrics", timeout=10).text
+    tally = run(target, bodies, duration=seconds, warmup=0.0, concurrency=1)
+    after = httpx.get(f"{url}/metrics", timeout=10).text
     failed = tally.rejected + tally.errors + tally.transport_errors + tally.timeouts
     if failed:
         raise ConfigError(
