@@ -46,7 +46,7 @@ _HEAD = struct.Struct(">HBBBL")  # length (24 bits as 16 + 8), type, flags, stre
 _PAIR = struct.Struct(">HL")
 
 
-class ConnectionError_(Exception):
+class ConnectionFault(Exception):
     """The peer broke the protocol: answer GOAWAY with `code` and close."""
 
     def __init__(self, code: int, message: str) -> None:
@@ -55,7 +55,7 @@ class ConnectionError_(Exception):
         self.message = message
 
 
-class StreamError(Exception):
+class StreamFault(Exception):
     """One stream broke the protocol: answer RST_STREAM with `code`; the connection lives."""
 
     def __init__(self, stream: int, code: int, message: str) -> None:
@@ -85,7 +85,7 @@ SETTINGS_ACK = frame(SETTINGS, ACK, 0)
 
 def parse_settings(payload: bytes) -> list[tuple[int, int]]:
     if len(payload) % 6:
-        raise ConnectionError_(FRAME_SIZE_ERROR, "SETTINGS payload is not a multiple of 6")
+        raise ConnectionFault(FRAME_SIZE_ERROR, "SETTINGS payload is not a multiple of 6")
     return [_PAIR.unpack_from(payload, at) for at in range(0, len(payload), 6)]
 
 
@@ -117,13 +117,13 @@ def unpadded(payload: bytes, flags: int, stream: int, priority: bool = False) ->
     start, end = 0, len(payload)
     if flags & PADDED:
         if not payload:
-            raise ConnectionError_(PROTOCOL_ERROR, f"stream {stream}: padded frame, no pad length")
+            raise ConnectionFault(PROTOCOL_ERROR, f"stream {stream}: padded frame, no pad length")
         start = 1
         end -= payload[0]
     if priority and flags & PRIORITY_FLAG:
         start += 5
     if end < start:
-        raise ConnectionError_(PROTOCOL_ERROR, f"stream {stream}: padding longer than the frame")
+        raise ConnectionFault(PROTOCOL_ERROR, f"stream {stream}: padding longer than the frame")
     return payload[start:end] if start or end < len(payload) else payload
 
 
@@ -145,12 +145,8 @@ class HeaderDecoder:
         self.generation = 0
         self._cache: dict[bytes, Headers] = {}
 
-    @property
-    def max_table_size(self) -> int:
-        return self._decoder.max_allowed_table_size
-
     def decode(self, block: bytes) -> Headers:
-        """The block's (name, value) pairs; ConnectionError_ when it cannot be decoded (the
+        """The block's (name, value) pairs; ConnectionFault when it cannot be decoded (the
         table is then out of step with the peer's, so the connection cannot go on)."""
         cached = self._cache.get(block)
         if cached is not None:
@@ -161,9 +157,9 @@ class HeaderDecoder:
         try:
             headers: Any = self._decoder.decode(block, raw=True)
         except hpack.OversizedHeaderListError as exc:
-            raise ConnectionError_(ENHANCE_YOUR_CALM, f"header list too large: {exc}") from None
+            raise ConnectionFault(ENHANCE_YOUR_CALM, f"header list too large: {exc}") from None
         except (hpack.HPACKError, ValueError, IndexError) as exc:
-            raise ConnectionError_(COMPRESSION_ERROR, f"bad header block: {exc}") from None
+            raise ConnectionFault(COMPRESSION_ERROR, f"bad header block: {exc}") from None
         decoded: Headers = [(bytes(name), bytes(value)) for name, value in headers]
         after = (len(entries), entries[0] if entries else None, table.maxsize)
         if after[0] != before[0] or after[1] is not before[1] or after[2] != before[2]:

@@ -34,7 +34,7 @@ from headway.api.grpc.calls import (
     Stream,
     parse_timeout,
 )
-from headway.api.grpc.frames import ConnectionError_, StreamError
+from headway.api.grpc.frames import ConnectionFault, StreamFault
 
 log = logging.getLogger("headway.grpc")
 
@@ -121,11 +121,11 @@ class Http2Connection(asyncio.Protocol):
             if not self._preface:
                 if len(data) < len(f.PREFACE):
                     if not f.PREFACE.startswith(data):
-                        raise ConnectionError_(f.PROTOCOL_ERROR, "not an HTTP/2 preface")
+                        raise ConnectionFault(f.PROTOCOL_ERROR, "not an HTTP/2 preface")
                     self._buffer = data
                     return
                 if not data.startswith(f.PREFACE):
-                    raise ConnectionError_(f.PROTOCOL_ERROR, "not an HTTP/2 preface")
+                    raise ConnectionFault(f.PROTOCOL_ERROR, "not an HTTP/2 preface")
                 self._preface = True
                 at = len(f.PREFACE)
             end = len(data)
@@ -133,7 +133,7 @@ class Http2Connection(asyncio.Protocol):
             while end - at >= 9:
                 length, kind, flags, stream = f.frame_head(data, at)
                 if length > max_frame:
-                    raise ConnectionError_(
+                    raise ConnectionFault(
                         f.FRAME_SIZE_ERROR, f"frame of {length} bytes exceeds {max_frame}"
                     )
                 if end - at - 9 < length:
@@ -142,9 +142,9 @@ class Http2Connection(asyncio.Protocol):
                 at += 9 + length
                 try:
                     self._frame(kind, flags, stream, payload)
-                except StreamError as exc:
+                except StreamFault as exc:
                     if exc.stream == 0:
-                        raise ConnectionError_(exc.code, exc.message) from None
+                        raise ConnectionFault(exc.code, exc.message) from None
                     self._reset(exc.stream, exc.code)
                 if self._closed:
                     return
@@ -153,7 +153,7 @@ class Http2Connection(asyncio.Protocol):
                 self._write(f.window_update(0, self._recv_unacked))
                 self._recv_window += self._recv_unacked
                 self._recv_unacked = 0
-        except ConnectionError_ as exc:
+        except ConnectionFault as exc:
             self.abort(exc.code, exc.message)
         except Exception as exc:  # a bug, not the client's: this connection only
             log.error("gRPC connection failed", exc_info=exc)
@@ -163,21 +163,21 @@ class Http2Connection(asyncio.Protocol):
     # -- frames ----------------------------------------------------------------------------
     def _frame(self, kind: int, flags: int, stream: int, payload: bytes) -> None:
         if self._block and kind != f.CONTINUATION:
-            raise ConnectionError_(f.PROTOCOL_ERROR, "header block interrupted by another frame")
+            raise ConnectionFault(f.PROTOCOL_ERROR, "header block interrupted by another frame")
         if not self._settled:
             if kind != f.SETTINGS or flags & f.ACK:
-                raise ConnectionError_(f.PROTOCOL_ERROR, "the preface must end with SETTINGS")
+                raise ConnectionFault(f.PROTOCOL_ERROR, "the preface must end with SETTINGS")
             self._settled = True
         if kind == f.DATA:
             self._data(flags, stream, payload)
         elif kind == f.HEADERS:
             if stream == 0:
-                raise ConnectionError_(f.PROTOCOL_ERROR, "HEADERS on stream 0")
+                raise ConnectionFault(f.PROTOCOL_ERROR, "HEADERS on stream 0")
             block = f.unpadded(payload, flags, stream, priority=True)
             self._begin_block(stream, flags, block)
         elif kind == f.CONTINUATION:
             if not self._block or stream != self._block_stream:
-                raise ConnectionError_(f.PROTOCOL_ERROR, "CONTINUATION without its HEADERS")
+                raise ConnectionFault(f.PROTOCOL_ERROR, "CONTINUATION without its HEADERS")
             self._continue_block(flags, payload)
         elif kind == f.WINDOW_UPDATE:
             self._window_update(stream, payload)
@@ -185,71 +185,71 @@ class Http2Connection(asyncio.Protocol):
             self._settings(flags, stream, payload)
         elif kind == f.PING:
             if stream != 0 or len(payload) != 8:
-                raise ConnectionError_(f.FRAME_SIZE_ERROR, "PING must be 8 bytes on stream 0")
+                raise ConnectionFault(f.FRAME_SIZE_ERROR, "PING must be 8 bytes on stream 0")
             if not flags & f.ACK:
                 self._write(f.frame(f.PING, f.ACK, 0, payload))
         elif kind == f.RST_STREAM:
             if stream == 0 or len(payload) != 4:
-                raise ConnectionError_(f.PROTOCOL_ERROR, "RST_STREAM must be 4 bytes on a stream")
+                raise ConnectionFault(f.PROTOCOL_ERROR, "RST_STREAM must be 4 bytes on a stream")
             if stream > self.last_stream:
-                raise ConnectionError_(f.PROTOCOL_ERROR, f"RST_STREAM on idle stream {stream}")
+                raise ConnectionFault(f.PROTOCOL_ERROR, f"RST_STREAM on idle stream {stream}")
             self._forget(stream)
         elif kind == f.GOAWAY:
             self._going_away = True
             if not self.streams:
                 self.close()
         elif kind == f.PUSH_PROMISE:
-            raise ConnectionError_(f.PROTOCOL_ERROR, "a client cannot push")
+            raise ConnectionFault(f.PROTOCOL_ERROR, "a client cannot push")
         elif kind == f.PRIORITY and len(payload) != 5:
-            raise StreamError(stream, f.FRAME_SIZE_ERROR, "PRIORITY must be 5 bytes")
+            raise StreamFault(stream, f.FRAME_SIZE_ERROR, "PRIORITY must be 5 bytes")
         # other kinds (PRIORITY, extensions) are ignored, as the protocol asks
 
     def _settings(self, flags: int, stream: int, payload: bytes) -> None:
         if stream != 0:
-            raise ConnectionError_(f.PROTOCOL_ERROR, "SETTINGS on a stream")
+            raise ConnectionFault(f.PROTOCOL_ERROR, "SETTINGS on a stream")
         if flags & f.ACK:
             if payload:
-                raise ConnectionError_(f.FRAME_SIZE_ERROR, "SETTINGS ack with a payload")
+                raise ConnectionFault(f.FRAME_SIZE_ERROR, "SETTINGS ack with a payload")
             return
         for key, value in f.parse_settings(payload):
             if key == f.INITIAL_WINDOW_SIZE:
                 if value > f.MAX_WINDOW:
-                    raise ConnectionError_(f.FLOW_CONTROL_ERROR, "initial window too large")
+                    raise ConnectionFault(f.FLOW_CONTROL_ERROR, "initial window too large")
                 delta = value - self._stream_send_window
                 self._stream_send_window = value
                 for open_stream in self.streams.values():
                     open_stream.send_window += delta
             elif key == f.MAX_FRAME_SIZE:
                 if not f.DEFAULT_FRAME_SIZE <= value <= 2**24 - 1:
-                    raise ConnectionError_(f.PROTOCOL_ERROR, f"bad MAX_FRAME_SIZE {value}")
+                    raise ConnectionFault(f.PROTOCOL_ERROR, f"bad MAX_FRAME_SIZE {value}")
                 self._max_frame = value
             elif key == f.ENABLE_PUSH and value > 1:
-                raise ConnectionError_(f.PROTOCOL_ERROR, f"bad ENABLE_PUSH {value}")
+                raise ConnectionFault(f.PROTOCOL_ERROR, f"bad ENABLE_PUSH {value}")
         self._write(f.SETTINGS_ACK)
         self._flush()
 
     def _window_update(self, stream: int, payload: bytes) -> None:
         if len(payload) != 4:
-            raise ConnectionError_(f.FRAME_SIZE_ERROR, "WINDOW_UPDATE must be 4 bytes")
+            raise ConnectionFault(f.FRAME_SIZE_ERROR, "WINDOW_UPDATE must be 4 bytes")
         increment = int.from_bytes(payload, "big") & 0x7FFFFFFF
         if stream == 0:
             if increment == 0:
-                raise ConnectionError_(f.PROTOCOL_ERROR, "WINDOW_UPDATE of 0")
+                raise ConnectionFault(f.PROTOCOL_ERROR, "WINDOW_UPDATE of 0")
             self._send_window += increment
             if self._send_window > f.MAX_WINDOW:
-                raise ConnectionError_(f.FLOW_CONTROL_ERROR, "connection window overflow")
+                raise ConnectionFault(f.FLOW_CONTROL_ERROR, "connection window overflow")
             self._flush()
             return
         target = self.streams.get(stream)
         if target is None:
             if stream > self.last_stream:
-                raise ConnectionError_(f.PROTOCOL_ERROR, f"WINDOW_UPDATE on idle stream {stream}")
+                raise ConnectionFault(f.PROTOCOL_ERROR, f"WINDOW_UPDATE on idle stream {stream}")
             return
         if increment == 0:
-            raise StreamError(stream, f.PROTOCOL_ERROR, "WINDOW_UPDATE of 0")
+            raise StreamFault(stream, f.PROTOCOL_ERROR, "WINDOW_UPDATE of 0")
         target.send_window += increment
         if target.send_window > f.MAX_WINDOW:
-            raise StreamError(stream, f.FLOW_CONTROL_ERROR, "stream window overflow")
+            raise StreamFault(stream, f.FLOW_CONTROL_ERROR, "stream window overflow")
         self._flush()
 
     def _begin_block(self, stream: int, flags: int, block: bytes) -> None:
@@ -263,7 +263,7 @@ class Http2Connection(asyncio.Protocol):
         self._block.append(fragment)
         self._block_size += len(fragment)
         if self._block_size > 4 * self.limits.max_header_list:
-            raise ConnectionError_(f.ENHANCE_YOUR_CALM, "header block too large")
+            raise ConnectionFault(f.ENHANCE_YOUR_CALM, "header block too large")
         if flags & f.END_HEADERS:
             block = b"".join(self._block)
             self._block = []
@@ -274,17 +274,17 @@ class Http2Connection(asyncio.Protocol):
         stream = self.streams.get(stream_id)
         if stream is not None:  # trailers from the client: they end its request
             if stream.ended or not flags & f.END_STREAM:
-                raise StreamError(stream_id, f.PROTOCOL_ERROR, "HEADERS after the request")
+                raise StreamFault(stream_id, f.PROTOCOL_ERROR, "HEADERS after the request")
             stream.ended = True
             self._complete(stream)
             return
         if stream_id <= self.last_stream:
             return  # a stream this side already reset
         if stream_id % 2 == 0:
-            raise ConnectionError_(f.PROTOCOL_ERROR, f"client stream {stream_id} is even")
+            raise ConnectionFault(f.PROTOCOL_ERROR, f"client stream {stream_id} is even")
         self.last_stream = stream_id
         if self._going_away or len(self.streams) >= self.limits.max_streams:
-            raise StreamError(stream_id, f.REFUSED_STREAM, "too many streams")
+            raise StreamFault(stream_id, f.REFUSED_STREAM, "too many streams")
         stream = self.streams[stream_id] = Stream(
             stream_id, self._stream_send_window, time.monotonic()
         )
@@ -314,9 +314,9 @@ class Http2Connection(asyncio.Protocol):
             self._refuse(stream, RESOURCE_EXHAUSTED, f"header list of {size} bytes exceeds "
                          f"the limit of {self.limits.max_header_list}")  # fmt: skip
         elif method != b"POST":
-            raise StreamError(stream.id, f.PROTOCOL_ERROR, "gRPC calls are POST")
+            raise StreamFault(stream.id, f.PROTOCOL_ERROR, "gRPC calls are POST")
         elif not stream.path:
-            raise StreamError(stream.id, f.PROTOCOL_ERROR, "no :path")
+            raise StreamFault(stream.id, f.PROTOCOL_ERROR, "no :path")
         elif content_type is None or not content_type.startswith(b"application/grpc"):
             self._refuse(stream, INVALID_ARGUMENT, f"content-type {content_type!r} is not gRPC")
         elif not self.handler.accepts(stream.path):  # at once: a stream may never end
@@ -326,18 +326,18 @@ class Http2Connection(asyncio.Protocol):
         size = len(payload)
         self._recv_window -= size
         if self._recv_window < 0:
-            raise ConnectionError_(f.FLOW_CONTROL_ERROR, "DATA beyond the connection window")
+            raise ConnectionFault(f.FLOW_CONTROL_ERROR, "DATA beyond the connection window")
         self._recv_unacked += size
         stream = self.streams.get(stream_id)
         if stream is None:
             if stream_id == 0 or stream_id > self.last_stream:
-                raise ConnectionError_(f.PROTOCOL_ERROR, f"DATA on idle stream {stream_id}")
+                raise ConnectionFault(f.PROTOCOL_ERROR, f"DATA on idle stream {stream_id}")
             return  # on a stream this side has finished with: ignored, credited
         if stream.ended:
-            raise StreamError(stream_id, f.STREAM_CLOSED, "DATA after END_STREAM")
+            raise StreamFault(stream_id, f.STREAM_CLOSED, "DATA after END_STREAM")
         stream.unacked += size
         if stream.unacked > self.limits.stream_window:
-            raise StreamError(stream_id, f.FLOW_CONTROL_ERROR, "DATA beyond the stream window")
+            raise StreamFault(stream_id, f.FLOW_CONTROL_ERROR, "DATA beyond the stream window")
         body = f.unpadded(payload, flags, stream_id)
         if not stream.answered:
             stream.size += len(body)
