@@ -422,3 +422,24 @@ def test_any_frame_payload_is_a_status_a_reset_or_a_goaway_never_an_exception(
     if not peer.wire.closed:
         peer.send(peer.request(3, b"x"))
         assert peer.wire.closed or [c.message for c in peer.handler.calls] == [b"x"]
+
+
+def test_answer_blocks_are_constant_bytes_any_fresh_decoder_reads() -> None:
+    headers = ((b":status", b"200"), (b"content-type", b"application/grpc"))
+    first = f.encode(headers)
+    f.encode(((b"grpc-status", b"13"), (b"grpc-message", b"boom")))
+    assert f.encode(headers) == first  # no table state between answers
+    assert hpack.Decoder().decode(first, raw=True) == list(headers)
+
+
+def test_padding_priority_and_client_trailers_are_read() -> None:
+    peer = Peer()
+    block = peer.encoder.encode(HEADERS)
+    padded = bytes([3]) + b"\x00\x00\x00\x01\x10" + block + b"\x00" * 3  # pad, priority
+    body = b"\x00\x00\x00\x00\x02hi"
+    peer.send(
+        f.frame(f.HEADERS, f.END_HEADERS | f.PADDED | f.PRIORITY_FLAG, 1, padded)
+        + f.frame(f.DATA, f.PADDED, 1, bytes([2]) + body + b"\x00\x00")
+        + f.frame(f.HEADERS, f.END_HEADERS | f.END_STREAM, 1, peer.encoder.encode([(b"x", b"y")]))
+    )
+    assert [c.message for c in peer.handler.calls] == [b"hi"]
