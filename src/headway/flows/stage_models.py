@@ -1,0 +1,191 @@
+"""The controller models that serve a flow app's action stages: registered with the app,
+loaded and warmed before it is ready, unloaded with it.
+
+A stage that is one model operator *is* that repository model; any other action stage (a fused
+chain, with or without a model) is registered as a model of framework `flow` whose worker runs
+the whole chain in one action (`headway.adapters.flow_adapter`). A competing stage's model has
+`compete_replicas` replicas (distinct workers) and batch size 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Awaitable
+from dataclasses import asdict, replace
+from typing import Any
+
+from headway.apps.config import AppConfig, ModelRef
+from headway.control.controller import Controller
+from headway.control.measuring import WARMUP_RUNS
+from headway.control.models import READY
+from headway.errors import HeadwayError
+from headway.flows.flow import Flow
+from headway.flows.plan import ACTION, Plan, Stage
+from headway.flows.source import split_spec
+from headway.flows.warmup import stage_inputs
+from headway.repository import ModelConfig
+
+log = logging.getLogger("headway.flows")
+_generations = itertools.count(1)
+#: Memory reserved for a stage model of functions only, before it is measured.
+STAGE_MB = 16.0
+#: How often starting checks whether the stage models' warm-up ended.
+WARM_POLL_S = 0.02
+
+
+def served_directly(stage: Stage) -> bool:
+    """A stage that is one model operator is served as that repository model itself (its
+    batching, replicas, cache), unless batching is off for the flow."""
+    return stage.only_model and stage.batching
+
+
+class StageModels:
+    """The models each action stage of one flow app calls, by stage id (`names`)."""
+
+    def __init__(self, config: AppConfig, flow: Flow, plan: Plan, controller: Controller) -> None:
+        self.config = config
+        self.flow = flow
+        self.plan = plan
+        self.controller = controller
+        self.names: dict[int, list[str]] = {}
+        self._loading: asyncio.Future[Any] | None = None
+        self._register()
+
+    @property
+    def app(self) -> str:
+        return self.config.name
+
+    def _register(self) -> None:
+        generation = next(_generations)
+        for stage in self.plan.stages:
+            if stage.kind != ACTION:
+                continue
+            if served_directly(stage):
+                self.names[stage.id] = [stage.models[0]]
+                continue
+            name = f"flow.{self.app}.{generation}.s{stage.id}"
+            self.controller.repository.models[name] = replace(self._stage_config(stage), name=name)
+            self.names[stage.id] = [name]
+
+    def _stage_config(self, stage: Stage) -> ModelConfig:
+        """A stage's model: its chain's models go with it; it takes their batching."""
+        repository = self.controller.repository
+        wires: dict[str, Any] = {}
+        inherit: ModelConfig | None = None
+        for key in stage.models:
+            ref = ModelRef.parse(key, f"app {self.app!r}: flow model")
+            found = repository.get(ref.name)
+            if ref.version is not None:
+                found = repository.version(ref.name, ref.version)
+            wires[key] = found.to_wire()
+            inherit = inherit or found
+        assert self.config.flow is not None
+        path, _ = split_spec(self.config.flow, f"app {self.app!r}")
+        batch = (inherit.max_batch_size if inherit else 32) if stage.batching else 1
+        replicas = inherit.replicas if inherit else 1
+        if stage.replicas > 1:  # competing copies of a query run apart, one per worker
+            batch, replicas = 1, stage.replicas
+        return ModelConfig(
+            name=f"flow.{self.app}",
+            version=1,
+            framework="flow",
+            path=path.parent,
+            max_batch_size=batch,
+            batch_delay_ms=inherit.batch_delay_ms if inherit else 0.0,
+            slo_ms=max(inherit.slo_ms if inherit else 0.0, self.config.slo_ms),
+            replicas=replicas,
+            memory_mb=(inherit.memory_mb or STAGE_MB) if inherit else STAGE_MB,
+            options={
+                "flow": f"{path}:{self.config.flow.rpartition(':')[2]}",
+                "stage": stage.id,
+                "operators": list(stage.operators),
+                "compiler": asdict(self.plan.options),
+                "models": wires,
+            },
+        )
+
+    def _own_models(self) -> list[str]:
+        return [
+            n for s in self.plan.stages if not served_directly(s) for n in self.names.get(s.id, [])
+        ]
+
+    def start(self) -> asyncio.Future[Any]:
+        """Load the stage models (and pinned model versions) and warm them up; done when all
+        loads answered and every stage model's warm-up and sweep of batch sizes ended."""
+        if self._loading is None:
+            self._loading = asyncio.ensure_future(self._start())
+        return self._loading
+
+    async def _start(self) -> None:
+        loads: list[Awaitable[Any]] = [self.controller.load(n) for n in self._own_models()]
+        for stage in self.plan.stages:
+            if served_directly(stage):
+                ref = ModelRef.parse(stage.models[0], f"app {self.app!r}")
+                if ref.version is not None:
+                    loads.append(self.controller.load(ref.name, str(ref.version)))
+        await asyncio.gather(*loads, return_exceptions=True)
+        try:
+            self._warm_up()
+        except Exception:  # best effort: a stage that cannot be warmed serves cold
+            log.exception("app %s: warming up its stages failed", self.app)
+        while self._warming():
+            await asyncio.sleep(WARM_POLL_S)
+
+    def _warm_up(self) -> None:
+        """Warm each fused stage's model with rows of zeros of its input columns (the
+        controller warms repository models itself, but cannot make up a stage's inputs)."""
+        for stage in self.plan.stages:
+            if stage.kind != ACTION or served_directly(stage):
+                continue
+            state = self.controller.served(self.names[stage.id][0])
+            if state is None or state.state != READY:
+                continue
+            first = self.flow.nodes[stage.nodes[0]].inputs[0].shape
+            mine = [op for op, _ in self.plan.ops(stage)]
+            ops = [*mine, *(n.op for n in self.flow.nodes if n.op is not None and n.op not in mine)]
+            specs = stage_inputs(first.schema, ops, self._signature)
+            if specs is not None:
+                self.controller.measuring.warm_up(replace(state.config, inputs=specs), WARMUP_RUNS)
+
+    def _signature(self, key: str) -> tuple[Any, ...]:
+        ref = ModelRef.parse(key, f"app {self.app!r}")
+        state = self.controller.served(ref.name, ref.version)
+        return () if state is None else state.config.inputs
+
+    def _warming(self) -> list[str]:
+        """The stage models (this app's and the repository models it calls) still warming."""
+        warming = self.controller.measuring.warming
+        return [name for name, key in self._stage_keys().items() if key in warming]
+
+    def _stage_keys(self) -> dict[str, str]:
+        keys = {}
+        for names in self.names.values():
+            for name in names:
+                ref = ModelRef.parse(name, "") if "@" in name else ModelRef(name)
+                state = self.controller.served(ref.name, ref.version)
+                if state is not None:
+                    keys[name] = state.config.key
+        return keys
+
+    async def stop(self) -> None:
+        """Unload the stage models (the app was deleted or replaced)."""
+        for name in self._own_models():
+            try:
+                await self.controller.unload(name)
+            except HeadwayError as exc:
+                log.warning("app %s: unloading %s: %s", self.app, name, exc.message)
+            self.controller.repository.models.pop(name, None)
+
+    def ready(self) -> list[str]:
+        """The stage models that serve now and are warm."""
+        ready = []
+        warming = self.controller.measuring.warming
+        for names in self.names.values():
+            for name in names:
+                ref = ModelRef.parse(name, "") if "@" in name else ModelRef(name)
+                state = self.controller.served(ref.name, ref.version)
+                if state is not None and state.state == READY and state.config.key not in warming:
+                    ready.append(name)
+        return ready
