@@ -241,7 +241,7 @@ def main() -> None:
             for c, v in runs[s].items()}
         for s in systems
     }  # fmt: skip
-    from run import machine  # the same machine line as the full suite
+    from machine import machine  # the same machine line as the full suite
 
     m = machine()
     data = {

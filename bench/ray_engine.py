@@ -182,7 +182,7 @@ def main() -> None:
             with contextlib.suppress(Exception):
                 srv.stop()
     figures = {s: {c: median_figures(v) for c, v in runs[s].items()} for s in SYSTEMS}
-    from run import machine  # the same machine line as the full suite
+    from machine import machine  # the same machine line as the full suite
 
     m = machine()
     data = {
