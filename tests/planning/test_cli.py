@@ -209,6 +209,7 @@ def test_plan_a_flow_app_with_scale_factors_from_sample_queries(
     assert stages["iris-forest"]["model"] == "iris-forest"
 
 
+@pytest.mark.integration
 def test_profile_frontend_measures_the_server_and_plan_estimates_it(
     profiled: Path, tmp_path: Path
 ) -> None:
