@@ -91,6 +91,8 @@ class HeadwayApp:
         self.companions: list[Companion] = []
         #: The live tuner (`headway serve --tune`), when one runs: its figures go to /metrics.
         self.tuner: LiveTuner | None = None
+        #: The last infer body whose JSON head was parsed, its header length and the head.
+        self._parsed: tuple[bytes, int | None, dict[str, Any]] | None = None
 
     @property
     def tracing(self) -> Tracing | None:
@@ -380,6 +382,16 @@ class HeadwayApp:
         await self.controller.unload(name)
         return 200, b"", JSON
 
+    def infer_head(self, body: bytes, length: int | None) -> dict[str, Any]:
+        """`oip.infer_head` of an infer body, parsed once: the transport's quick refusal
+        (`api.refusals`) reads it before the request is routed, and `_infer` again after."""
+        parsed = self._parsed
+        if parsed is not None and parsed[0] is body and parsed[1] == length:
+            return parsed[2]
+        head = oip.infer_head(body, length)
+        self._parsed = body, length, head
+        return head
+
     def _infer(
         self,
         name: str,
@@ -401,7 +413,7 @@ class HeadwayApp:
                 raise InvalidInput("Inference-Header-Content-Length must be an integer") from None
         # its parameters (its deadline) first: a request that waited too long to be read is
         # refused before its tensors are decoded, so under overload a refusal stays cheap
-        head = None if length == 0 else oip.infer_head(body, length)
+        head = None if length == 0 else self.infer_head(body, length)
         timeout, priority = schedule_policy((head and head.get("parameters")) or {})
         # its own wait since its bytes were read (not the loop's worst lag, which refused
         # everyone after one stall)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import orjson
 
-from headway.api import oip
 from headway.api.app import HeadwayApp, schedule_policy
 from headway.api.errors import JSON, Response
 from headway.control.overload import BACKLOG, LATE, SHED
@@ -74,7 +73,7 @@ class QuickRefusals:
                 return None
             length = int(raw)
         try:
-            parameters = oip.infer_head(body, length).get("parameters") or {}
+            parameters = app.infer_head(body, length).get("parameters") or {}
             timeout, priority = schedule_policy(parameters)
         except HeadwayError:  # answered with its 400 the usual way
             return None
