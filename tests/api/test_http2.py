@@ -7,7 +7,9 @@ or RST_STREAM, never an exception.
 
 from __future__ import annotations
 
+import gzip
 import time
+import zlib
 from typing import Any
 
 import hpack
@@ -147,6 +149,7 @@ def test_a_unary_call_is_answered_with_headers_message_and_trailers() -> None:
     assert peer.headers(frames[0][3]) == {
         b":status": b"200",
         b"content-type": b"application/grpc",
+        b"grpc-accept-encoding": b"identity,deflate,gzip",
     }
     assert frames[1][3] == b"\x00\x00\x00\x00\x05hello"
     assert frames[2][1] & f.END_STREAM and peer.headers(frames[2][3]) == {b"grpc-status": b"0"}
@@ -282,7 +285,7 @@ def test_call_level_problems_are_statuses_not_resets() -> None:
         f.frame(f.HEADERS, f.END_HEADERS, 5, block)
         + f.frame(f.DATA, f.END_STREAM, 5, b"\x01\x00\x00\x00\x01z")
     )
-    assert status_of(peer, peer.frames(), 5) == b"12"  # compressed
+    assert status_of(peer, peer.frames(), 5) == b"3"  # compressed, no grpc-encoding
     other = [(n, b"application/json" if n == b"content-type" else v) for n, v in HEADERS]
     peer.send(f.frame(f.HEADERS, f.END_HEADERS | f.END_STREAM, 7, peer.encoder.encode(other)))
     assert status_of(peer, peer.frames(), 7) == b"3"
@@ -443,3 +446,29 @@ def test_padding_priority_and_client_trailers_are_read() -> None:
         + f.frame(f.HEADERS, f.END_HEADERS | f.END_STREAM, 1, peer.encoder.encode([(b"x", b"y")]))
     )
     assert [c.message for c in peer.handler.calls] == [b"hi"]
+
+
+def test_compressed_requests_are_read_within_the_message_limit() -> None:
+    peer = Peer(Limits(max_message=1000))
+    peer.frames()
+
+    def compressed(stream: int, encoding: bytes, message: bytes) -> bytes:
+        block = peer.encoder.encode([*HEADERS, (b"grpc-encoding", encoding)])
+        body = b"\x01" + len(message).to_bytes(4, "big") + message
+        return f.frame(f.HEADERS, f.END_HEADERS, stream, block) + f.frame(
+            f.DATA, f.END_STREAM, stream, body
+        )
+
+    peer.send(compressed(1, b"gzip", gzip.compress(b"hello")))
+    peer.send(compressed(3, b"deflate", zlib.compress(b"world")))
+    assert [c.message for c in peer.handler.calls] == [b"hello", b"world"]
+    peer.frames()
+    peer.send(compressed(5, b"gzip", gzip.compress(b"a" * 5000)))  # 5,000 bytes decoded
+    frames = peer.frames()
+    assert status_of(peer, frames, 5) == b"8"
+    assert b"exceeds the limit of 1000 bytes" in peer.headers(frames[0][3])[b"grpc-message"]
+    peer.send(compressed(7, b"snappy", b"x"))
+    assert status_of(peer, peer.frames(), 7) == b"12"
+    peer.send(compressed(9, b"gzip", b"not gzip"))
+    assert status_of(peer, peer.frames(), 9) == b"3"
+    assert len(peer.handler.calls) == 2 and peer.server.unanswered == 0

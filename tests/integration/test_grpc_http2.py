@@ -94,3 +94,11 @@ def test_bytes_that_are_not_http2_get_goaway_and_the_server_serves_on(
         at += 9 + length
     assert kinds[-1] == frames.GOAWAY and b"not an HTTP/2 preface" in received
     assert triton_grpc.InferenceServerClient(server.grpc_address).is_server_live()
+
+
+def test_compressed_requests_answer_as_uncompressed_ones(server: ServerProcess) -> None:
+    client = triton_grpc.InferenceServerClient(server.grpc_address)
+    rows = np.arange(4000, dtype=np.float32).reshape(1000, 4)
+    for algorithm in ("gzip", "deflate"):
+        answer = client.infer("doubler", [_tensor(rows)], compression_algorithm=algorithm)
+        np.testing.assert_array_equal(answer.as_numpy("output-0"), rows * 2)

@@ -77,8 +77,8 @@ class Stream:
     """One stream's state: the request read so far, the answer still to send."""
 
     __slots__ = (
-        "answered", "chunks", "ended", "headers", "id", "opened", "out", "path", "send_window",
-        "size", "timeout", "trailers", "unacked",
+        "answered", "chunks", "encoding", "ended", "headers", "id", "opened", "out", "path",
+        "send_window", "size", "timeout", "trailers", "unacked",
     )  # fmt: skip
 
     def __init__(self, stream_id: int, send_window: int, opened: float) -> None:
@@ -93,6 +93,7 @@ class Stream:
         self.opened = opened
         self.timeout: float | None = None
         self.path = ""
+        self.encoding: bytes | None = None  # grpc-encoding
         self.out: bytes | memoryview = b""  # answer DATA waiting for window
         self.trailers = b""
 

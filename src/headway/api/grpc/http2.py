@@ -6,8 +6,8 @@ controller together and batch (as the HTTP/1.1 server's requests do, `api.connec
 A call answers once: HEADERS, the response message as DATA within the peer's windows, and
 trailers (`grpc-status`, `grpc-message`).
 
-Only what unary calls need: no server push, no priorities (ignored), no compressed
-messages (`grpc-accept-encoding: identity` says so). Limits: frame size, concurrent streams
+Only what unary calls need: no server push, no priorities (ignored); compressed requests
+(gzip, deflate) are read, answers are not compressed. Limits: frame size, concurrent streams
 (one more is refused, REFUSED_STREAM), header list size and message size (RESOURCE_EXHAUSTED),
 flow control both ways, and read times (`sweep`). A peer that breaks the protocol gets
 GOAWAY (connection errors) or RST_STREAM (stream errors), never a crash.
@@ -35,10 +35,14 @@ from headway.api.grpc.calls import (
     parse_timeout,
 )
 from headway.api.grpc.frames import ConnectionFault, StreamFault
+from headway.api.limits import decode_body
+from headway.errors import HeadwayError, PayloadTooLarge
 
 log = logging.getLogger("headway.grpc")
 
-_OK_HEADERS = f.encode(((b":status", b"200"), (b"content-type", b"application/grpc")))
+#: Compressed requests are read; answers are not compressed (a server may always answer so).
+_ACCEPT = (b"grpc-accept-encoding", b"identity,deflate,gzip")
+_OK_HEADERS = f.encode(((b":status", b"200"), (b"content-type", b"application/grpc"), _ACCEPT))
 _OK_TRAILERS = f.encode(((b"grpc-status", b"0"),))
 
 
@@ -305,6 +309,8 @@ class Http2Connection(asyncio.Protocol):
                 method = value
             elif name == b"content-type":
                 content_type = value
+            elif name == b"grpc-encoding":
+                stream.encoding = value
             elif name == b"grpc-timeout":
                 stream.timeout = parse_timeout(value)
                 if stream.timeout is None:
@@ -365,10 +371,21 @@ class Http2Connection(asyncio.Protocol):
         if len(data) < 5 or int.from_bytes(data[1:5], "big") != len(data) - 5:
             self.fail(stream, INVALID_ARGUMENT, "a unary call carries exactly one message")
             return
-        if data[0]:
-            self.fail(stream, UNIMPLEMENTED, "compressed messages are not supported")
-            return
-        self.handler.call(Call(self, stream, data[5:]))
+        message = data[5:]
+        if data[0]:  # compressed, as its grpc-encoding says
+            encoding = stream.encoding
+            if encoding not in (b"gzip", b"deflate"):
+                unknown = encoding not in (None, b"identity")
+                self.fail(stream, UNIMPLEMENTED if unknown else INVALID_ARGUMENT,
+                          f"compressed messages are read as gzip or deflate, not {encoding!r}")  # fmt: skip
+                return
+            try:
+                message = decode_body(encoding, message, self.limits.max_message)
+            except HeadwayError as exc:
+                code = RESOURCE_EXHAUSTED if isinstance(exc, PayloadTooLarge) else INVALID_ARGUMENT
+                self.fail(stream, code, exc.message)
+                return
+        self.handler.call(Call(self, stream, message))
 
     # -- answering -------------------------------------------------------------------------
     def answer(self, stream: Stream, message: bytes) -> None:
@@ -416,7 +433,7 @@ class Http2Connection(asyncio.Protocol):
             return
         text = quote(message[:2048], safe=" !\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~")
         block = f.encode((
-            (b":status", b"200"), (b"content-type", b"application/grpc"),
+            (b":status", b"200"), (b"content-type", b"application/grpc"), _ACCEPT,
             (b"grpc-status", str(code).encode()), (b"grpc-message", text.encode()),
         ))  # fmt: skip
         self._write(f.headers_head(stream.id, len(block), True) + block)
