@@ -165,7 +165,10 @@ def serve_own_http2(port: int) -> None:
         connections: set[Http2Connection] = set()
         unanswered = 0
 
-        def turn(self) -> None:
+        def arrived_since(self, now: float) -> float:
+            return now
+
+        def keep_up(self, now: float) -> None:
             pass
 
     async def main() -> None:

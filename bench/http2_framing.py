@@ -76,12 +76,18 @@ class _Sink:
     def close(self) -> None:
         pass
 
+    def get_extra_info(self, name: str) -> None:
+        return None
+
 
 class _Server:
     connections: set[Http2Connection] = set()
     unanswered = 0
 
-    def turn(self) -> None:
+    def arrived_since(self, now: float) -> float:
+        return now
+
+    def keep_up(self, now: float) -> None:
         pass
 
 

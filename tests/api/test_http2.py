@@ -44,6 +44,9 @@ class Wire:
     def close(self) -> None:
         self.closed = True
 
+    def get_extra_info(self, name: str) -> None:
+        return None
+
     def pause_reading(self) -> None:
         pass
 
@@ -56,8 +59,12 @@ class Server:
         self.connections: set[Http2Connection] = set()
         self.unanswered = 0
         self.turns = 0
+        self.floor: float | None = None  # when bytes read now may have arrived
 
-    def turn(self) -> None:
+    def arrived_since(self, now: float) -> float:
+        return now if self.floor is None else self.floor
+
+    def keep_up(self, now: float) -> None:
         self.turns += 1
 
 
@@ -472,3 +479,13 @@ def test_compressed_requests_are_read_within_the_message_limit() -> None:
     peer.send(compressed(9, b"gzip", b"not gzip"))
     assert status_of(peer, peer.frames(), 9) == b"3"
     assert len(peer.handler.calls) == 2 and peer.server.unanswered == 0
+
+
+def test_a_call_counts_its_deadline_from_when_its_bytes_may_have_arrived() -> None:
+    peer = Peer(hold=True)
+    peer.server.floor = time.monotonic() - 0.5  # the loop was busy: they waited to be read
+    reads = peer.server.turns
+    peer.send(peer.request(1, b"x", [(b"grpc-timeout", b"2S")]))
+    (call,) = peer.handler.calls
+    assert call.received == peer.server.floor and call.timeout == 2.0
+    assert peer.server.turns == reads + 1  # each read lets the app keep up

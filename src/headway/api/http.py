@@ -20,20 +20,17 @@ from headway.api.busy_poll import BusyPoller
 from headway.api.connection import HttpConnection
 from headway.api.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, connection_cap
 from headway.api.refusals import QuickRefusals
+from headway.api.turns import ReadTurns
 
 log = logging.getLogger("headway.http")
 
 #: How often a stopping server looks whether every request in flight has been answered.
 STOP_POLL_S = 0.01
-#: How long a turn of reads goes before the app hears its workers' replies (see `keep_up`).
-CATCH_UP_S = 0.002
-#: Loop turns closer together than this count as back to back (see `arrived_since`).
-BACK_TO_BACK_S = 0.0005
 #: Most seconds between two sweeps for idle and slow connections.
 SWEEP_S = 1.0
 
 
-class HttpServer:
+class HttpServer(ReadTurns):
     """Listens, tracks connections and requests in flight, stops gracefully.
 
     Keep-alive (HTTP/1.1 by default, HTTP/1.0 on request), pipelined requests (answered in
@@ -74,10 +71,6 @@ class HttpServer:
         self.unanswered = 0  # requests handed to the app and not yet answered
         self.stopping = False
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
-        self._turn_open = False  # a loop turn with reads in it is under way
-        self._turn_started = self._turn_ended = 0.0  # its first read; when the last one ended
-        self._floor = 0.0  # what `arrived_since` answers during this turn
-        self._caught_up = 0.0  # when this turn began or last let the app catch up
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -96,37 +89,6 @@ class HttpServer:
         sockets = self._server.sockets
         if sockets and self.port == 0:
             self.port = sockets[0].getsockname()[1]
-
-    def arrived_since(self, now: float) -> float:
-        """The earliest time bytes read `now` may have arrived: when they count from.
-
-        Bytes that arrive while the loop is busy wait in the kernel until its next turn, so
-        a frontend that falls behind would see stale requests as fresh and admit them, to be
-        answered late at the client (under open-loop overload, every one of them). When turns
-        follow each other without a pause, bytes read in this turn may have arrived as early
-        as the previous turn's first read; after a pause the loop woke for them, so now. The
-        bound is at most one turn too early: a fraction of a millisecond unless overloaded.
-        """
-        if not self._turn_open:
-            self._turn_open = True
-            self.loop.call_soon(self._turn_over)
-            busy = now - self._turn_ended < BACK_TO_BACK_S
-            self._floor = self._turn_started if busy else now
-            self._turn_started = self._caught_up = now
-        return self._floor
-
-    def keep_up(self, now: float) -> None:
-        """Every CATCH_UP_S of one turn of reads, let the app hear its workers' replies.
-
-        Under overload a turn reads hundreds of requests; a worker's reply is otherwise heard
-        only when the turn ends, and its answers, due within the deadline, wait that long."""
-        if now - self._caught_up >= CATCH_UP_S:
-            self._caught_up = now
-            self.app.catch_up()
-
-    def _turn_over(self) -> None:
-        self._turn_open = False
-        self._turn_ended = time.monotonic()
 
     @property
     def url(self) -> str:

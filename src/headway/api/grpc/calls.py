@@ -104,7 +104,11 @@ class Http2Server(Protocol):
     connections: set[Http2Connection]
     unanswered: int
 
-    def turn(self) -> None: ...
+    def arrived_since(self, now: float) -> float:
+        """The earliest time bytes read `now` may have arrived (`api.turns.ReadTurns`)."""
+
+    def keep_up(self, now: float) -> None:
+        """Let the app hear its workers' replies during a long turn of reads."""
 
 
 def parse_timeout(value: bytes) -> float | None:

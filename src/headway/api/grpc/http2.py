@@ -35,6 +35,7 @@ from headway.api.grpc.calls import (
     parse_timeout,
 )
 from headway.api.grpc.frames import ConnectionFault, StreamFault
+from headway.api.kernel_wait import waited_in_kernel
 from headway.api.limits import decode_body
 from headway.errors import HeadwayError, PayloadTooLarge
 
@@ -58,7 +59,7 @@ class Http2Connection(asyncio.Protocol):
         self.streams: dict[int, Stream] = {}
         self._waiting: dict[int, Stream] = {}  # answers waiting for flow-control window
         self.last_stream = 0
-        self.opened = time.monotonic()
+        self.opened = self._arrived = time.monotonic()
         self._buffer = b""
         self._preface = False  # the client's preface has arrived
         self._settled = False  # and its first SETTINGS
@@ -118,6 +119,15 @@ class Http2Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._closed:
             return
+        now = time.monotonic()
+        server = self.server
+        self._arrived = server.arrived_since(now)  # when the calls opened in this read began
+        if not self._preface:  # its first bytes: count their wait in the listen queue too
+            transport = self.transport
+            waited = waited_in_kernel(transport.get_extra_info("socket") if transport else None)
+            if waited:
+                self._arrived = min(self._arrived, now - waited)
+        server.keep_up(now)
         if self._buffer:
             data = self._buffer + data
         try:
@@ -162,7 +172,6 @@ class Http2Connection(asyncio.Protocol):
         except Exception as exc:  # a bug, not the client's: this connection only
             log.error("gRPC connection failed", exc_info=exc)
             self.abort(f.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
-        self.server.turn()
 
     # -- frames ----------------------------------------------------------------------------
     def _frame(self, kind: int, flags: int, stream: int, payload: bytes) -> None:
@@ -290,7 +299,7 @@ class Http2Connection(asyncio.Protocol):
         if self._going_away or len(self.streams) >= self.limits.max_streams:
             raise StreamFault(stream_id, f.REFUSED_STREAM, "too many streams")
         stream = self.streams[stream_id] = Stream(
-            stream_id, self._stream_send_window, time.monotonic()
+            stream_id, self._stream_send_window, self._arrived
         )
         stream.headers = headers
         stream.ended = bool(flags & f.END_STREAM)

@@ -27,9 +27,10 @@ from headway.api.grpc.codec import encode_infer
 from headway.api.grpc.http2 import Http2Connection
 from headway.api.grpc.service import ADMIN, ALWAYS, InferenceService, authorize
 from headway.api.grpc.status import grpc_status
-from headway.api.http import CATCH_UP_S, SWEEP_S
+from headway.api.http import SWEEP_S
 from headway.api.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS
 from headway.api.oip import InferRequest
+from headway.api.turns import ReadTurns
 from headway.control.models import Prediction
 from headway.errors import ConfigError, HeadwayError, Unavailable
 
@@ -158,7 +159,7 @@ def _internal(call: Call, name: str, exc: BaseException) -> None:
     call.fail(INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
 
 
-class GrpcServer:
+class GrpcServer(ReadTurns):
     """Serves `InferenceService` on host:port; a companion of the app (`HeadwayApp.companions`)."""
 
     def __init__(
@@ -187,12 +188,9 @@ class GrpcServer:
         self.dispatcher = Dispatcher(app)
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
-        self._turn_open = False
-        self._caught_up = 0.0
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._loop = loop
+        self.loop = loop = asyncio.get_running_loop()
         try:
             self._server = await loop.create_server(
                 lambda: Http2Connection(self.dispatcher, self.limits, self),
@@ -210,21 +208,6 @@ class GrpcServer:
         if sockets and self.port == 0:
             self.port = sockets[0].getsockname()[1]
         self._sweeper = loop.create_task(self._sweep())
-
-    def turn(self) -> None:
-        """After each read: every CATCH_UP_S of one long turn of reads, let the app hear its
-        workers' replies (as the HTTP server's `keep_up`)."""
-        now = time.monotonic()
-        if not self._turn_open:
-            self._turn_open = True
-            self._caught_up = now
-            self._loop.call_soon(self._turn_over)
-        elif now - self._caught_up >= CATCH_UP_S:
-            self._caught_up = now
-            self.app.catch_up()
-
-    def _turn_over(self) -> None:
-        self._turn_open = False
 
     async def stop(self) -> None:
         if self._server is None:
