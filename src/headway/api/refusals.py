@@ -84,8 +84,12 @@ class QuickRefusals:
             return None
         answer = self._answers.get((url, reason))
         if answer is None:
-            model = name.decode("latin-1")
-            message = f"model {model!r}: {_WHY[reason]}"
+            message = refusal_message(name.decode("latin-1"), reason)
             answer = 503, orjson.dumps({"error": message, "reason": reason}), _HEADERS
             self._answers[url, reason] = answer
         return answer
+
+
+def refusal_message(model: str, reason: str) -> str:
+    """What a client refused for `reason` is told (REST's `error`, gRPC's `grpc-message`)."""
+    return f"model {model!r}: {_WHY[reason]}"

@@ -20,24 +20,28 @@ from typing import Any, NoReturn
 import grpc
 from google.protobuf.message import DecodeError
 
-from headway.api.app import HeadwayApp
+from headway.api.app import HeadwayApp, schedule_policy
 from headway.api.grpc import messages
 from headway.api.grpc.calls import INTERNAL, Call, Limits
-from headway.api.grpc.codec import encode_infer
+from headway.api.grpc.codec import encode_infer, parameters
 from headway.api.grpc.http2 import Http2Connection
 from headway.api.grpc.service import ADMIN, ALWAYS, InferenceService, authorize
 from headway.api.grpc.status import grpc_status
 from headway.api.http import SWEEP_S
 from headway.api.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS
 from headway.api.oip import InferRequest
+from headway.api.refusals import refusal_message
 from headway.api.turns import ReadTurns
 from headway.control.models import Prediction
+from headway.control.overload import SHED
 from headway.errors import ConfigError, HeadwayError, Unavailable
 
 log = logging.getLogger("headway.grpc")
 
 _INVALID_ARGUMENT = grpc.StatusCode.INVALID_ARGUMENT.value[0]
 _CANCELLED = grpc.StatusCode.CANCELLED.value[0]
+_UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
+_DEADLINE_EXCEEDED = grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
 
 
 class Aborted(Exception):
@@ -108,6 +112,10 @@ class Dispatcher:
         """An inference admitted in this loop turn, answered from its prediction's `then`."""
         waited = max(0.0, time.monotonic() - call.received)
         try:
+            refusal = self._refusal(call, request, waited)
+            if refusal is not None:
+                call.fail(*refusal)
+                return
             self.service.submit_infer(
                 request, CallContext(call), then=partial(_inferred, call), waited=waited
             )
@@ -115,6 +123,27 @@ class Dispatcher:
             call.fail(grpc_status(exc).value[0], exc.message)
         except Exception as exc:  # never crash on one call
             _internal(call, "ModelInfer", exc)
+
+    def _refusal(self, call: Call, request: Any, waited: float) -> tuple[int, str] | None:
+        """The status that overload refuses an inference with before its tensors are decoded
+        (`Controller.quick_refusal`, as REST's `api.refusals`), or None: decode and admit it."""
+        version = request.model_version
+        if version and not (version.isascii() and version.isdigit() and len(version) < 19):
+            return None
+        timeout, priority = schedule_policy(parameters(request.parameters))
+        if call.timeout is not None:
+            timeout = call.timeout if timeout is None else min(timeout, call.timeout)
+        reason = self.app.controller.quick_refusal(
+            request.model_name,
+            int(version) if version else None,
+            timeout=timeout,
+            priority=priority,
+            waited=waited,
+        )
+        if reason is None:
+            return None
+        code = _UNAVAILABLE if reason == SHED else _DEADLINE_EXCEEDED
+        return code, refusal_message(request.model_name, reason)
 
     async def _run(self, name: str, request: Any, context: CallContext) -> bytes:
         app = self.app
