@@ -2,19 +2,23 @@
 
 Under open-loop overload the frontend (one Python thread) must read and answer every request,
 serving what it can and refusing the rest; a refusal that costs nearly as much as a served
-request leaves no core to serve with. Each server here serves a no-op Python model (one row
-of four FP32 per request, OIP JSON over REST), closed loop at 32 connections from ``wrk``
-(``bench/wrk.py``), with two bodies:
+request leaves no core to serve with. Each server here serves a no-op Python model and one
+that sleeps 20 ms per batch of one (one row of four FP32 per request, OIP JSON over REST),
+closed loop at 32 connections from ``wrk`` (``bench/wrk.py``), with three bodies:
 
-- ``served``: no deadline of its own (the model's 1,000 ms): every request is answered 200;
-- ``refused, late``: ``parameters.slo_ms`` of 0.001 ms: every request has waited longer than
-  its deadline by the time it is read, and is answered 503;
+- ``served``: the no-op model, no deadline of its own (the model's 1,000 ms): answered 200;
+- ``refused, too short``: the no-op model with ``parameters.slo_ms`` of 0.001 ms, shorter than
+  one row takes: answered 503 by admission, after the request is decoded;
+- ``refused, backlog``: the sleeping model with ``slo_ms`` 30: one request runs at a time, and
+  the other connections' requests are refused for the work ahead (by admission, or since
+  the refusals under overload, mostly before they are decoded: ``backlog``).
 
 Each server's HTTP process (the leader; its worker's CPU is apart) is read from ``/proc``
-before and after each run: CPU microseconds per answer. Servers of both engines, in
-interleaved rounds; medians over rounds.
+before and after each run: CPU microseconds per answer. Servers of both engines, and with
+``--old-src`` the same from another checkout's ``src`` (e.g. the commit before a change),
+in interleaved rounds; medians over rounds.
 
-    PYTHONPATH=src python bench/refusal_cost.py [--rounds 3] [--duration 3] [--engines local,inline]
+    PYTHONPATH=src python bench/refusal_cost.py [--rounds 3] [--duration 3] [--old-src DIR]
 """
 
 from __future__ import annotations
@@ -29,17 +33,24 @@ from typing import Any
 
 import orjson
 import wrk
+from grpc_ceiling import cpu_seconds
 from grpc_vs_rest import MODEL, ROW, repository
 
 from headway.launcher import ServerProcess
 
-TICK = os.sysconf("SC_CLK_TCK")
+SLEEPER = "sleep20"
+SLEEP = """
+import time
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of one process (its threads included, its children not)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
+class Sleep:
+    def load(self, path):
+        pass
+
+    def predict(self, batch):
+        time.sleep(0.02)
+        return batch
+"""
 
 
 def load_average() -> str:
@@ -56,33 +67,49 @@ def body(slo_ms: float | None) -> bytes:
     return orjson.dumps(request)
 
 
+def with_sleeper(root: Path) -> Path:
+    folder = root / SLEEPER / "1"
+    folder.mkdir(parents=True)
+    (root / SLEEPER / "model.yaml").write_text(
+        "framework: python\nentrypoint: sleep.py:Sleep\nmax_batch_size: 1\n"
+        "inputs: [{name: input-0, datatype: FP32, shape: [-1, 4]}]\n"
+    )
+    (folder / "sleep.py").write_text(SLEEP)
+    return root
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--duration", type=float, default=3.0)
     parser.add_argument("--engines", default="local,inline")
+    parser.add_argument("--old-src", type=Path, help="also serve from this checkout's src")
     args = parser.parse_args()
     engines = [e for e in args.engines.split(",") if e]
     started = load_average()
-    cases = {"served": body(None), "refused, late": body(0.001)}
+    cases = {"served": (MODEL, body(None)), "refused, too short": (MODEL, body(0.001)),
+             "refused, backlog": (SLEEPER, body(30))}  # fmt: skip
+    trees = {"new": {}} if args.old_src is None else {
+        "old": {"PYTHONPATH": str(args.old_src.resolve())}, "new": {}}  # fmt: skip
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)
-        root = repository(folder / "repository")
-        scripts = {label: wrk.script(b, folder / label.replace(", ", "-")) for label, b in
-                   cases.items()}  # fmt: skip
+        root = with_sleeper(repository(folder / "repository"))
+        scripts = {label: (model, wrk.script(b, folder / label.replace(", ", "-")))
+                   for label, (model, b) in cases.items()}  # fmt: skip
         servers = {
-            engine: ServerProcess(root, state=folder / f"{engine}.db", grpc_port=0,
-                                  extra=["--engine", engine], log=folder / f"{engine}.log")
-            for engine in engines
+            f"{engine} {tree}": ServerProcess(
+                root, state=folder / f"{engine}-{tree}.db", grpc_port=0, env=env,
+                extra=["--engine", engine], log=folder / f"{engine}-{tree}.log")
+            for engine in engines for tree, env in trees.items()
         }  # fmt: skip
         try:
             for server in servers.values():
                 server.start()
             for number in range(args.rounds):
-                for label, lua in scripts.items():
-                    for engine, server in servers.items():
-                        runs.setdefault((engine, label), []).append(measure(server, lua, args))
+                for label, (model, lua) in scripts.items():
+                    for name, server in servers.items():
+                        runs.setdefault((name, label), []).append(measure(server, model, lua, args))
                 print(f"round {number + 1}: load average {load_average()}", file=sys.stderr)
         finally:
             for server in servers.values():
@@ -90,26 +117,28 @@ def main() -> None:
     print(f"{os.cpu_count()} cores, python {sys.version.split()[0]}; wrk -t1 -c32, "
           f"{args.duration:g} s x {args.rounds} interleaved rounds; load average {started} at "
           f"start, {load_average()} at end")  # fmt: skip
-    print("\n| engine | requests | answers/s | frontend CPU us per answer | ÷ served | "
-          "frontend cores | 503s | us per answer, each round |")  # fmt: skip
+    print("\n| server | requests | answers/s | frontend CPU us per answer | ÷ served | "
+          "frontend cores | not 200 | us per answer, each round |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|")
-    for engine in engines:
-        base = statistics.median(r["cpu_us"] for r in runs[engine, "served"])
+    for name in servers:
+        base = statistics.median(r["cpu_us"] for r in runs[name, "served"])
         for label in cases:
-            figures = runs[engine, label]
+            figures = runs[name, label]
             cpu = statistics.median(r["cpu_us"] for r in figures)
             rps = statistics.median(r["throughput_rps"] for r in figures)
             cores = statistics.median(r["cores"] for r in figures)
             bad = sum(r["requests"] - r["ok"] for r in figures)
             each = " / ".join(f"{r['cpu_us']:.0f}" for r in figures)
-            print(f"| {engine} | {label} | {rps:,.0f} | {cpu:.1f} | {cpu / base:.2f} | "
+            print(f"| {name} | {label} | {rps:,.0f} | {cpu:.1f} | {cpu / base:.2f} | "
                   f"{cores:.2f} | {bad} | {each} |")  # fmt: skip
 
 
-def measure(server: ServerProcess, lua: Path, args: argparse.Namespace) -> dict[str, Any]:
+def measure(
+    server: ServerProcess, model: str, lua: Path, args: argparse.Namespace
+) -> dict[str, Any]:
     assert server.process is not None
     pid = server.process.pid
-    url = f"{server.url}/v2/models/{MODEL}/infer"
+    url = f"{server.url}/v2/models/{model}/infer"
     before = cpu_seconds(pid)
     result = wrk.closed(url, lua, 32, args.duration)
     used = cpu_seconds(pid) - before

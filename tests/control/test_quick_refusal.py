@@ -22,8 +22,10 @@ from headway.control.overload import (
     INTERVAL_S,
     LATE,
     MEMORY_S,
+    NO_BACKLOG,
     SHED,
     TARGET_S,
+    Backlog,
     FrontendLag,
     quick_refusal,
 )
@@ -81,7 +83,7 @@ def test_shedding_resumes_at_once_within_its_memory_of_the_last() -> None:
 # -- quick_refusal ----------------------------------------------------------------------------
 
 
-NONE = (float("inf"), float("-inf"))
+NONE = NO_BACKLOG
 
 
 def verdict(
@@ -89,7 +91,7 @@ def verdict(
     *,
     timeout: float = ms(50),
     service: float | None = ms(2),
-    backlogged: tuple[float, float] = NONE,
+    backlog: Backlog = NONE,
     shedding: bool = False,
 ) -> str | None:
     arrived = 100.0
@@ -98,7 +100,7 @@ def verdict(
         timeout=timeout,
         service=service,
         deadline=arrived + timeout,
-        backlogged=backlogged,
+        backlog=backlog,
         shedding=shedding,
     )
 
@@ -114,11 +116,20 @@ def test_a_request_that_cannot_run_one_row_after_its_wait_is_late() -> None:
 
 
 def test_a_request_due_within_the_backlogs_deadlines_is_refused() -> None:
-    band = (100.0 + ms(30), 100.0 + ms(50))  # queued work due by 30 ms refused one due at 50
-    assert verdict(ms(1), backlogged=band) == BACKLOG  # due at the same time
-    assert verdict(ms(1), timeout=ms(40), backlogged=band) == BACKLOG  # due earlier
-    assert verdict(ms(1), timeout=ms(60), backlogged=band) is None  # due later: more time
-    assert verdict(ms(1), timeout=ms(20), backlogged=band) is None  # ahead of queued work
+    # queued work due by 30 ms refused one due at 50 ms, behind another model's action
+    band = Backlog(100.0 + ms(30), 100.0 + ms(50), float("-inf"))
+    assert verdict(ms(1), backlog=band) == BACKLOG  # due at the same time
+    assert verdict(ms(1), timeout=ms(40), backlog=band) == BACKLOG  # due earlier
+    assert verdict(ms(1), timeout=ms(60), backlog=band) is None  # due later: more time
+    assert verdict(ms(1), timeout=ms(20), backlog=band) is None  # ahead of queued work
+
+
+def test_a_request_with_no_more_time_left_behind_the_same_work_is_refused() -> None:
+    # behind only its own model's work, one with 45 ms left was refused
+    work = Backlog(100.0 + ms(30), 100.0 + ms(40), ms(45))
+    assert verdict(ms(6), backlog=work) == BACKLOG  # due later, with 44 ms left
+    assert verdict(ms(10), timeout=ms(60), backlog=work) is None  # 50 ms left
+    assert verdict(ms(1), timeout=ms(20), backlog=work) is None  # ahead of queued work
 
 
 def test_while_shedding_only_requests_that_waited_longest_are_refused() -> None:
@@ -155,11 +166,11 @@ def test_a_refusal_for_the_work_ahead_is_kept_until_that_work_shrinks(
     refused = request(clock, "tight", ms(28))  # the 8 rows ahead: ~3 batches of 10 ms
     with pytest.raises(Backlogged, match="rows queued ahead"):
         s.submit(refused)
-    assert s.backlogged("m") == (clock.now() + ms(25), refused.deadline)
+    assert s.backlogged("m") == (clock.now() + ms(25), refused.deadline, ms(28))
     later = request(clock, "later", ms(29))
     with pytest.raises(Backlogged):
         s.submit(later)
-    assert s.backlogged("m") == (clock.now() + ms(25), later.deadline)  # widened
+    assert s.backlogged("m") == (clock.now() + ms(25), later.deadline, ms(29))  # widened
     clock.advance(ms(10))
     s.complete(running, ms(10))  # the running batch ends: the work ahead may shrink
     assert s.backlogged("m") == NONE  # admission decides again
@@ -181,6 +192,24 @@ def test_a_refusal_of_the_request_alone_or_of_another_priority_is_not_a_backlog(
     with pytest.raises(Backlogged):
         s.submit(two)
     assert s.backlogged("m") == NONE  # says nothing of one row
+
+
+def test_behind_another_models_action_only_the_deadline_counts(clock: ManualClock) -> None:
+    """Its worker busy with another model's 50 ms action: the wait shrinks as time passes, so
+    a request is refused unread only if it is due no later than the one refused."""
+    s = Scheduler(clock, LatencyEstimator(window=10, quantile=99.0, min_samples=3))
+    s.add_worker(1)
+    for key in ("m", "long"):
+        s.add_model(key, max_batch=4)
+        s.placed(key, 1)
+    seed(s, "m", {1: ms(5)})
+    seed(s, "long", {1: ms(50)})
+    s.submit(request(clock, "long", ms(100), model="long"))
+    assert s.poll().dispatches
+    refused = request(clock, "m", ms(30))
+    with pytest.raises(Backlogged, match="worker is busy"):
+        s.submit(refused)
+    assert s.backlogged("m") == (float("-inf"), refused.deadline, float("-inf"))
 
 
 def test_sending_a_batch_ends_the_backlog_summary(clock: ManualClock) -> None:

@@ -355,7 +355,7 @@ class Controller:
             timeout=timeout,
             service=scheduler.predictions.service_time(key, 1),
             deadline=now - waited + timeout,
-            backlogged=scheduler.backlogged(key),
+            backlog=scheduler.backlogged(key),
             shedding=shedding,
         )
         if reason is not None:

@@ -9,8 +9,9 @@ refusal with a prepared 503. Three reasons, cheapest to tell first:
 
 - `LATE`: it waited so long to be read that even one row cannot run before its deadline
   (one that could have, read at once);
-- `BACKLOG`: since its model's queue last shrank, admission refused a request due no earlier
-  for the rows queued ahead, all of which are ahead of this one too (`Scheduler.backlogged`);
+- `BACKLOG`: since its model's queue last shrank, admission refused a request for the rows
+  queued ahead, all of which are ahead of this one too, and this one has no more time
+  (`Scheduler.backlogged`);
 - `SHED`: the frontend is behind (CoDel on its read wait, `FrontendLag`), and this request
   waited longer than its share of the target.
 
@@ -19,6 +20,8 @@ second policy, except `SHED`, which keeps the frontend's own queue short.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 LATE = "late"
 BACKLOG = "backlog"
@@ -72,13 +75,27 @@ class FrontendLag:
         return self.shedding
 
 
+class Backlog(NamedTuple):
+    """What admission's refusals for the work queued ahead of a model say of a new one-row
+    request of the default priority (`Scheduler.backlogged`): it cannot make its deadline if
+    it is due no earlier than `floor` (all that work is ahead of it) and either due no later
+    than `until`, or, with no other model's action ahead, left no more time than `left`."""
+
+    floor: float
+    until: float
+    left: float
+
+
+NO_BACKLOG = Backlog(float("inf"), float("-inf"), float("-inf"))
+
+
 def quick_refusal(
     *,
     waited: float,
     timeout: float,
     service: float | None,
     deadline: float,
-    backlogged: tuple[float, float],
+    backlog: Backlog,
     shedding: bool,
     target: float = TARGET_S,
 ) -> str | None:
@@ -86,12 +103,12 @@ def quick_refusal(
     `deadline`, is refused before it is decoded (`LATE`, `BACKLOG`, `SHED`), or None.
 
     `service`: the predicted seconds to run one row of its model (None: not known yet);
-    `backlogged`: the deadlines its model's queued work cannot meet (`Scheduler.backlogged`);
+    `backlog`: what its model's queued work cannot meet (`Scheduler.backlogged`);
     `shedding`: the frontend is behind (`FrontendLag`)."""
     left = timeout - waited
     if left <= 0 or (service is not None and left < service <= timeout):
         return LATE  # (a deadline too short even unwaited is admission's to explain)
-    if backlogged[0] <= deadline <= backlogged[1]:
+    if deadline >= backlog.floor and (deadline <= backlog.until or left <= backlog.left):
         return BACKLOG
     if shedding and waited > target and waited > SHARE * timeout:
         return SHED

@@ -20,6 +20,7 @@ from headway.control.cold_starts import ColdModels, load_wait
 from headway.control.drops import DropTimes
 from headway.control.infer_choice import full_batch_ahead, hold_until, most_urgent, take_batch
 from headway.control.memory import WorkerMemory
+from headway.control.overload import NO_BACKLOG, Backlog
 from headway.control.predictions import (
     DEFAULT_LOAD_SECONDS,
     LOAD_OUTLIERS_IGNORED,
@@ -246,9 +247,9 @@ class Scheduler:
         self._push(model, request)
 
     def _note_backlog(self, model: ModelSlot, request: Request) -> None:
-        """Admission refused `request` for the work ahead of it: keep the deadlines that the
-        same work refuses (`backlogged`), when the request is one row of the default priority
-        due no earlier than anything queued (so every queued row was ahead of it)."""
+        """Admission refused `request` for the work ahead of it: keep what the same work
+        refuses (`backlogged`), when the request is one row of the default priority due no
+        earlier than anything queued (so every queued row was ahead of it)."""
         if request.priority != DEFAULT_PRIORITY or request.rows != 1:
             return
         last = model.queue.last
@@ -260,26 +261,29 @@ class Scheduler:
                 return  # queued work after it: it did not wait behind all of it
             if last[0] == DEFAULT_PRIORITY:
                 floor = last[1]
-        if model.backlog_epoch == self.epoch and floor <= model.backlog_deadline:
-            model.backlog_floor = min(model.backlog_floor, floor)
-            model.backlog_deadline = max(model.backlog_deadline, request.deadline)
+        now = self.clock.now()
+        # behind only this model's work, the wait does not shrink as time passes
+        left = request.deadline - now if self._busy_wait(model, now) == 0.0 else float("-inf")
+        if model.backlog_epoch == self.epoch:
+            known = model.backlog  # the queue only grew since: its floor too
+            floor = max(floor, known.floor)
+            until, left = max(known.until, request.deadline), max(known.left, left)
         else:
-            model.backlog_epoch = self.epoch
-            model.backlog_floor, model.backlog_deadline = floor, request.deadline
+            model.backlog_epoch, until = self.epoch, request.deadline
+        model.backlog = Backlog(floor, until, left)
 
-    def backlogged(self, key: str) -> tuple[float, float]:
-        """(floor, until): a one-row request of `key` of the default priority due within them
-        cannot make its deadline behind the work queued now, as admission found for one due
-        at `until` (`Backlogged`) since that work last shrank; (inf, -inf): none known.
-
-        Within an epoch the work ahead only grows and its worker's time to free up only
-        shrinks as fast as the time left: a request due no later than `until`, and no earlier
-        than everything queued at that refusal (so all of it is ahead of it too), is refused
-        the same way. The frontend asks before decoding it (`overload.quick_refusal`)."""
+    def backlogged(self, key: str) -> Backlog:
+        """What the work queued for `key` now cannot meet, as admission found (`Backlogged`)
+        since that work last shrank: a one-row request of the default priority due no earlier
+        than everything then queued (`floor`), and due no later than a refused one (`until`)
+        or, behind only this model's work, with no more time left than a refused one had
+        (`left`). Within an epoch the work ahead only grows, and a worker's wait on another
+        model only shrinks as fast as the time left, so such a request is refused the same
+        way; the frontend asks before decoding it (`overload.quick_refusal`)."""
         model = self._models.get(key)
         if model is None or model.backlog_epoch != self.epoch:
-            return float("inf"), float("-inf")
-        return model.backlog_floor, model.backlog_deadline
+            return NO_BACKLOG
+        return model.backlog
 
     def withdraw(self, key: str, token: Any) -> Request | None:
         """Take the queued request of `key` whose token is `token` out of its queue: its

@@ -14,6 +14,7 @@ from typing import Any
 from headway.control.actions import Dispatch
 from headway.control.batching import AIMD
 from headway.control.memory import WorkerMemory
+from headway.control.overload import NO_BACKLOG, Backlog
 from headway.control.queues import DeadlineQueue
 
 #: At most this many actions are in flight on one worker, whatever `schedule_ahead` allows.
@@ -91,10 +92,9 @@ class ModelSlot:
     batches: int = 0
     late_batches: int = 0
     finished_at: float = float("-inf")  # when its last INFER ended
-    #: Deadlines from `backlog_floor` to `backlog_deadline` cannot be met behind the work
-    #: queued now (see `Scheduler.backlogged`), while the scheduler's `epoch` is `backlog_epoch`.
-    backlog_floor: float = float("inf")
-    backlog_deadline: float = float("-inf")
+    #: What the work queued now refuses (`Scheduler.backlogged`), while the scheduler's
+    #: `epoch` is `backlog_epoch`.
+    backlog: Backlog = NO_BACKLOG
     backlog_epoch: int = -1
 
     def statistics(self, estimates: dict[int, float]) -> dict[str, Any]:
