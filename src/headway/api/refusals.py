@@ -34,12 +34,18 @@ _WHY = {
 }
 
 
+_UNSEEN = ("", None)  # a URL not routed yet
+#: At most this many URLs' routes are kept (`QuickRefusals.route`): a server's models'.
+MAX_ROUTES = 1024
+
+
 class QuickRefusals:
     """Answers to infer requests that overload would make late, decided before decoding."""
 
     def __init__(self, app: HeadwayApp) -> None:
         self.app = app
         self._answers: dict[tuple[bytes, str], Response] = {}  # prepared, per model and reason
+        self._routes: dict[bytes, tuple[str, int | None] | None] = {}  # see `route`
 
     def check(
         self, url: bytes, headers: dict[bytes, bytes], body: bytes, waited: float
@@ -47,47 +53,46 @@ class QuickRefusals:
         """The 503 for an infer POST to `url` that waited `waited` s to be read, if the
         controller refuses it now (`Controller.quick_refusal`); else None: serve it as usual.
         The answer is the same object for each model and reason, so its bytes can be kept."""
+        route = self._routes.get(url, _UNSEEN)
+        if route is _UNSEEN:
+            route = self.route(url)
         app = self.app
-        if not app.started or app.tracing is not None:
+        if route is None or not app.started or app.tracing is not None:
             return None
-        if not url.startswith(_PREFIX) or not url.endswith(_SUFFIX):
-            return None
-        parts = url[len(_PREFIX) : -len(_SUFFIX)].split(b"/")
-        version: int | None = None
-        if (
-            len(parts) == 3
-            and parts[1] == b"versions"
-            and parts[2].isdigit()
-            and len(parts[2]) < 19
-        ):
-            version = int(parts[2])
-        elif len(parts) != 1:
-            return None
-        name = parts[0]
-        if not name or b"%" in name or b"?" in url:
-            return None
-        raw = headers.get(b"inference-header-content-length")
-        length: int | None = None
-        if raw is not None:
-            if not raw.isdigit() or int(raw) == 0:
-                return None
-            length = int(raw)
+        if b"inference-header-content-length" in headers:
+            return None  # binary tensors: the usual way
         try:
-            parameters = app.infer_head(body, length).get("parameters") or {}
+            document = orjson.loads(body)
+            parameters = document.get("parameters") or {}
             timeout, priority = schedule_policy(parameters)
-        except HeadwayError:  # answered with its 400 the usual way
-            return None
+        except (orjson.JSONDecodeError, AttributeError, HeadwayError):
+            return None  # answered with its 400 the usual way
         reason = app.controller.quick_refusal(
-            name.decode("latin-1"), version, timeout=timeout, priority=priority, waited=waited
+            route[0], route[1], timeout=timeout, priority=priority, waited=waited
         )
         if reason is None:
             return None
         answer = self._answers.get((url, reason))
         if answer is None:
-            message = refusal_message(name.decode("latin-1"), reason)
+            message = refusal_message(route[0], reason)
             answer = 503, orjson.dumps({"error": message, "reason": reason}), _HEADERS
             self._answers[url, reason] = answer
         return answer
+
+    def route(self, url: bytes) -> tuple[str, int | None] | None:
+        """The model name and version an infer `url` names, or None if it is not one this
+        reads cheaply (kept for the next request to the same URL, up to MAX_ROUTES)."""
+        route: tuple[str, int | None] | None = None
+        if url.startswith(_PREFIX) and url.endswith(_SUFFIX) and b"%" not in url:
+            parts = url[len(_PREFIX) : -len(_SUFFIX)].split(b"/")
+            version = parts[2] if len(parts) == 3 and parts[1] == b"versions" else None
+            if parts[0] and (
+                len(parts) == 1 or (version and version.isdigit() and len(version) < 19)
+            ):
+                route = parts[0].decode("latin-1"), None if version is None else int(version)
+        if len(self._routes) < MAX_ROUTES:
+            self._routes[url] = route
+        return route
 
 
 def refusal_message(model: str, reason: str) -> str:
