@@ -153,7 +153,7 @@ def profile_command(
             save_measured(store, [row])
             console.print(
                 f"app {frontend_app}: {row.mean * 1e3:.2f} ms per query outside the models "
-                f"({row.samples} queries, one at a time), kept in {state}"
+                f"({row.samples:,} queries, one at a time), kept in {state}"
             )
         if export_file is not None:
             write_plan(profile_rows_document(measured(store)), export_file)
