@@ -31,6 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import wrk
 from grpc_ceiling import cpu_seconds
@@ -118,8 +119,8 @@ def main() -> None:
           f"{args.duration:g} s x {args.rounds} interleaved rounds; load average {started} at "
           f"start, {load_average()} at end")  # fmt: skip
     print("\n| server | requests | answers/s | frontend CPU us per answer | ÷ served | "
-          "frontend cores | not 200 | us per answer, each round |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
+          "frontend cores | not 200 | of them refused unread | us per answer, each round |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
     for name in servers:
         base = statistics.median(r["cpu_us"] for r in runs[name, "served"])
         for label in cases:
@@ -128,9 +129,10 @@ def main() -> None:
             rps = statistics.median(r["throughput_rps"] for r in figures)
             cores = statistics.median(r["cores"] for r in figures)
             bad = sum(r["requests"] - r["ok"] for r in figures)
+            unread = sum(r["unread"] for r in figures)
             each = " / ".join(f"{r['cpu_us']:.0f}" for r in figures)
             print(f"| {name} | {label} | {rps:,.0f} | {cpu:.1f} | {cpu / base:.2f} | "
-                  f"{cores:.2f} | {bad} | {each} |")  # fmt: skip
+                  f"{cores:.2f} | {bad} | {unread / max(bad, 1):.0%} | {each} |")  # fmt: skip
 
 
 def measure(
@@ -139,13 +141,22 @@ def measure(
     assert server.process is not None
     pid = server.process.pid
     url = f"{server.url}/v2/models/{model}/infer"
+    unread = refused_unread(server.url)
     before = cpu_seconds(pid)
     result = wrk.closed(url, lua, 32, args.duration)
     used = cpu_seconds(pid) - before
+    result["unread"] = refused_unread(server.url) - unread
     # wrk's count covers its whole run, the CPU the same span (plus its start and stop)
     result["cpu_us"] = used / max(result["requests"], 1) * 1e6
     result["cores"] = used / max(round(args.duration), 1)
     return result
+
+
+def refused_unread(url: str) -> float:
+    """Requests refused before they were decoded so far (0 where the tree has no such count)."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    return sum(float(line.split()[-1]) for line in text.splitlines()
+               if line.startswith("headway_refused_unread_total{"))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -247,6 +247,9 @@ def test_the_controller_counts_each_quick_refusal_by_model_and_reason(tmp_path: 
             await asyncio.sleep(0)
         assert controller.quick_refusal("nope", None, timeout=None, priority=None,
                                         waited=ms(1)) is None  # fmt: skip
+        # keeping up: a fresh request is not worth reading its deadline; a stale one is
+        assert not controller.may_refuse_unread("m", None, ms(0.2))
+        assert controller.may_refuse_unread("m", None, ms(60))
         late = controller.quick_refusal("m", None, timeout=ms(50), priority=None, waited=ms(60))
         assert late == LATE
         assert controller.quick_refusal("m", None, timeout=ms(50), priority=None,

@@ -59,6 +59,8 @@ class QuickRefusals:
         app = self.app
         if route is None or not app.started or app.tracing is not None:
             return None
+        if not app.controller.may_refuse_unread(route[0], route[1], waited):
+            return None  # a server that keeps up: not worth reading its deadline
         if b"inference-header-content-length" in headers:
             return None  # binary tensors: the usual way
         try:

@@ -30,7 +30,13 @@ from headway.control.models import (
     ModelState,
     Prediction,
 )
-from headway.control.overload import SHED, FrontendLag, quick_refusal
+from headway.control.overload import (
+    NO_BACKLOG,
+    NOTICEABLE_WAIT_S,
+    SHED,
+    FrontendLag,
+    quick_refusal,
+)
 from headway.control.profiles import LatencyEstimator
 from headway.control.request import DEFAULT_PRIORITY, Request, priority_level
 from headway.control.scheduler import Scheduler
@@ -324,6 +330,17 @@ class Controller:
             stats.requests += 1
             stats.errors[exc.reason] += 1
             raise
+
+    def may_refuse_unread(self, name: str, version: int | None, waited: float) -> bool:
+        """Whether `quick_refusal` might refuse a request for `name` that waited `waited` s to
+        be read: the frontend is shedding, the request waited long enough to be late, or its
+        model's queued work refused one since it last shrank. The frontend asks this of every
+        request (it watches the frontend's lag meanwhile), and reads a request's deadline only
+        when the answer is yes, so a server that keeps up pays a lookup or two per request."""
+        if self.lag.observe(waited, self.clock.now()) or waited >= NOTICEABLE_WAIT_S:
+            return True
+        model = self.served(name, version)
+        return model is not None and self.scheduler.backlogged(model.config.key) is not NO_BACKLOG
 
     def quick_refusal(
         self,
