@@ -196,8 +196,14 @@ def test_without_a_pool_recent_is_none() -> None:
     assert estimator.recent(90) is None
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_estimates_kept_across_measurements_equal_those_computed_afresh(seed: int) -> None:
+@pytest.mark.parametrize(
+    ("seed", "options"),
+    [(seed, {"window": 5, "min_samples": 3}) for seed in range(4)]
+    + [(seed, {"window": 10, "min_samples": 1, "trim": 1, "pool": 20}) for seed in range(2)],
+)  # the INFER estimator's shape, and the LOAD estimator's (one sample trusted, trim, pool)
+def test_estimates_kept_across_measurements_equal_those_computed_afresh(
+    seed: int, options: dict[str, int]
+) -> None:
     # Estimates asked for stay cached across a measurement that changes no window's estimate
     # and no size's trust: after every measurement of a random history, each size's estimate
     # equals that of an estimator given the same history and asked for nothing before.
@@ -205,20 +211,20 @@ def test_estimates_kept_across_measurements_equal_those_computed_afresh(seed: in
 
     rng = random.Random(seed)
     history: list[tuple[int, float]] = []
-    kept = LatencyEstimator(window=5, min_samples=3)
+    kept = LatencyEstimator(**options)
     for _ in range(300):
         size = rng.choice([1, 2, 4, 8, 9, 16, 32])
         seconds = round(0.001 * size**0.5 * rng.choice([1.0, 1.0, 1.1, 1.3, 3.0]), 6)
         history.append((size, seconds))
         kept.observe("m", size, seconds)
-        afresh = LatencyEstimator(window=5, min_samples=3)
+        afresh = LatencyEstimator(**options)
         for s, t in history:
             afresh.observe("m", s, t)
         sizes = range(1, 41)
         assert [kept.estimate("m", s) for s in sizes] == [afresh.estimate("m", s) for s in sizes]
-        assert kept.across() == afresh.across()
+        assert kept.across() == afresh.across() and kept.recent(90) == afresh.recent(90)
         windows = kept._models["m"]  # each ceiling as defined: the least trusted estimate above
-        trusted = [s for s in windows.sizes if len(windows.by_size[s]) >= 3]
+        trusted = [s for s in windows.sizes if len(windows.by_size[s]) >= kept.min_samples]
         assert windows.ceilings == [
             min([windows.estimates[s] for s in trusted if s >= size], default=math.inf)
             for size in windows.sizes
