@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import os
 import platform
+import resource
 import shlex
 import statistics
 import sys
@@ -144,20 +145,31 @@ def successes(server: ServerProcess) -> tuple[int, int, int, int]:
             model["execution_count"])  # fmt: skip
 
 
+def _children_cpu() -> float:
+    """CPU seconds of this process's finished children: the C clients (wrk, h2load), which
+    share the machine's cores with the server."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def checked(server: ServerProcess, measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """`measure()`'s figures, with `failed` counting every call the model did not answer
     successfully (the client's own failures, and answers short of its count of calls)."""
     assert server.process is not None
     before, failed_before, rows_before, actions_before = successes(server)
     used, started = cpu_seconds(server.process.pid), time.monotonic()
+    client_used = _children_cpu()
     figures = measure()
-    cores = (cpu_seconds(server.process.pid) - used) / (time.monotonic() - started)
+    elapsed = time.monotonic() - started
+    cores = (cpu_seconds(server.process.pid) - used) / elapsed
+    client_cores = (_children_cpu() - client_used) / elapsed
     after, failed_after, rows_after, actions_after = successes(server)
     # the client counts only calls answered in its measured window; the server every one
     shortfall = max(0, figures["ok"] - (after - before))
     failed = figures["requests"] - figures["ok"] + shortfall + failed_after - failed_before
     return {"rps": figures["throughput_rps"], **figures["latency_ms"], "failed": failed,
             "cpu_us": 1e6 * cores / figures["throughput_rps"],
+            "client_us": 1e6 * client_cores / figures["throughput_rps"],
             "rows": (rows_after - rows_before) / max(1, actions_after - actions_before)}  # fmt: skip
 
 
@@ -194,6 +206,7 @@ def c_clients(server: ServerProcess, rounds: int, duration: float) -> list[tuple
                      f"{statistics.median(r['p50'] for r in figures):.2f}",
                      f"{statistics.median(r['p99'] for r in figures):.2f}",
                      f"{statistics.median(r['cpu_us'] for r in figures):.0f}",
+                     f"{statistics.median(r['client_us'] for r in figures):.0f}",
                      f"{statistics.median(r['rows'] for r in figures):.1f}",
                      str(sum(r["failed"] for r in figures)),
                      " / ".join(f"{r['rps']:,.0f}" for r in figures)))  # fmt: skip
@@ -208,7 +221,7 @@ def python_clients(server: ServerProcess, duration: float) -> list[tuple[str, ..
         for name, r in (("REST (headway.loadgen)", over_rest), ("gRPC (grpc.aio)", over_grpc)):
             rows.append((str(c), name, f"{r['rps']:,.0f}",
                          f"{r['rps'] / over_rest['rps']:.2f}" if over_rest["rps"] else "nan",
-                         f"{r['p50']:.2f}", f"{r['p99']:.2f}", "", "", str(r["failed"]), ""))  # fmt: skip
+                         f"{r['p50']:.2f}", f"{r['p99']:.2f}", "", "", "", str(r["failed"]), ""))  # fmt: skip
     return rows
 
 
@@ -239,9 +252,9 @@ def main() -> None:
           f"{started} at start, {load_average()} at end")  # fmt: skip
     print(
         "\n| c | protocol (client) | req/s | ÷ REST | p50 ms | p99 ms | frontend CPU µs per "
-        "call | rows per worker action | failed | req/s each round |"
+        "call | client CPU µs per call | rows per worker action | failed | req/s each round |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
 
