@@ -183,3 +183,46 @@ def test_requests_that_cannot_form_one_batch_fail_and_free_the_worker(tmp_path: 
         await controller.stop()
 
     asyncio.run(scenario())
+
+
+class Watch:
+    """A transport's reply watch: what it was told, in order."""
+
+    def __init__(self, engine: FakeEngine) -> None:
+        self.engine = engine
+        self.told: list[tuple[str, Any]] = []
+
+    def expect_reply(self, seconds: float, requests: int) -> None:
+        self.told.append(("expect", (seconds, requests, self.engine.infers())))
+
+    def replies_in(self) -> None:
+        self.told.append(("in", self.engine.infers()))
+
+
+def test_the_reply_watch_hears_each_infer_sent_and_the_reply_that_leaves_no_worker_busy(
+    repository: Repository,
+) -> None:
+    # The HTTP server polls for a reply due soon instead of sleeping: it is told, after each
+    # INFER is sent, the model's predicted run for its rows and how many requests it carries,
+    # and when a reply leaves no worker busy, so that it stops polling.
+    async def scenario() -> None:
+        controller, engine = await started(repository)
+        watch = Watch(engine)
+        controller.dispatch.reply_watch = watch
+        run = controller.scheduler.estimator.estimate("m@1", 1)
+        assert run is not None
+        controller.submit("m", row(1.0))
+        await asyncio.sleep(0)
+        assert watch.told == [("expect", (run, 1, [1]))]  # after the send
+        for v in (2.0, 3.0):
+            controller.submit("m", row(v))
+        engine.release()
+        assert watch.told[1:] == [("in", [])]
+        await asyncio.sleep(0)  # the two queued rows go out as one batch
+        two = controller.scheduler.estimator.estimate("m@1", 2)
+        assert watch.told[2:] == [("expect", (two, 2, [2]))]
+        engine.release()
+        assert watch.told[3:] == [("in", [])]
+        await controller.stop()
+
+    asyncio.run(scenario())

@@ -2,8 +2,10 @@
 
 At low load every request finds the frontend asleep in `epoll_wait` (and a worker asleep in
 `recv`), and waking a sleeping process is slow on a virtual machine; a loop that polls sees
-the next read at once, at the price of a core. Off by default (`headway serve
---busy-poll-us`); docs/decisions.md has the measurements.
+the next read at once, at the price of a core. Polling after every read and answer is off by
+default (`headway serve --busy-poll-us`); polling only for a worker's reply due within a
+fraction of a millisecond, while nothing else waits (`HttpServer.expect_reply`), is on.
+docs/decisions.md has the measurements.
 """
 
 from __future__ import annotations
@@ -44,6 +46,19 @@ class BusyPoller:
         if not self._running:
             self._running = True
             self._loop.call_soon(self._turn)
+
+    def arm_for(self, seconds: float) -> None:
+        """Poll until `seconds` from now, or longer if already armed for longer."""
+        until = self._now() + seconds
+        if until > self._until:
+            self._until = until
+        if not self._running:
+            self._running = True
+            self._loop.call_soon(self._turn)
+
+    def disarm(self) -> None:
+        """What the poll waited for came: let the loop sleep from its next turn."""
+        self._until = 0.0
 
     @property
     def running(self) -> bool:

@@ -16,7 +16,7 @@ import uvicorn
 from headway.api import tracing
 from headway.api.app import HeadwayApp
 from headway.api.auth import exposure_warning
-from headway.api.http import HttpServer
+from headway.api.http import REPLY_POLL_S, HttpServer
 from headway.api.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, connection_cap
 from headway.api.rsgi import GranianServer
 from headway.apps import AppRegistry, load_config
@@ -211,10 +211,14 @@ def run(settings: ServeSettings) -> None:
             host=settings.host,
             port=settings.port,
             busy_poll=settings.busy_poll_us / 1e6,
+            # a worker process's reply, due within a fraction of a millisecond, is polled for
+            # rather than slept through (an in-process engine answers within the call)
+            reply_poll=REPLY_POLL_S if settings.engine == "local" else 0.0,
             header_timeout=settings.header_timeout,
             body_timeout=settings.body_timeout,
             max_connections=settings.max_connections,
         )
+        app.controller.dispatch.reply_watch = server
     # A frontend makes a few dozen short-lived objects per request; with thousands of requests
     # queued under overload, the collector's default thresholds ran full collections often
     # enough to show as ~12% of the frontend's time in a profile at 11,000 req/s open loop.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import Protocol
 
 from headway.clock import Timer, TimerClock
 from headway.control.actions import INFER, LOAD, Dispatch
@@ -24,6 +25,17 @@ from headway.control.scheduler import Scheduler
 from headway.errors import HeadwayError, ModelError
 
 log = logging.getLogger("headway.controller")
+
+
+class ReplyWatch(Protocol):
+    """Who waits for the workers' replies on the transport's side (`Dispatcher.reply_watch`)."""
+
+    def expect_reply(self, seconds: float, requests: int) -> None:
+        """An INFER carrying `requests` requests went to a worker, which is predicted to run
+        it in `seconds` (the run alone, without the round trip)."""
+
+    def replies_in(self) -> None:
+        """A reply came, and no worker is busy any more."""
 
 
 class Dispatcher:
@@ -45,6 +57,9 @@ class Dispatcher:
         self._pump_scheduled = False
         self._timer: Timer | None = None
         self._timer_at = float("inf")
+        #: Told of each INFER sent and of the reply that leaves no worker busy (the HTTP
+        #: server polls for a reply due soon instead of sleeping); None: nobody.
+        self.reply_watch: ReplyWatch | None = None
 
     def serve(self, lifecycle: ModelLifecycle) -> None:
         """Send and answer for `lifecycle`'s models; it hears the replies to LOADs."""
@@ -108,6 +123,10 @@ class Dispatcher:
             return
         # A failed send means the worker is gone: the watcher reports it and requeues.
         self.engine.send(dispatch.worker, action, tensors)
+        if self.reply_watch is not None and dispatch.kind == INFER:
+            run = self.scheduler.estimator.estimate(dispatch.model, dispatch.rows)
+            if run is not None:
+                self.reply_watch.expect_reply(run, len(dispatch.requests))
 
     def run_alone(self, request: Request) -> asyncio.Future[Prediction] | None:
         """Run `request` now, inside this call, when the engine runs actions in this process
@@ -173,6 +192,8 @@ class Dispatcher:
                     self.fail(request, error)
         elif dispatch.kind == LOAD:
             self._loaded(worker, dispatch.model, reply)
+        if self.reply_watch is not None and not self.scheduler.busy_workers():
+            self.reply_watch.replies_in()
         self.kick()
 
     def _answer(self, dispatch: Dispatch, tensors: Tensors) -> None:
