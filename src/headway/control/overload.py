@@ -27,12 +27,13 @@ LATE = "late"
 BACKLOG = "backlog"
 SHED = "shed"
 
-#: A request that waited less than this to be read is not looked at for `LATE` (unless the
-#: frontend is shedding or its model is backlogged): only a deadline shorter than one row's
-#: run plus this could be, and admission explains those.
-NOTICEABLE_WAIT_S = 0.001
 #: The frontend's read wait it tries to keep under (CoDel's target).
 TARGET_S = 0.005
+#: A request that waited less than this to be read is not looked at for `LATE` (unless the
+#: frontend is shedding or its model is backlogged), so a frontend that keeps up does not read
+#: every deadline twice: only a deadline shorter than one row's run plus this could be late,
+#: and admission refuses those.
+NOTICEABLE_WAIT_S = TARGET_S
 #: How long the wait must stay above the target before shedding starts (CoDel's interval): a
 #: busy neighbour that holds the frontend off its core for a moment is not overload.
 INTERVAL_S = 0.05
