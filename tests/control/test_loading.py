@@ -591,6 +591,7 @@ def test_statistics_report_the_counters(clock: ManualClock) -> None:
     assert (load.model, load.evict) == ("b", ["a"])
     assert s.statistics()["counters"] == {
         "loads": 1,
+        "probe_loads": 0,
         "evictions": 1,
         "cold_starts": 2,
         "refusals": 0,

@@ -159,8 +159,10 @@ def test_a_cold_start_too_slow(clock: ManualClock, policy: SchedulingPolicy) -> 
     if policy.early_reject:
         with pytest.raises(ColdStartTooSlow, match=r"takes ~50 ms; 30\.0 ms left"):
             s.submit(request(clock, "r1", ms(30)))
-        assert s.poll().dispatches == []  # no demand left: nothing to load
-        assert s.counters.rejected_at_admission == 1
+        # no demand left, but the refusal rests on one load: the idle worker measures another
+        [probe] = s.poll().dispatches
+        assert (probe.kind, probe.model, probe.requests) == (LOAD, "m", [])
+        assert (s.counters.rejected_at_admission, s.counters.probe_loads) == (1, 1)
     else:
         s.submit(request(clock, "r1", ms(30)))  # the baseline loads whatever is requested
         [load] = s.poll().dispatches

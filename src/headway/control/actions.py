@@ -49,6 +49,7 @@ class Counters:
     """Events the scheduler caused, for metrics and experiments."""
 
     loads: int = 0
+    probe_loads: int = 0  # of `loads`: made to measure (`load_probes`)
     evictions: int = 0
     cold_starts: int = 0
     refusals: int = 0

@@ -96,8 +96,10 @@ class Predictions:
         return min(own, unseen)
 
     def unseen_load_time(self) -> float | None:
-        """The LOAD estimate of a model never loaded (see UNSEEN_LOAD_QUANTILE)."""
-        return self.loads.recent(UNSEEN_LOAD_QUANTILE)
+        """The LOAD estimate of a model never loaded (see UNSEEN_LOAD_QUANTILE): while so few
+        loads are pooled that the percentile would be the slowest (under ten for the 90th),
+        the slowest LOAD_OUTLIERS_IGNORED are left out, as from a model's own loads."""
+        return self.loads.recent(UNSEEN_LOAD_QUANTILE, leave_out=LOAD_OUTLIERS_IGNORED)
 
     def trusts_own_load(self, key: str) -> bool:
         """Whether `key`'s LOAD estimate is its own alone (else it depends on the unseen one)."""

@@ -145,12 +145,17 @@ class LatencyEstimator:
             return None
         return ranked(ordered, q)
 
-    def recent(self, q: float) -> float | None:
+    def recent(self, q: float, *, leave_out: int = 0) -> float | None:
         """The q-th percentile (nearest rank) of the last `pool` measurements of any model;
-        None when there are none (or no pool)."""
+        None when there are none (or no pool). While so few are pooled that the percentile
+        would be the slowest itself, the `leave_out` slowest are left out (once more than
+        twice as many are pooled): one stalled measurement is not the estimate."""
         ordered = self._pooled
         if not ordered:
             return None
+        n = len(ordered)
+        if leave_out and n > 2 * leave_out and math.ceil(q * n / 100.0 - 1e-9) >= n:
+            return ranked(ordered[: n - leave_out], q)
         return ranked(ordered, q)
 
     def profiled(self, model: str) -> bool:

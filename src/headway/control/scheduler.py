@@ -19,6 +19,7 @@ from headway.control.batching import AIMD
 from headway.control.cold_starts import ColdModels, load_wait
 from headway.control.drops import DropTimes
 from headway.control.infer_choice import full_batch_ahead, hold_until, most_urgent, take_batch
+from headway.control.load_probes import LoadProbes
 from headway.control.memory import WorkerMemory
 from headway.control.overload import NO_BACKLOG, Backlog
 from headway.control.predictions import (
@@ -33,7 +34,7 @@ from headway.control.queues import DeadlineQueue
 from headway.control.request import DEFAULT_PRIORITY, Request
 from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
 from headway.control.slots import ModelSlot, WorkerSlot
-from headway.errors import Backlogged, DeadlineUnmeetable, Overloaded
+from headway.errors import Backlogged, ColdStartTooSlow, DeadlineUnmeetable, Overloaded
 
 
 class Scheduler:
@@ -71,6 +72,7 @@ class Scheduler:
         self.estimator = self.predictions.estimator
         self.loads = self.predictions.loads
         self.probes = Probes(self.predictions)
+        self.load_probes = LoadProbes(self.predictions)
         self.policy = policy
         self.demand_loading = demand_loading
         self.retries = retries
@@ -114,6 +116,7 @@ class Scheduler:
         model = self._models.pop(key, None)
         self._waiting.discard(key)
         self.probes.forget(key)
+        self.load_probes.forget(key)
         if model is None:
             return []
         for worker in self._workers.values():
@@ -243,6 +246,8 @@ class Scheduler:
                 self.count(request.model, "rejected_at_admission", exc.reason)
                 if isinstance(exc, Backlogged):
                     self._note_backlog(model, request)
+                elif isinstance(exc, ColdStartTooSlow) and model.unplaced:
+                    self.load_probes.refused(model.key)  # on the estimate alone: measure it
                 raise
         self._push(model, request)
 
@@ -465,6 +470,10 @@ class Scheduler:
         if cold is not None and (model is None or cold.head < model.queue.head_key()):  # type: ignore[operator]
             return self._load(worker, cold.model, cold.victims)
         if model is None:
+            probe = self.load_probes.choose(worker, now, models=self._models, waiting=self._waiting)
+            if probe is not None:  # nothing queued for this idle worker: measure a load
+                self.count(probe[0].key, "probe_loads")
+                return self._load(worker, *probe)
             return None
         wait = hold_until(model, now, self.predictions)
         if wait is not None:
