@@ -62,3 +62,22 @@ def test_the_prediction_cache_answers_repeats_without_a_batch(cache: bool) -> No
     # each run's requests carry inputs by their index: the second run's first repeats the
     # first run's, and with a cache it is answered from there
     assert repeated == (1 if cache else 2)
+
+
+def test_cold_starts_refused_on_slow_pre_warm_loads_do_not_stay_refused() -> None:
+    # Four pre-warm loads slowed by a busy machine (the slowest 146 ms) against a 100 ms SLO,
+    # then models that load in 30 ms, four of six fitting at once: every cold start was refused
+    # and nothing loaded, for ever.
+    profile = ModelProfile({1: 0.002, 2: 0.003, 4: 0.004, 8: 0.005}, 0.03, 10, max_batch=8)
+    names = [f"m{i}" for i in range(6)]
+    with ServerSimulation(dict.fromkeys(names, profile), workers=2, memory_mb=20.0) as sim:
+        sim.start()
+        for i, seconds in enumerate((0.12, 0.13, 0.14, 0.146)):
+            sim.controller.scheduler.loads.observe(f"warm{i}", 1, seconds)
+        times = np.arange(120) * 0.05  # 20 a second for 6 s, the models in turn
+        result = sim.run(times, [names[i % len(names)] for i in range(120)], slo=0.1)
+    summary = result.summary()
+    counters = sim.controller.scheduler.counters
+    assert counters.probe_loads > 0  # refusals measured loads ...
+    assert counters.loads > counters.probe_loads  # ... then cold starts were admitted
+    assert summary["on_time"] > 90  # most answered on time (before: 0 of 120, no load)

@@ -446,6 +446,8 @@ class Controller:
         except DeadlineUnmeetable:
             state = self._states.get(request.model)
             self.measuring.refresh_estimate(request, state.config if state else None)
+            if self.scheduler.load_probes.pending:
+                self._kick()  # a refused cold start may be measured by a probe load
             raise
         self._kick()
         return future

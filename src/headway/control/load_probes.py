@@ -39,6 +39,16 @@ class LoadProbes:
     def forget(self, key: str) -> None:
         self._wanted.pop(key, None)
 
+    @property
+    def pending(self) -> bool:
+        """Whether some model waits for a probe load (the scheduler should be polled)."""
+        return bool(self._wanted)
+
+    def wakeup(self, worker: WorkerSlot, now: float) -> float | None:
+        """When idle `worker` may make its next probe load, if one waits and it is not yet due."""
+        due = self._next.get(worker.id)
+        return due if self._wanted and due is not None and due > now else None
+
     def choose(
         self,
         worker: WorkerSlot,

@@ -474,6 +474,9 @@ class Scheduler:
             if probe is not None:  # nothing queued for this idle worker: measure a load
                 self.count(probe[0].key, "probe_loads")
                 return self._load(worker, *probe)
+            due = self.load_probes.wakeup(worker, now)
+            if due is not None:
+                decisions.wakeup = earliest(decisions.wakeup, due)
             return None
         wait = hold_until(model, now, self.predictions)
         if wait is not None:
