@@ -139,7 +139,9 @@ def test_probe_loads_take_at_most_their_duty_of_a_worker(clock: ManualClock) -> 
     loaded(s, first, ms(150))  # slow: the pool's estimate stays above the SLO
     due = ms(140) / LOAD_PROBE_DUTY
     clock.set(due - ms(1))
-    assert s.poll().dispatches == []
+    decisions = s.poll()
+    assert decisions.dispatches == []
+    assert decisions.wakeup == pytest.approx(due)  # polled again when the next is due
     clock.set(due)
     [second] = s.poll().dispatches
     assert (second.kind, second.model) == (LOAD, "b")
