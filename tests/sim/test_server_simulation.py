@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from headway.api.metrics import ControllerCollector
 from headway.sim import ModelProfile
 from headway.sim.server import ServerSimulation
 
@@ -81,3 +82,8 @@ def test_cold_starts_refused_on_slow_pre_warm_loads_do_not_stay_refused() -> Non
     assert counters.probe_loads > 0  # refusals measured loads ...
     assert counters.loads > counters.probe_loads  # ... then cold starts were admitted
     assert summary["on_time"] > 90  # most answered on time (before: 0 of 120, no load)
+    scraped = {m.name: m for m in ControllerCollector(sim.controller).collect()}
+    assert [(s.labels, s.value) for s in scraped["headway_probe_loads"].samples] == [
+        ({"model": name}, 1.0)
+        for name in names  # each model measured once
+    ]

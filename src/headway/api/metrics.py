@@ -113,6 +113,7 @@ class ControllerCollector:
 #: The scheduler's events, each counted per model (and by reason where there is one).
 _EVENTS = (
     ("loads", "Models loaded on demand", False),
+    ("probe_loads", "Of the loads, those made to measure after a refused cold start", False),
     ("evictions", "Models evicted to fit the memory budget", False),
     ("cold_starts", "Requests that arrived for a model no worker held", False),
     ("refusals", "Actions workers refused because they arrived after their window", False),
