@@ -172,3 +172,46 @@ def test_tracing_is_off_without_an_exporter(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "carrier-pigeon")
     with pytest.raises(Exception, match="knows console, otlp and none"):
         tracing.from_environment()
+
+
+def test_a_selection_apps_query_has_a_span_per_model_it_called(tmp_path: Path) -> None:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    for name in ("doubler", "twin"):
+        models.python_model(tmp_path / "repo", name, "Doubler")
+    settings = ServeSettings(
+        repository=tmp_path / "repo", state=tmp_path / "s.db", workers=1, port=0, grpc_port=0
+    )
+    exporter = InMemorySpanExporter()
+    app = build_app(settings)
+    app.tracing = tracing.from_environment(exporter)
+
+    async def scenario() -> int:
+        server = HttpServer(app, port=0)
+        await server.start()
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.port}") as client:
+            for _ in range(300):
+                if (await client.get("/v2/health/ready")).status_code == 200:
+                    break
+                await asyncio.sleep(0.05)
+            config = {"models": ["doubler", "twin"], "policy": "exp4", "slo_ms": 30_000}
+            put = await client.put("/apps/pair", json=config)
+            assert put.status_code == 201, put.text
+            answer = await client.post(
+                "/apps/pair/predict",
+                json={"input": [1.0, 2.0, 3.0, 4.0]},
+                headers={"traceparent": f"00-{TRACE_ID}-{PARENT}-01"},
+            )
+        await server.stop()
+        return answer.status_code
+
+    assert asyncio.run(scenario()) == 200
+    spans = exporter.get_finished_spans()
+    (query,) = [s for s in spans if s.name == "predict pair"]
+    assert format(query.context.trace_id, "032x") == TRACE_ID
+    calls = {s.name: s for s in spans if s.parent and s.parent.span_id == query.context.span_id}
+    assert set(calls) == {"model doubler", "model twin"}  # exp4 asks every model
+    for name, span in calls.items():
+        assert span.attributes["headway.model"] == name.split()[1]
+        assert span.attributes["outcome"] == "answered"
+        assert query.start_time <= span.start_time <= span.end_time <= query.end_time

@@ -110,7 +110,8 @@ class AppRoutes:
     async def _traced_predict(
         self, name: str, body: dict[str, Any], traceparent: bytes | None
     ) -> dict[str, Any]:
-        """`_predict` inside a server span; a flow adds its stages' spans under it."""
+        """`_predict` inside a server span; a flow adds its stages' spans under it, a selection
+        app a span per model it called."""
         assert self.tracing is not None
         clock = self.registry.controller.clock
         trace = self.tracing.server_span(
@@ -136,17 +137,13 @@ class AppRoutes:
             raise InvalidInput("give either 'input' (one row) or 'inputs' (a list of rows)")
         if "input" in body:
             _present(body, "input")
-            if trace is not None and isinstance(app, FlowApplication):
-                return await app.predict(body["input"], user, spans=trace)
-            return await app.predict(body["input"], user)
+            return await app.predict(body["input"], user, spans=trace)
         inputs = body["inputs"]
         if not isinstance(inputs, list) or not inputs:
             raise InvalidInput("'inputs' must be a non-empty list of input rows")
         if any(value is None for value in inputs):
             raise InvalidInput("'inputs' holds a null row")
-        if trace is not None and isinstance(app, FlowApplication):
-            return {"outputs": await app.predict_many(inputs, user, spans=trace)}
-        return {"outputs": await app.predict_many(inputs, user)}
+        return {"outputs": await app.predict_many(inputs, user, spans=trace)}
 
     async def _feedback(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         _fields(body, required={"label"}, optional={"query_id", "input", "user"})

@@ -96,19 +96,25 @@ class Application:
         return self.config.name
 
     # -- queries -------------------------------------------------------------------------------
-    async def predict(self, value: Any, user: str | None = None) -> dict[str, Any]:
-        """Answer one input row by the deadline (see `Application`)."""
+    async def predict(
+        self, value: Any, user: str | None = None, spans: Any = None
+    ) -> dict[str, Any]:
+        """Answer one input row by the deadline (see `Application`). `spans`, when the
+        transport traces the query, takes a span per model call (`api.tracing.Trace.span`)."""
         started = self.controller.clock.now()
-        return await self._answer(value, self._convert(value), user, started)
+        return await self._answer(value, self._convert(value), user, started, spans)
 
     async def predict_many(
-        self, values: list[Any], user: str | None = None
+        self, values: list[Any], user: str | None = None, spans: Any = None
     ) -> list[dict[str, Any]]:
         """One answer per input row; all rows are checked before any model is called."""
         started = self.controller.clock.now()
         prepared = [self._convert(value) for value in values]
         answers = await asyncio.gather(
-            *(self._answer(v, b, user, started) for v, b in zip(values, prepared, strict=True))
+            *(
+                self._answer(v, b, user, started, spans)
+                for v, b in zip(values, prepared, strict=True)
+            )
         )
         return list(answers)
 
@@ -159,12 +165,13 @@ class Application:
         batches: dict[str, dict[str, np.ndarray]],
         user: str | None,
         started: float,
+        spans: Any = None,
     ) -> dict[str, Any]:
         """The decision for one converted row; the deadline counts from `started` (arrival)."""
         clock = self.controller.clock
         selection = self.registry.select(self.rng, user=user, ready=batches)
         answers, errors, late = await self._ask(
-            selection.models, batches, started + self.config.slo_ms / 1000.0
+            selection.models, batches, started + self.config.slo_ms / 1000.0, spans
         )
         if (
             errors
@@ -206,9 +213,10 @@ class Application:
         models: Iterable[str],
         batches: Mapping[str, dict[str, np.ndarray]],
         deadline: float | None,
+        spans: Any = None,
     ) -> tuple[dict[str, Any], dict[str, BaseException], list[str]]:
         """Call the models at once; (answers in time, errors, late models) at the deadline."""
-        tasks = {m: asyncio.ensure_future(self._call(m, batches[m])) for m in models}
+        tasks = {m: asyncio.ensure_future(self._call(m, batches[m], spans)) for m in models}
         if not tasks:
             return {}, {}, []
         timeout = None if deadline is None else max(0.0, deadline - self.controller.clock.now())
@@ -229,11 +237,12 @@ class Application:
                 answers[model] = task.result()
         return answers, errors, late
 
-    async def _call(self, model: str, inputs: dict[str, np.ndarray]) -> Any:
+    async def _call(self, model: str, inputs: dict[str, np.ndarray], spans: Any = None) -> Any:
         ref = self.refs[model]
         calls = self.calls[model]
         clock = self.controller.clock
         started = clock.now()
+        outcome = "failed"
         try:
             served = self.controller.model(ref.name)
             timeout = self._call_timeout(ref.name, served.config.slo_ms)
@@ -242,9 +251,16 @@ class Application:
                 ref.name, inputs, version=version, timeout=timeout
             )
             answer = selection_output(prediction.outputs, self.config.task)
+            outcome = "answered"
         except Exception:
             calls.failed += 1
             raise
+        finally:
+            if spans is not None:  # a late model's span ends when it answers, after the query's
+                spans.span(
+                    f"model {model}", started, clock.now(),
+                    **{"headway.model": ref.name, "outcome": outcome},
+                )  # fmt: skip
         calls.latency.observe(clock.now() - started)
         return answer
 
