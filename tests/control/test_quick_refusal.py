@@ -59,6 +59,20 @@ def test_a_wait_within_the_target_stops_shedding_and_restarts_the_interval() -> 
     assert lag.observe(ms(20), t + 2 * INTERVAL_S + ms(3))
 
 
+def test_the_lag_is_calm_until_a_wait_above_the_target_and_again_after_one_within_it() -> None:
+    """While calm, observing a wait within the target changes nothing: the frontend skips it."""
+    lag = FrontendLag(memory=0.0)
+    assert lag.calm
+    assert not lag.observe(ms(1), 10.0)
+    assert lag.calm
+    lag.observe(ms(20), 10.0)
+    assert not lag.calm  # watching the interval: the next wait within it must be observed
+    assert lag.observe(ms(20), 10.0 + INTERVAL_S)
+    assert not lag.calm
+    assert not lag.observe(ms(1), 10.0 + INTERVAL_S + ms(1))
+    assert lag.calm
+
+
 def test_a_short_stall_between_reads_within_the_target_never_sheds() -> None:
     lag = FrontendLag()
     t = 10.0
@@ -166,6 +180,7 @@ def test_a_refusal_for_the_work_ahead_is_kept_until_that_work_shrinks(
     refused = request(clock, "tight", ms(28))  # the 8 rows ahead: ~3 batches of 10 ms
     with pytest.raises(Backlogged, match="rows queued ahead"):
         s.submit(refused)
+    assert s.backlog_epoch == s.epoch  # some model is backlogged: the frontend must ask
     assert s.backlogged("m") == (clock.now() + ms(25), refused.deadline, ms(28))
     later = request(clock, "later", ms(29))
     with pytest.raises(Backlogged):
@@ -174,6 +189,7 @@ def test_a_refusal_for_the_work_ahead_is_kept_until_that_work_shrinks(
     clock.advance(ms(10))
     s.complete(running, ms(10))  # the running batch ends: the work ahead may shrink
     assert s.backlogged("m") == NONE  # admission decides again
+    assert s.backlog_epoch != s.epoch  # no model is: the frontend need not ask
 
 
 def test_a_refusal_of_the_request_alone_or_of_another_priority_is_not_a_backlog(

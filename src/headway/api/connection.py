@@ -28,6 +28,8 @@ from headway.api.limits import (
     headers_too_large,
     uri_too_long,
 )
+from headway.api.turns import CATCH_UP_S
+from headway.control.overload import NOTICEABLE_WAIT_S
 from headway.errors import HeadwayError
 
 if TYPE_CHECKING:
@@ -157,16 +159,18 @@ class HttpConnection(asyncio.Protocol):
         if self._no_more:
             return
         self.last_active = now = time.monotonic()
-        self._arrived = self.server.arrived_since(now)
+        server = self.server  # `arrived_since` and `keep_up`, their common cases inlined:
+        self._arrived = server.turn_floor if server.turn_open else server.arrived_since(now)
         if self._accepted:  # its first bytes: count their wait in the listen queue too
             self._accepted = False
             transport = self.transport
             waited = waited_in_kernel(transport.get_extra_info("socket") if transport else None)
             if waited:
                 self._arrived = min(self._arrived, now - waited)
-        self.server.keep_up(now)
-        if self.server.poller is not None:
-            self.server.poller.arm()
+        if now - server.caught_up >= CATCH_UP_S:
+            server.keep_up(now)
+        if server.poller is not None:
+            server.poller.arm()
         self._read_size = size = len(data)
         reading_head = self._phase == _HEAD
         if reading_head:
@@ -281,11 +285,18 @@ class HttpConnection(asyncio.Protocol):
         body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
         url = self._url
         refusals = self.server.refusals
-        if refusals is not None and not self.pending and parser.get_method() == b"POST":
-            refusal = refusals.check(url, self._headers, body, self.last_active - self._received)
-            if refusal is not None:  # overload's shortcut
-                self._refuse_quickly(refusal, keep_alive, http10)
-                return
+        if refusals is not None and not self.pending:
+            waited = self.last_active - self._received
+            scheduler = refusals.scheduler
+            if (  # a server that keeps up asks nothing more (see `QuickRefusals.lag`)
+                waited >= NOTICEABLE_WAIT_S
+                or not refusals.lag.calm
+                or scheduler.backlog_epoch == scheduler.epoch
+            ) and parser.get_method() == b"POST":
+                refusal = refusals.check(url, self._headers, body, waited)
+                if refusal is not None:  # overload's shortcut
+                    self._refuse_quickly(refusal, keep_alive, http10)
+                    return
         slot = _Slot()
         self.pending.append(slot)
         method = parser.get_method().decode()

@@ -44,6 +44,13 @@ class QuickRefusals:
 
     def __init__(self, app: HeadwayApp) -> None:
         self.app = app
+        controller = app.controller
+        #: Read by the connection before it asks `check`: a request that waited less than
+        #: `overload.NOTICEABLE_WAIT_S`, while the lag is `calm` and no model's work refused
+        #: one since it last shrank (the scheduler's `backlog_epoch` is not its `epoch`), is
+        #: one `check` would answer None and whose wait the lag need not observe.
+        self.lag = controller.lag
+        self.scheduler = controller.scheduler
         self._answers: dict[tuple[bytes, str], Response] = {}  # prepared, per model and reason
         self._routes: dict[bytes, tuple[str, int | None] | None] = {}  # see `route`
 

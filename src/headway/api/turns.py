@@ -26,10 +26,10 @@ class ReadTurns:
 
     loop: asyncio.AbstractEventLoop
     app: HeadwayApp
-    _turn_open = False  # a loop turn with reads in it is under way
+    turn_open = False  # a loop turn with reads in it is under way
     _turn_started = _turn_ended = 0.0  # its first read; when the last one ended
-    _floor = 0.0  # what `arrived_since` answers during this turn
-    _caught_up = 0.0  # when this turn began or last let the app catch up
+    turn_floor = 0.0  # what `arrived_since` answers during this turn
+    caught_up = 0.0  # when this turn began or last let the app catch up
 
     def arrived_since(self, now: float) -> float:
         """The earliest time bytes read `now` may have arrived: when they count from.
@@ -41,23 +41,23 @@ class ReadTurns:
         as the previous turn's first read; after a pause the loop woke for them, so now. The
         bound is at most one turn too early: a fraction of a millisecond unless overloaded.
         """
-        if not self._turn_open:
-            self._turn_open = True
+        if not self.turn_open:
+            self.turn_open = True
             self.loop.call_soon(self._turn_over)
             busy = now - self._turn_ended < BACK_TO_BACK_S
-            self._floor = self._turn_started if busy else now
-            self._turn_started = self._caught_up = now
-        return self._floor
+            self.turn_floor = self._turn_started if busy else now
+            self._turn_started = self.caught_up = now
+        return self.turn_floor
 
     def keep_up(self, now: float) -> None:
         """Every CATCH_UP_S of one turn of reads, let the app hear its workers' replies.
 
         Under overload a turn reads hundreds of requests; a worker's reply is otherwise heard
         only when the turn ends, and its answers, due within the deadline, wait that long."""
-        if now - self._caught_up >= CATCH_UP_S:
-            self._caught_up = now
+        if now - self.caught_up >= CATCH_UP_S:
+            self.caught_up = now
             self.app.catch_up()
 
     def _turn_over(self) -> None:
-        self._turn_open = False
+        self.turn_open = False
         self._turn_ended = time.monotonic()

@@ -50,9 +50,19 @@ class FrontendLag:
 
     Shedding starts once every request read for `interval` s waited longer than `target`
     (at once, if it last stopped within `memory` s), and stops at the first request read
-    within the target. Pure logic: `observe` is told the time."""
+    within the target. Pure logic: `observe` is told the time. While `calm` (not shedding, no
+    wait above the target since the last one within it), observing a wait within the target
+    changes nothing, so the frontend need not ask."""
 
-    __slots__ = ("_above_since", "_stopped_at", "interval", "memory", "shedding", "target")
+    __slots__ = (
+        "_above_since",
+        "_stopped_at",
+        "calm",
+        "interval",
+        "memory",
+        "shedding",
+        "target",
+    )
 
     def __init__(
         self, target: float = TARGET_S, interval: float = INTERVAL_S, memory: float = MEMORY_S
@@ -61,6 +71,7 @@ class FrontendLag:
         self.interval = interval
         self.memory = memory
         self.shedding = False
+        self.calm = True
         self._above_since: float | None = None  # when the wait last went above the target
         self._stopped_at = float("-inf")  # when shedding last stopped
 
@@ -71,7 +82,9 @@ class FrontendLag:
                 self.shedding = False
                 self._stopped_at = now
             self._above_since = None
+            self.calm = True
             return False
+        self.calm = False
         if not self.shedding:
             if self._above_since is None:
                 self._above_since = now

@@ -94,6 +94,9 @@ class Scheduler:
         #: ended, a request withdrawn or dropped, a placement changed): `backlogged` is kept
         #: only within one epoch.
         self.epoch = 0
+        #: The epoch in which admission last refused a request for the work ahead of it (any
+        #: model's): while it is not `epoch`, `backlogged` is NO_BACKLOG for every model.
+        self.backlog_epoch = -1
 
     # -- topology -------------------------------------------------------------------------
     def add_model(
@@ -276,6 +279,7 @@ class Scheduler:
         else:
             model.backlog_epoch, until = self.epoch, request.deadline
         model.backlog = Backlog(floor, until, left)
+        self.backlog_epoch = self.epoch
 
     def backlogged(self, key: str) -> Backlog:
         """What the work queued for `key` now cannot meet, as admission found (`Backlogged`)
