@@ -29,6 +29,14 @@ BODY = orjson.dumps(
 )
 
 
+async def ready(client: httpx.AsyncClient) -> None:
+    """Until the server is ready: its models loaded, warmed up, their batch sizes measured."""
+    for _ in range(300):
+        if (await client.get("/v2/health/ready")).status_code == 200:
+            return
+        await asyncio.sleep(0.05)
+
+
 def test_an_inference_is_traced_in_the_callers_trace(tmp_path: Path) -> None:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -45,10 +53,7 @@ def test_an_inference_is_traced_in_the_callers_trace(tmp_path: Path) -> None:
         await server.start()
         statuses = []
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.port}") as client:
-            for _ in range(300):  # ready: loaded, warmed up, its batch sizes measured
-                if (await client.get("/v2/health/ready")).status_code == 200:
-                    break
-                await asyncio.sleep(0.05)
+            await ready(client)
             for body in (BODY, b"{not json"):
                 answer = await client.post(
                     "/v2/models/doubler/infer",
@@ -103,10 +108,7 @@ def test_grpc_inferences_and_flow_queries_are_traced(tmp_path: Path) -> None:
         server = HttpServer(app, port=0)
         await server.start()
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.port}") as client:
-            for _ in range(300):
-                if (await client.get("/v2/health/ready")).status_code == 200:
-                    break
-                await asyncio.sleep(0.05)
+            await ready(client)
             async with grpc.aio.insecure_channel(f"127.0.0.1:{settings.grpc_port}") as channel:
                 call = channel.unary_unary(
                     f"/{messages.SERVICE}/ModelInfer",
@@ -190,10 +192,7 @@ def test_a_selection_apps_query_has_a_span_per_model_it_called(tmp_path: Path) -
         server = HttpServer(app, port=0)
         await server.start()
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{server.port}") as client:
-            for _ in range(300):
-                if (await client.get("/v2/health/ready")).status_code == 200:
-                    break
-                await asyncio.sleep(0.05)
+            await ready(client)
             config = {"models": ["doubler", "twin"], "policy": "exp4", "slo_ms": 30_000}
             put = await client.put("/apps/pair", json=config)
             assert put.status_code == 201, put.text

@@ -1,8 +1,9 @@
 """Planning pipelines to a tail-latency SLO at least cost (InferLine).
 
 `pipeline` describes what is planned (stages, shares, hardware, profiles, configurations);
-`simulator` estimates a configuration's latencies by driving the server's own scheduler with
-simulated workers; `planner` searches for the cheapest configuration whose P99 meets the SLO.
+`simulator` estimates a configuration's latencies by running the server's own controller over
+simulated workers (`headway.sim`); `planner` searches for the cheapest configuration whose P99
+meets the SLO.
 Around them: `profiler` (measuring models on worker processes), `description` (what the files
 say), `from_flow` (a compiled flow as a pipeline), `workloads` (arrival traces), `plan_file`,
 `envelope` and `tuner` (InferLine's tuner), `scaling` (replica changes during a replay) and
