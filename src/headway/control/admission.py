@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from headway.control.overload import read_too_late
 from headway.control.predictions import Predictions
 from headway.control.request import Request
 from headway.control.slots import ModelSlot
@@ -83,8 +84,7 @@ def admit_unread(
     parameters, not a decode and an admission. `waited`: how long it waited to be read."""
     service = predictions.service_time(key, 1)
     left = deadline - now
-    # one that could not have made it even read at once is admission's, which says so
-    if left <= 0 or (service is not None and left < service <= left + waited):
+    if read_too_late(left, left + waited, service):
         need = f"needs ~{service * 1e3:.2f} ms" if service is not None else "is already late"
         raise DeadlineUnmeetable(
             f"model {key!r}: deadline cannot be met: the request waited {waited * 1e3:.1f} ms "

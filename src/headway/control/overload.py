@@ -107,6 +107,14 @@ class Backlog(NamedTuple):
 NO_BACKLOG = Backlog(float("inf"), float("-inf"), float("-inf"))
 
 
+def read_too_late(left: float, timeout: float, service: float | None) -> bool:
+    """Whether a request with `left` s to its deadline once read, of `timeout` s from its
+    arrival, cannot run even one row (`service`: its predicted seconds, None: not known yet).
+    One whose deadline was too short even read at once is not: admission refuses it, and says
+    so."""
+    return left <= 0 or (service is not None and left < service <= timeout)
+
+
 def quick_refusal(
     *,
     waited: float,
@@ -124,8 +132,8 @@ def quick_refusal(
     `backlog`: what its model's queued work cannot meet (`Scheduler.backlogged`);
     `shedding`: the frontend is behind (`FrontendLag`)."""
     left = timeout - waited
-    if left <= 0 or (service is not None and left < service <= timeout):
-        return LATE  # (a deadline too short even unwaited is admission's to explain)
+    if read_too_late(left, timeout, service):
+        return LATE
     if deadline >= backlog.floor and (deadline <= backlog.until or left <= backlog.left):
         return BACKLOG
     if shedding and waited > target and waited > SHARE * timeout:
