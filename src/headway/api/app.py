@@ -40,6 +40,7 @@ from headway.api.limits import (
 )
 from headway.api.metrics import render
 from headway.api.openapi import OPENAPI
+from headway.api.parameters import schedule_policy
 from headway.api.statistics import statistics
 from headway.api.tracing import Trace, Tracing
 from headway.apps import AppRegistry
@@ -589,21 +590,3 @@ class _BadMethod(Exception):
 def _expect(method: str, allowed: str) -> None:
     if method != allowed:
         raise _BadMethod(method, allowed)
-
-
-def schedule_policy(parameters: dict[str, Any]) -> tuple[float | None, int | None]:
-    """Triton's `timeout` (µs) or Headway's `slo_ms` as the deadline; `priority` (1 = highest)."""
-    timeout: float | None = None
-    for key, scale in (("timeout", 1e-6), ("slo_ms", 1e-3)):
-        if key in parameters:
-            value = parameters[key]
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise InvalidInput(f"parameter {key!r} must be a positive number, got {value!r}")
-            timeout = float(value) * scale
-            break
-    priority = parameters.get("priority")
-    if priority is not None and (
-        isinstance(priority, bool) or not isinstance(priority, int) or priority < 0
-    ):
-        raise InvalidInput(f"parameter 'priority' must be a non-negative integer, got {priority!r}")
-    return timeout, priority

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import orjson
 
-from headway.api.app import HeadwayApp, schedule_policy
+from headway.api.app import HeadwayApp
 from headway.api.errors import JSON, Response
+from headway.api.parameters import schedule_policy
 from headway.control.overload import BACKLOG, LATE, SHED
 from headway.errors import HeadwayError
 

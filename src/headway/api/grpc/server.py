@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 import grpc
 from google.protobuf.message import DecodeError
 
-from headway.api.app import HeadwayApp, schedule_policy
+from headway.api.app import HeadwayApp
 from headway.api.grpc import messages
 from headway.api.grpc.calls import INTERNAL, Call, Limits
 from headway.api.grpc.codec import encode_infer, parameters
@@ -30,6 +30,7 @@ from headway.api.grpc.status import grpc_status
 from headway.api.http import SWEEP_S
 from headway.api.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS
 from headway.api.oip import InferRequest
+from headway.api.parameters import schedule_policy
 from headway.api.refusals import refusal_message
 from headway.api.turns import ReadTurns
 from headway.control.models import Prediction

@@ -21,13 +21,14 @@ import orjson
 from google.protobuf import json_format
 
 import headway
-from headway.api.app import EXTENSIONS, HeadwayApp, schedule_policy
+from headway.api.app import EXTENSIONS, HeadwayApp
 from headway.api.auth import AdminToken
 from headway.api.descriptions import config, index, metadata, unready
 from headway.api.grpc import messages
 from headway.api.grpc.codec import decode_infer, encode_infer
 from headway.api.grpc.status import grpc_status
 from headway.api.oip import InferRequest
+from headway.api.parameters import schedule_policy
 from headway.api.statistics import statistics
 from headway.api.tracing import Trace
 from headway.control.models import Prediction

@@ -1,0 +1,27 @@
+"""An inference request's `parameters` that steer its scheduling (the protocol's
+`schedule_policy` extension), read alike by every transport: REST, gRPC and the quick
+refusals that look at a request before it is decoded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from headway.errors import InvalidInput
+
+
+def schedule_policy(parameters: dict[str, Any]) -> tuple[float | None, int | None]:
+    """Triton's `timeout` (µs) or Headway's `slo_ms` as the deadline; `priority` (1 = highest)."""
+    timeout: float | None = None
+    for key, scale in (("timeout", 1e-6), ("slo_ms", 1e-3)):
+        if key in parameters:
+            value = parameters[key]
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise InvalidInput(f"parameter {key!r} must be a positive number, got {value!r}")
+            timeout = float(value) * scale
+            break
+    priority = parameters.get("priority")
+    if priority is not None and (
+        isinstance(priority, bool) or not isinstance(priority, int) or priority < 0
+    ):
+        raise InvalidInput(f"parameter 'priority' must be a non-negative integer, got {priority!r}")
+    return timeout, priority
