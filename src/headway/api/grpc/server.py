@@ -55,7 +55,7 @@ class Aborted(Exception):
 
 
 class CallContext:
-    """What an RPC may ask of its call: grpc.aio's `ServicerContext`, the part used."""
+    """What an RPC may ask of its call (`service.Context`), over this server's `Call`."""
 
     __slots__ = ("call",)
 

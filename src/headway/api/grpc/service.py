@@ -42,7 +42,8 @@ ADMIN = {"RepositoryModelLoad", "RepositoryModelUnload"}
 
 
 class Context(Protocol):
-    """What an RPC may ask of its call (grpc.aio's `ServicerContext` has the same)."""
+    """What an RPC may ask of its call (`server.CallContext`; the part of grpcio's
+    `ServicerContext` that the RPCs use, so they read as a grpcio servicer's)."""
 
     def time_remaining(self) -> float | None: ...
     def invocation_metadata(self) -> Any: ...
