@@ -17,6 +17,7 @@ import httpx
 import numpy as np
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from headway.control.measuring import WARMUP_RUNS
 from headway.flows import LocalServices
@@ -81,6 +82,8 @@ def test_a_deployed_example_answers_as_flow_local(
 
 def test_the_app_describes_its_plan_and_each_operators_statistics(deployed: dict[str, Any]) -> None:
     api: AppClient = deployed["api"]
+    before = api.call("GET", "/apps/cascade")["statistics"]["operators"]
+    sent_before = requests_to(api, fused_stage_model(api))
     for row in inputs("cascade", 30):
         api.call("POST", "/apps/cascade/predict", {"input": row.tolist()})
     described = api.call("GET", "/apps/cascade")
@@ -93,6 +96,11 @@ def test_the_app_describes_its_plan_and_each_operators_statistics(deployed: dict
     unsure = ops["filter:unsure"]
     assert 0 < unsure["rows_out"] < unsure["rows_in"]  # a branch probability for a planner
     assert ops["model:digits-slow"]["rows_in"] == unsure["rows_out"]
+    # the fused filter runs before dispatch: only the unsure queries go to the forest's stage
+    kept = (
+        unsure["rows_out"] - next(o for o in before if o["operator"] == "filter:unsure")["rows_out"]
+    )
+    assert 0 < requests_to(api, fused_stage_model(api)) - sent_before == kept < 30
     assert ops["join"]["calls"] == ops["map:pick"]["calls"] >= 30
     metrics = api_text(api, "/metrics")
     assert 'headway_flow_operator_calls_total{app="cascade",operator="filter:unsure"}' in metrics
@@ -155,6 +163,22 @@ def warm(url: str, app: str, row: Any, timeout: float = 60.0) -> None:
 
 def api_text(api: AppClient, path: str) -> str:
     return httpx.get(api.url + path, timeout=30).text
+
+
+def fused_stage_model(api: AppClient) -> str:
+    """The model serving the cascade's fused stage (its filter, the forest and a map)."""
+    stages = api.call("GET", "/apps/cascade")["flow"]["stages"]
+    (name,) = next(s for s in stages if s["operators"][0] == "filter:unsure")["served_as"]
+    return str(name)
+
+
+def requests_to(api: AppClient, model: str) -> float:
+    """The server's count of requests to `model` (`headway_requests_total` on `/metrics`)."""
+    for family in text_string_to_metric_families(api_text(api, "/metrics")):
+        for sample in family.samples:
+            if sample.name == "headway_requests_total" and sample.labels["model"] == model:
+                return sample.value
+    return 0.0
 
 
 def test_a_select_operator_inside_a_flow_learns_from_feedback(deployed: dict[str, Any]) -> None:

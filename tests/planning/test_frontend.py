@@ -10,6 +10,7 @@ from headway.planning.frontend import (
     STAGE,
     frontend_row,
     frontend_seconds,
+    frontend_time,
     outside_models,
     with_frontend,
 )
@@ -100,6 +101,28 @@ def test_outside_models_is_the_wait_less_the_models_change_per_query() -> None:
     after = METRICS.format(a=1.04, b=0.58)  # 40 ms + 80 ms of models over 4 queries
     waits = [0.040, 0.050, 0.045, 0.045]  # 180 ms in all
     assert outside_models(waits, before, after) == pytest.approx(0.015)
+
+
+CPU = """# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.
+# TYPE process_cpu_seconds_total counter
+process_cpu_seconds_total {cpu}
+"""
+
+
+def test_the_frontend_time_is_the_servers_cpu_per_query_when_that_is_larger() -> None:
+    """The event loop's CPU on each model call is in the models' latency, not outside it:
+    4 queries that kept the server process busy 100 ms are 25 ms each, not the 15 ms wait."""
+    before = METRICS.format(a=1.0, b=0.5) + CPU.format(cpu=7.0)
+    after = METRICS.format(a=1.04, b=0.58) + CPU.format(cpu=7.1)
+    waits = [0.040, 0.050, 0.045, 0.045]
+    assert frontend_time(waits, before, after) == pytest.approx(0.025)
+    idle = METRICS.format(a=1.04, b=0.58) + CPU.format(cpu=7.02)  # 5 ms of CPU per query
+    assert frontend_time(waits, before, idle) == pytest.approx(0.015)  # the wait is larger
+
+
+def test_without_the_process_cpu_the_frontend_time_is_the_wait_outside_the_models() -> None:
+    before, after = METRICS.format(a=1.0, b=0.5), METRICS.format(a=1.04, b=0.58)
+    assert frontend_time([0.040, 0.050, 0.045, 0.045], before, after) == pytest.approx(0.015)
 
 
 def test_outside_models_needs_answered_queries() -> None:

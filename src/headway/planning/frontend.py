@@ -8,10 +8,12 @@ it as a stage ahead of the pipeline's inputs: one replica, one query at a time, 
 the measured time (InferLine profiled its frontend as a stage too).
 
 `headway profile --frontend APP` measures it with the server idle: the app's queries are sent
-one at a time, and the time the models took (the server's own per-model latency, from
-`/metrics`) is taken from the time the client waited. It is kept in the store next to the
-model profiles, as a row of the model `frontend_model(app)` on the hardware `SERVER`, and
-`headway plan` adds the stage when the store has one for the app.
+one at a time, and the stage's time per query is the larger of two figures from `/metrics`
+(`frontend_time`): the client's wait less the models' time (the server's own per-model
+latency), and the server process's CPU per query, which also counts the event loop's share of
+each model call (dispatch, decoding the answer) and so is what the loop saturates at. It is
+kept in the store next to the model profiles, as a row of the model `frontend_model(app)` on
+the hardware `SERVER`, and `headway plan` adds the stage when the store has one for the app.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ STAGE = "(frontend)"
 SERVER = "server"
 #: The per-model latency the server reports (arrival at the controller to answer).
 MODEL_LATENCY = "headway_request_latency_seconds"
+#: The server process's CPU time (prometheus_client's process collector).
+PROCESS_CPU = "process_cpu_seconds_total"
 
 
 def frontend_model(app: str) -> str:
@@ -68,6 +72,37 @@ def model_seconds(metrics_text: str) -> float:
             continue
         total += sum(s.value for s in family.samples if s.name == f"{MODEL_LATENCY}_sum")
     return total
+
+
+def process_cpu(metrics_text: str) -> float | None:
+    """The server process's CPU seconds so far (`process_cpu_seconds_total` on `/metrics`:
+    the frontend's own, its workers are other processes), or None where it is not reported."""
+    for family in text_string_to_metric_families(metrics_text):
+        for sample in family.samples:
+            if sample.name == PROCESS_CPU:
+                return float(sample.value)
+    return None
+
+
+def busy_per_query(queries: int, before: str, after: str) -> float:
+    """The server process's CPU seconds per query between two scrapes of `/metrics` (0 where
+    the process's CPU is not reported)."""
+    start, end = process_cpu(before), process_cpu(after)
+    if start is None or end is None or queries <= 0:
+        return 0.0
+    return max(0.0, end - start) / queries
+
+
+def frontend_time(latencies: list[float], before: str, after: str) -> float:
+    """The frontend stage's time per query: the larger of the client's wait outside the models
+    (`outside_models`) and the server process's CPU per query (`busy_per_query`).
+
+    The second is what bounds the stage's capacity: the event loop also spends CPU on each model
+    call (dispatching it, decoding its answer), which the models' latency holds and the first
+    therefore leaves out, so the event loop saturates at 1 / its CPU per query, not at 1 / the
+    wait outside the models. Queries sent one at a time make both exact per query."""
+    return max(outside_models(latencies, before, after),
+               busy_per_query(len(latencies), before, after))  # fmt: skip
 
 
 def outside_models(latencies: list[float], before: str, after: str) -> float:

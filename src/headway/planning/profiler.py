@@ -31,7 +31,7 @@ from headway.errors import ConfigError
 from headway.launcher import ServerProcess
 from headway.loadgen.client import Target, http_request, run
 from headway.loadgen.workload import Body, random_tensor
-from headway.planning.frontend import frontend_row, outside_models
+from headway.planning.frontend import frontend_row, frontend_time
 from headway.planning.pipeline import Hardware
 from headway.repository import Repository, TensorSpec
 from headway.runtime.engines.local import LocalEngine
@@ -163,8 +163,8 @@ def frontend_of(
 ) -> MeasuredProfile:
     """The time per query of `app` outside its models on the idle server at `url`: `rows`
     (rotated) are sent four at a time for `warmup` seconds (every model measured, none
-    cold), then one at a time for `seconds`; the models' time is the change in the server's
-    per-model latency over those queries."""
+    cold), then one at a time for `seconds`; the stage's time per query is
+    `headway.planning.frontend.frontend_time` of the server's `/metrics` around them."""
     if not rows:
         raise ConfigError(f"no sample rows to send to app {app!r}")
     target = Target.parse(url)
@@ -182,7 +182,7 @@ def frontend_of(
             f"app {app!r} failed {failed} of {tally.ok + failed} queries while measuring its "
             "frontend: check that it answers these rows"
         )
-    return frontend_row(app, outside_models(tally.latencies, before, after), tally.ok)
+    return frontend_row(app, frontend_time(tally.latencies, before, after), tally.ok)
 
 
 def _plain(row: Any) -> Any:

@@ -1,0 +1,85 @@
+"""A fused stage's filters ahead of its model run before dispatch, on an injected `ManualClock`.
+
+A cascade: model `a` for every query, a filter on its answer, then model `b` (the filter is
+fused into `b`'s stage, since the join reads `a`'s answer too). A query the filter drops is
+not sent to `b`'s stage at all; the stub controller (`tests/flows/test_deadline.py`) records
+every call, and would fail one to a stage it was not told of.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from tests.flows.test_deadline import StubController
+
+from headway.apps.config import AppConfig
+from headway.flows import Flow, LocalServices, Model, Row
+from headway.flows.lookups import Lookups
+from headway.flows.operators import Filter, Map
+from headway.flows.query_runner import filter_ahead
+from headway.flows.serving import FlowApplication
+from headway.flows.types import Schema, Table
+from headway.repository import ModelConfig
+
+
+def unsure(row: Row) -> bool:
+    return row["ya"] < 1.5
+
+
+def cascade() -> Flow:
+    flow = Flow("cascade", {"x": float})
+    first = flow.map(Model("a", {"y": float}, inputs={"input-0": "x"}, names=["ya"]))
+    second = first.filter(unsure).map(Model("b", {"y": float}, inputs={"input-0": "x"},
+                                            names=["yb"]))  # fmt: skip
+    first.join(second, how="left")
+    return flow
+
+
+class Repository:
+    """What the app's stage models need of the repository: each model's config."""
+
+    def __init__(self) -> None:
+        self.models: dict[str, ModelConfig] = {}
+
+    def get(self, name: str) -> ModelConfig:
+        return ModelConfig(name, 1, "sklearn", Path("."))
+
+
+def test_the_compiler_fuses_the_filter_into_the_second_models_stage() -> None:
+    names = [s.name for s in cascade().compile().stages]
+    assert "filter:unsure+model:b" in names
+
+
+def test_a_query_the_fused_filter_drops_makes_no_call_to_that_stage() -> None:
+    controller = StubController({"a": 0.01})  # answers y = 2.0: sure, so unsure() drops it
+    controller.repository = Repository()  # type: ignore[assignment]
+    config = AppConfig("cascade", (), slo_ms=100.0, default_output=-1, flow=f"{__file__}:cascade")
+    app = FlowApplication(config, controller, Lookups(), flow=cascade())  # type: ignore[arg-type]
+
+    async def run() -> dict[str, Any]:
+        return await app.predict({"x": 1.0})
+
+    answer = asyncio.run(run())
+    assert [name for name, _, _ in controller.calls] == ["a"]  # before: a and the fused stage
+    local = LocalServices(models={"a": lambda t: {"y": np.full((len(t["input-0"]), 1), 2.0)}})
+    assert answer["output"] == cascade().local([1.0], local).records()
+    assert answer["models"] == ["a"] and answer["default"] is False
+    operators = {o["operator"]: o for o in app.statistics()["operators"]}
+    assert (operators["filter:unsure"]["rows_in"], operators["filter:unsure"]["rows_out"]) == (1, 0)
+    assert operators["model:b"]["calls"] == 0
+    assert controller.clock.now() == pytest.approx(0.01)  # only a's time passed
+
+
+def test_only_the_leading_filters_run_ahead_and_only_the_rows_they_keep_are_sent() -> None:
+    table = Table.build(Schema([("v", float)]), [(0.5,), (2.0,), (1.0,)], (7, 8, 9))
+    small = Filter(lambda row: row["v"] < 1.5)
+    nonzero = Filter(lambda row: row["v"] > 0.75)
+    double = Map(lambda row: row["v"] * 2, names=["v"])  # never run: filter_ahead stops here
+    kept, seconds = filter_ahead([(small, "f1"), (nonzero, "f2"), (double, "m")], table)
+    assert (kept.rows, kept.qids, len(seconds)) == (((1.0,),), (9,), 2)
+    behind, none = filter_ahead([(double, "m"), (small, "f1")], table)
+    assert (behind, none) == (table, [])  # a filter behind a map runs in the worker
