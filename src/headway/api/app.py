@@ -40,11 +40,12 @@ from headway.api.limits import (
 )
 from headway.api.metrics import render
 from headway.api.openapi import OPENAPI
-from headway.api.parameters import schedule_policy
+from headway.api.parameters import NO_POLICY, schedule_policy
 from headway.api.statistics import statistics
 from headway.api.tracing import Trace, Tracing
 from headway.apps import AppRegistry
 from headway.control.controller import Controller
+from headway.control.overload import NOTICEABLE_WAIT_S
 from headway.errors import HeadwayError, InvalidInput, PayloadTooLarge, Unavailable
 from headway.planning.live import LiveTuner
 
@@ -94,6 +95,11 @@ class HeadwayApp:
         self.tuner: LiveTuner | None = None
         #: The last infer body whose JSON head was parsed, its header length and the head.
         self._parsed: tuple[bytes, int | None, dict[str, Any]] | None = None
+        #: A request read sooner than this is not asked `Controller.refuse_late`: only a
+        #: deadline shorter than one row's run plus its wait could be late, and admission
+        #: refuses any such (the connection's quick refusal skips it alike). A policy that
+        #: does not reject early asks it of every request.
+        self._late_after = NOTICEABLE_WAIT_S if controller.scheduler.policy.early_reject else 0.0
 
     @property
     def tracing(self) -> Tracing | None:
@@ -415,13 +421,15 @@ class HeadwayApp:
         # its parameters (its deadline) first: a request that waited too long to be read is
         # refused before its tensors are decoded, so under overload a refusal stays cheap
         head = None if length == 0 else self.infer_head(body, length)
-        timeout, priority = schedule_policy((head and head.get("parameters")) or {})
+        parameters = head.get("parameters") if head else None
+        timeout, priority = schedule_policy(parameters) if parameters else NO_POLICY
         # its own wait since its bytes were read (not the loop's worst lag, which refused
         # everyone after one stall)
         if received is not None:
             now = controller.clock.now()
-            if now > received:
-                controller.refuse_late(model, timeout=timeout, waited=now - received, now=now)
+            waited = now - received
+            if waited >= self._late_after and waited > 0.0:
+                controller.refuse_late(model, timeout=timeout, waited=waited, now=now)
         if head is None:
             specs = model.config.inputs
             if len(specs) != 1:

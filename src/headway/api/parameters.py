@@ -8,9 +8,14 @@ from typing import Any
 
 from headway.errors import InvalidInput
 
+#: The policy of a request without parameters: its model's SLO, the default priority.
+NO_POLICY: tuple[float | None, int | None] = (None, None)
+
 
 def schedule_policy(parameters: dict[str, Any]) -> tuple[float | None, int | None]:
     """Triton's `timeout` (µs) or Headway's `slo_ms` as the deadline; `priority` (1 = highest)."""
+    if not isinstance(parameters, dict):
+        raise InvalidInput("'parameters' must be an object")
     timeout: float | None = None
     for key, scale in (("timeout", 1e-6), ("slo_ms", 1e-3)):
         if key in parameters:
