@@ -51,7 +51,7 @@ async def started(repository: Repository) -> tuple[Controller, FakeEngine]:
     for _ in range(200):  # the warm-up runs answer on their own, one per loop turn or two
         await asyncio.sleep(0)
     assert controller.scheduler.queue_length("m@1") == 0
-    assert not controller.scheduler.busy_workers()
+    assert not controller.scheduler.placement.busy_workers()
     engine.hold = True
     return controller, engine
 

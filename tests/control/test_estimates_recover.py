@@ -34,9 +34,9 @@ def request(clock: ManualClock, rows: int, deadline_in: float, **options: int) -
 
 def server(clock: ManualClock, *models: str) -> Scheduler:
     s = Scheduler(clock, LatencyEstimator(window=10, quantile=99.0, min_samples=3))
-    s.add_worker(1)
+    s.placement.add_worker(1)
     for key in models or ("forest",):
-        s.add_model(key, max_batch=32)
+        s.placement.add_model(key, max_batch=32)
         s.placed(key, 1)
     return s
 

@@ -110,7 +110,7 @@ def test_a_probe_load_makes_room_as_a_demand_load_does(clock: ManualClock) -> No
         s.submit(request(clock, "m1", ms(100), model="m"))
     [probe] = s.poll().dispatches  # x is idle (nothing queued for the worker): evicted
     assert (probe.worker, probe.kind, probe.model, probe.evict) == (1, LOAD, "m", ["x"])
-    assert s.replicas("x") == set()
+    assert s.placement.replicas("x") == set()
 
 
 def test_a_refusal_on_a_models_own_trusted_loads_is_a_verdict(clock: ManualClock) -> None:

@@ -39,9 +39,9 @@ def demand(
     estimator = LatencyEstimator(window=10, quantile=99.0, min_samples=3)
     s = Scheduler(clock, estimator, policy=policy, demand_loading=True)
     for worker, share in workers.items():
-        s.add_worker(worker, memory_mb=share)
+        s.placement.add_worker(worker, memory_mb=share)
     for key, size in sizes.items():
-        s.add_model(key, size_mb=size, max_batch=max_batch)
+        s.placement.add_model(key, size_mb=size, max_batch=max_batch)
     return s
 
 
@@ -69,7 +69,7 @@ def test_a_model_without_queued_requests_is_never_loaded(clock: ManualClock) -> 
     assert (decisions.dispatches, decisions.wakeup) == ([], None)
     clock.advance(10.0)
     assert s.poll().dispatches == []
-    assert s.worker_memory() == {1: (0.0, None, 0), 2: (0.0, 100.0, 0)}
+    assert s.placement.worker_memory() == {1: (0.0, None, 0), 2: (0.0, 100.0, 0)}
     assert counters(s) == {}
 
 
@@ -87,7 +87,7 @@ def test_a_request_for_an_unloaded_model_loads_it_then_runs_there(clock: ManualC
     clock.set(ms(30))
     loaded(s, load, ms(30))
     assert s.load_time("m") == pytest.approx(ms(30))
-    assert s.replicas("m") == {1}
+    assert s.placement.replicas("m") == {1}
     [infer] = s.poll().dispatches
     assert (infer.worker, infer.kind, tags(infer)) == (1, INFER, ["r1"])
     assert infer.earliest == pytest.approx(ms(30))
@@ -124,7 +124,7 @@ def test_the_most_urgent_unloaded_model_is_loaded_first(clock: ManualClock) -> N
     assert (fourth.kind, tags(fourth)) == (INFER, ["a1"])
     s.complete(fourth.id, ms(10))
     assert s.poll().dispatches == []
-    assert s.replicas("idle") == set()  # never requested, never loaded
+    assert s.placement.replicas("idle") == set()  # never requested, never loaded
     assert s.counters.loads == 2
 
 
@@ -159,7 +159,7 @@ def test_a_lost_or_failed_load_can_be_retried_elsewhere(clock: ManualClock) -> N
 
     s.complete(retry.id, None)
     s.load_failed("m", 2)
-    assert s.worker_memory() == {2: (0.0, 100.0, 0)}  # the reservation is released
+    assert s.placement.worker_memory() == {2: (0.0, 100.0, 0)}  # the reservation is released
     [again] = s.poll().dispatches  # the request still waits for it: load it again
     assert actions([again]) == [(2, LOAD, "m")]
     assert s.counters.loads == 3
@@ -184,9 +184,9 @@ def test_a_load_evicts_the_least_recently_used_idle_model(clock: ManualClock) ->
     s.submit(request(clock, "c1", 1.0, model="c"))
     [load] = s.poll().dispatches
     assert (load.worker, load.kind, load.model, load.evict) == (1, LOAD, "c", ["b"])
-    assert s.replicas("b") == set()
-    assert s.replicas("a") == {1}
-    assert s.worker_memory() == {1: (100.0, 100.0, 2)}
+    assert s.placement.replicas("b") == set()
+    assert s.placement.replicas("a") == {1}
+    assert s.placement.worker_memory() == {1: (100.0, 100.0, 2)}
     assert counters(s) == {"loads": 1, "evictions": 1, "cold_starts": 1}
 
 
@@ -202,7 +202,9 @@ def test_a_model_with_queued_requests_is_evicted_only_after_idle_ones(
     s.submit(request(clock, "c1", ms(100), model="c"))  # more urgent than a1
     [load] = s.poll().dispatches
     assert (load.kind, load.model, load.evict) == (LOAD, "c", evicted)
-    assert s.worker_memory()[1][0] == pytest.approx(80.0 - 30.0 - 50.0 * ("a" in evicted) + size)
+    assert s.placement.worker_memory()[1][0] == pytest.approx(
+        80.0 - 30.0 - 50.0 * ("a" in evicted) + size
+    )
     assert s.queue_length("a") == 1  # an evicted model's requests stay queued
 
 
@@ -220,7 +222,7 @@ def test_a_model_with_an_action_in_flight_is_never_evicted(clock: ManualClock) -
     # a is idle now but its INFER is in flight: the pipelined LOAD evicts busy b instead.
     assert (load.kind, load.model, load.evict) == (LOAD, "c", ["b"])
     assert load.earliest == pytest.approx(ms(10))  # after the INFER on the worker's timeline
-    assert s.replicas("a") == {1}
+    assert s.placement.replicas("a") == {1}
     assert s.queue_length("b") == 1
 
 
@@ -269,29 +271,31 @@ def test_memory_reserved_at_load_resized_when_placed_released_on_failure_and_evi
         seed(s, key, {1: ms(1)})
     s.submit(request(clock, "m1", 1.0, model="m"))
     [load_m] = s.poll().dispatches
-    assert s.worker_memory() == {1: (40.0, 100.0, 1)}  # the declared size, reserved at LOAD
+    assert s.placement.worker_memory() == {
+        1: (40.0, 100.0, 1)
+    }  # the declared size, reserved at LOAD
     clock.set(ms(10))
     loaded(s, load_m, ms(10), size_mb=55.0)
-    assert s.worker_memory() == {1: (55.0, 100.0, 1)}  # the measured size
+    assert s.placement.worker_memory() == {1: (55.0, 100.0, 1)}  # the measured size
     [infer] = s.poll().dispatches
     s.complete(infer.id, ms(1))
 
     s.submit(request(clock, "n1", 1.0, model="n"))
     [load_n] = s.poll().dispatches
     assert (load_n.model, load_n.evict) == ("n", [])
-    assert s.worker_memory() == {1: (85.0, 100.0, 2)}
+    assert s.placement.worker_memory() == {1: (85.0, 100.0, 2)}
     s.complete(load_n.id, None)
     s.load_failed("n", 1)
-    assert s.worker_memory() == {1: (55.0, 100.0, 1)}
-    assert s.replicas("n") == set()
+    assert s.placement.worker_memory() == {1: (55.0, 100.0, 1)}
+    assert s.placement.replicas("n") == set()
 
     s.remove_model("n")
     s.submit(request(clock, "o1", 1.0, model="o"))
     [load_o] = s.poll().dispatches
     assert (load_o.model, load_o.evict) == ("o", ["m"])  # 55 + 60 > 100
-    assert s.worker_memory() == {1: (60.0, 100.0, 1)}
+    assert s.placement.worker_memory() == {1: (60.0, 100.0, 1)}
     loaded(s, load_o, ms(10))  # no measured size: the declared one stays
-    assert s.worker_memory() == {1: (60.0, 100.0, 1)}
+    assert s.placement.worker_memory() == {1: (60.0, 100.0, 1)}
     assert counters(s) == {"loads": 3, "evictions": 1, "cold_starts": 3}
 
 
@@ -562,7 +566,7 @@ def test_schedule_ahead_takes_the_next_action_when_the_last_ends_within_it(
     clock.set(ms(10))
     [third] = s.poll().dispatches
     assert (tags(third), third.earliest) == (["r2"], pytest.approx(ms(30)))
-    assert s.busy_workers() == 1
+    assert s.placement.busy_workers() == 1
 
 
 def test_never_more_than_max_in_flight_on_one_worker(clock: ManualClock) -> None:

@@ -28,8 +28,8 @@ def mlp(rows: int) -> float:
 
 def server(clock: ManualClock) -> Scheduler:
     s = Scheduler(clock, LatencyEstimator(window=10, quantile=99.0, min_samples=3))
-    s.add_worker(1)
-    s.add_model("mlp", max_batch=64)
+    s.placement.add_worker(1)
+    s.placement.add_model("mlp", max_batch=64)
     s.placed("mlp", 1)
     return s
 

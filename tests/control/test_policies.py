@@ -35,12 +35,12 @@ def scheduler(
     s = Scheduler(clock, estimator, policy=policy, demand_loading=demand_loading)
     sizes = dict(models or {})
     for worker, keys in placements.items():
-        s.add_worker(worker, memory_mb=memory_mb)
+        s.placement.add_worker(worker, memory_mb=memory_mb)
         for key in keys:
-            s.add_model(key, size_mb=sizes.pop(key, 0.0), max_batch=max_batch)
+            s.placement.add_model(key, size_mb=sizes.pop(key, 0.0), max_batch=max_batch)
             s.placed(key, worker)
     for key, size in sizes.items():
-        s.add_model(key, size_mb=size, max_batch=max_batch)
+        s.placement.add_model(key, size_mb=size, max_batch=max_batch)
     return s
 
 

@@ -161,8 +161,8 @@ def backlogged_model(clock: ManualClock) -> tuple[Scheduler, int]:
     """One worker busy with a batch of `m` (batches of 4, 10 ms), 8 rows due in 25 ms queued
     behind it; and the running batch's id."""
     s = Scheduler(clock, LatencyEstimator(window=10, quantile=99.0, min_samples=3))
-    s.add_worker(1)
-    s.add_model("m", max_batch=4)
+    s.placement.add_worker(1)
+    s.placement.add_model("m", max_batch=4)
     s.placed("m", 1)
     seed(s, "m", {1: ms(5), 2: ms(6), 4: ms(10)})
     s.submit(request(clock, "running", ms(100)))
@@ -214,9 +214,9 @@ def test_behind_another_models_action_only_the_deadline_counts(clock: ManualCloc
     """Its worker busy with another model's 50 ms action: the wait shrinks as time passes, so
     a request is refused unread only if it is due no later than the one refused."""
     s = Scheduler(clock, LatencyEstimator(window=10, quantile=99.0, min_samples=3))
-    s.add_worker(1)
+    s.placement.add_worker(1)
     for key in ("m", "long"):
-        s.add_model(key, max_batch=4)
+        s.placement.add_model(key, max_batch=4)
         s.placed(key, 1)
     seed(s, "m", {1: ms(5)})
     seed(s, "long", {1: ms(50)})

@@ -31,9 +31,9 @@ def scheduler(
     """Workers and the models placed on them (`place=False`: models known, not yet placed)."""
     s = Scheduler(clock, LatencyEstimator(window=10, quantile=99.0, min_samples=min_samples))
     for worker, keys in placements.items():
-        s.add_worker(worker)
+        s.placement.add_worker(worker)
         for key in keys:
-            s.add_model(key, **model_options)  # type: ignore[arg-type]
+            s.placement.add_model(key, **model_options)  # type: ignore[arg-type]
             if place:
                 s.placed(key, worker)
     return s
@@ -60,12 +60,12 @@ def test_dispatches_only_to_idle_workers_hosting_the_model(clock: ManualClock) -
 
     submit(s, request(clock, "r2", 1.0))
     assert s.poll().dispatches == []  # worker 1 is busy and worker 2 does not host m
-    assert s.busy_workers() == 1
+    assert s.placement.busy_workers() == 1
     assert s.queue_length("m") == 1
 
     clock.advance(ms(1))
     assert s.complete(first.id, ms(1)) is first
-    assert s.busy_workers() == 0
+    assert s.placement.busy_workers() == 0
     [second] = s.poll().dispatches
     assert (second.worker, tags(second)) == (1, ["r2"])
 
@@ -444,19 +444,19 @@ def test_priority_level_first_then_deadline(clock: ManualClock) -> None:
 def test_replicas_share_the_model_queue(clock: ManualClock) -> None:
     s = scheduler(clock, {1: ["m"], 2: ["m"]}, max_batch=2)
     seed(s, "m", {1: ms(1), 2: ms(2)})
-    assert s.replicas("m") == {1, 2}
+    assert s.placement.replicas("m") == {1, 2}
     submit(s, *(request(clock, f"r{i}", ms(100 + i)) for i in range(5)))
     dispatches = s.poll().dispatches
     assert sorted(d.worker for d in dispatches) == [1, 2]
     assert sorted(tags(d) for d in dispatches) == [["r0", "r1"], ["r2", "r3"]]
     assert s.queue_length("m") == 1
-    assert s.busy_workers() == 2
+    assert s.placement.busy_workers() == 2
 
 
 def test_unplaced_worker_stops_getting_the_model(clock: ManualClock) -> None:
     s = scheduler(clock, {1: ["m"], 2: ["m"]})
     s.unplaced("m", 1)
-    assert s.replicas("m") == {2}
+    assert s.placement.replicas("m") == {2}
     submit(s, request(clock, "r1", 1.0))
     assert [d.worker for d in s.poll().dispatches] == [2]
 
@@ -474,7 +474,7 @@ def test_lost_worker_requests_are_retried_once_then_failed(clock: ManualClock) -
     retried, failed = s.worker_lost(1)
     assert (retried, failed) == ([r1], [])
     assert r1.attempts == 1
-    assert s.replicas("m") == {2}
+    assert s.placement.replicas("m") == {2}
     assert s.complete(first.id, ms(1)) is None  # a late reply from the dead worker is ignored
 
     [second] = s.poll().dispatches
@@ -482,7 +482,7 @@ def test_lost_worker_requests_are_retried_once_then_failed(clock: ManualClock) -
     retried, failed = s.worker_lost(2)
     assert (retried, failed) == ([], [r1])
     assert s.queue_length("m") == 0
-    assert s.replicas("m") == set()
+    assert s.placement.replicas("m") == set()
 
 
 def test_retried_request_keeps_its_deadline_order(clock: ManualClock) -> None:
@@ -502,14 +502,14 @@ def test_losing_an_idle_or_unknown_worker(clock: ManualClock) -> None:
     s = scheduler(clock, {1: ["m"]})
     assert s.worker_lost(1) == ([], [])
     assert s.worker_lost(99) == ([], [])
-    assert s.replicas("m") == set()
+    assert s.placement.replicas("m") == set()
 
 
 def test_removed_model_returns_its_queue(clock: ManualClock) -> None:
     s = scheduler(clock, {1: ["m"]}, place=False)
     submit(s, request(clock, "r1", 1.0), request(clock, "r2", 1.0))
     assert sorted(r.token for r in s.remove_model("m")) == ["r1", "r2"]
-    assert not s.has_model("m")
+    assert not s.placement.has_model("m")
     assert s.remove_model("m") == []
     assert s.poll().dispatches == []
 
@@ -560,7 +560,7 @@ def test_failed_action_leaves_estimates_and_aimd_alone(clock: ManualClock) -> No
     stats = s.statistics()
     assert stats["models"]["m"]["aimd_limit"] == 1.0
     assert stats["models"]["m"]["batches"] == 0
-    assert s.busy_workers() == 0
+    assert s.placement.busy_workers() == 0
 
 
 def test_control_completion_does_not_touch_estimates(clock: ManualClock) -> None:
@@ -584,11 +584,11 @@ def test_start_now_runs_a_lone_request_on_an_idle_profiled_model(clock: ManualCl
     assert dispatch is not None and tags(dispatch) == ["alone"]
     assert (dispatch.worker, dispatch.rows, dispatch.expected) == (1, 1, pytest.approx(ms(10)))
     assert dispatch.latest == pytest.approx(ms(90))  # its worker refuses it after that
-    assert s.busy_workers() == 1 and s.queue_length("m") == 0
+    assert s.placement.busy_workers() == 1 and s.queue_length("m") == 0
     assert s.start_now(request(clock, "second", ms(100))) is None  # the worker is busy now
     clock.set(ms(10))
     assert s.complete(dispatch.id, ms(10)) is dispatch
-    assert s.busy_workers() == 0
+    assert s.placement.busy_workers() == 0
     clock.set(ms(14))  # it ran until 10 ms: idle for less than half a run (5 ms), a wave
     assert s.start_now(request(clock, "wave", ms(100))) is None
     clock.set(ms(16))
@@ -601,7 +601,7 @@ def test_start_now_declines_what_the_queue_must_decide(clock: ManualClock) -> No
     assert s.start_now(request(clock, "unprofiled", ms(100))) is None
     seed(s, "m", {1: ms(10)})
     assert s.start_now(request(clock, "hopeless", ms(5))) is None  # 10 ms > its 5 ms
-    s.add_model("cold")
+    s.placement.add_model("cold")
     seed(s, "cold", {1: ms(1)})
     assert s.start_now(request(clock, "unplaced", ms(100), model="cold")) is None
     submit(s, request(clock, "queued", ms(100)))  # something queued: it goes behind, in order

@@ -23,9 +23,9 @@ from tests.control.helpers import ms, request
 
 def demand(clock: ManualClock, models: list[str], share: float | None = None) -> Scheduler:
     s = Scheduler(clock, LatencyEstimator(min_samples=3), policy=HEADWAY, demand_loading=True)
-    s.add_worker(1, memory_mb=share)
+    s.placement.add_worker(1, memory_mb=share)
     for key in models:
-        s.add_model(key, size_mb=10.0, max_batch=8)
+        s.placement.add_model(key, size_mb=10.0, max_batch=8)
         for _ in range(3):
             s.estimator.observe(key, 1, ms(10))
     return s

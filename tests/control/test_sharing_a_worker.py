@@ -29,9 +29,9 @@ def shared(clock: ManualClock, placements: dict[int, list[str]]) -> Scheduler:
     """Workers, their models, and each model's measured duration (fast: 1 ms, slow: 600 ms)."""
     s = Scheduler(clock, LatencyEstimator(window=10, quantile=99.0, min_samples=3))
     for worker, keys in placements.items():
-        s.add_worker(worker)
+        s.placement.add_worker(worker)
         for key in keys:
-            s.add_model(key)
+            s.placement.add_model(key)
             s.placed(key, worker)
             for _ in range(3):
                 s.estimator.observe(key, 1, ms(600) if key == "slow" else ms(1))
@@ -82,5 +82,5 @@ def test_an_idle_replica_takes_the_request_whatever_the_busy_one_runs(clock: Man
 
 def test_a_model_shares_workers_when_one_of_its_workers_holds_another(clock: ManualClock) -> None:
     s = shared(clock, {1: ["fast", "slow"], 2: ["alone"]})
-    assert s.shares_workers("fast") and s.shares_workers("slow")
-    assert not s.shares_workers("alone") and not s.shares_workers("unknown")
+    assert s.placement.shares_workers("fast") and s.placement.shares_workers("slow")
+    assert not s.placement.shares_workers("alone") and not s.placement.shares_workers("unknown")

@@ -43,8 +43,8 @@ async def started(repository: Repository) -> tuple[Controller, FakeEngine]:
     await controller.start()
     for _ in range(200):  # the warm-up runs answer on their own
         await asyncio.sleep(0)
-    assert controller.scheduler.replicas("m@1") == {0, 1}
-    assert not controller.scheduler.busy_workers()
+    assert controller.scheduler.placement.replicas("m@1") == {0, 1}
+    assert not controller.scheduler.placement.busy_workers()
     engine.hold = True
     return controller, engine
 
@@ -92,7 +92,7 @@ def test_a_queued_losing_copy_is_never_sent_after_the_winner_answers(
         assert len(sent_values(engine, since)) == 5  # 2 copies of queries 1 and 2, 1 of 3
         for value, task in races.items():
             assert (await task).outputs["x"][0, 0] == value
-        assert not engine.held and not controller.scheduler.busy_workers()
+        assert not engine.held and not controller.scheduler.placement.busy_workers()
         await controller.stop()
 
     asyncio.run(scenario())

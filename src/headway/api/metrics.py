@@ -78,7 +78,7 @@ class ControllerCollector:
             computed.add_metric([name], _buckets(stats.compute.cumulative()), stats.compute.total)
         yield from (requests, errors, hits, queue, ready, latency, batch, late, waited, computed)
         yield from _scheduler_events(c, labels)
-        memory = c.scheduler.worker_memory()
+        memory = c.scheduler.placement.worker_memory()
         used = GaugeMetricFamily(
             "headway_worker_memory_bytes", "Model memory held", labels=["worker"]
         )

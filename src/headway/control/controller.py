@@ -216,7 +216,7 @@ class Controller:
     def shares_workers(self, name: str) -> bool:
         """Whether the model `name` (its default version) shares a worker with another model."""
         state = self.models.get(name)
-        return state is not None and self.scheduler.shares_workers(state.config.key)
+        return state is not None and self.scheduler.placement.shares_workers(state.config.key)
 
     # -- inference ---------------------------------------------------------------------------
     async def infer(

@@ -192,7 +192,7 @@ class Dispatcher:
                     self.fail(request, error)
         elif dispatch.kind == LOAD:
             self._loaded(worker, dispatch.model, reply)
-        if self.reply_watch is not None and not self.scheduler.busy_workers():
+        if self.reply_watch is not None and not self.scheduler.placement.busy_workers():
             self.reply_watch.replies_in()
         self.kick()
 

@@ -149,7 +149,7 @@ class ModelLifecycle:
         return self.remembered.get(name, (0, "loaded", ""))[1] == "unloaded"
 
     def schedule_model(self, config: ModelConfig) -> None:
-        self.scheduler.add_model(
+        self.scheduler.placement.add_model(
             config.key,
             max_batch=config.max_batch_size,
             batch_delay=config.batch_delay_ms / 1000.0,
@@ -306,7 +306,7 @@ class ModelLifecycle:
             inferred_out = tuple(TensorSpec.parse(t, key) for t in reply.get("outputs") or ())
             model.config = config.with_signature(inferred_in, inferred_out)
             model.memory_mb = max(model.memory_mb, float(reply.get("memory_mb") or 0.0))
-            self.scheduler.add_model(
+            self.scheduler.placement.add_model(
                 config.key,
                 max_batch=config.max_batch_size,
                 batch_delay=config.batch_delay_ms / 1000.0,
@@ -362,7 +362,7 @@ class ModelLifecycle:
     def on_worker_ready(self, worker: int, pid: int) -> None:
         self.ready_workers.add(worker)
         share = None if self.memory_budget_mb is None else self.memory_budget_mb / self.engine.size
-        self.scheduler.add_worker(worker, memory_mb=share)
+        self.scheduler.placement.add_worker(worker, memory_mb=share)
         for key in self.placement.get(worker, ()):
             model = self.states[key]
             if model.state in (READY, LOADING):

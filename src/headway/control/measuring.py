@@ -110,7 +110,9 @@ class Measuring:
         specs = config.inputs
         if not specs or any(s.datatype == "BYTES" or -1 in s.shape[1:] for s in specs):
             return False
-        if not self.scheduler.has_model(config.key):  # unloaded, or the server is stopping
+        if not self.scheduler.placement.has_model(
+            config.key
+        ):  # unloaded, or the server is stopping
             return False
         inputs = {s.name: np.zeros((rows, *s.shape[1:]), numpy_dtype(s.datatype)) for s in specs}
         now = self.clock.now()

@@ -8,6 +8,8 @@ away for ever. Batches of zeros measure instead (`next_sweep_size`, `Probes`).
 from __future__ import annotations
 
 from headway.control.predictions import Predictions
+from headway.control.request import Request
+from headway.control.slots import ModelSlot
 
 #: The priority level of measuring runs: after every request's (Triton's levels are small).
 PROBE_PRIORITY = 2**31
@@ -56,6 +58,18 @@ class Probes:
     def __init__(self, predictions: Predictions) -> None:
         self._predictions = predictions
         self._next: dict[str, float] = {}  # model -> the earliest time of its next probe
+
+    def after_refusal(self, model: ModelSlot | None, request: Request, now: float) -> int | None:
+        """After `request` was refused at admission: how many rows to measure `model` with
+        (`size`), or None, because the refusal does not rest on its estimate alone, something of
+        its model is queued, or even the fastest measured run confirms it."""
+        if model is None or model.queue or not model.replicas:
+            return None
+        left = request.deadline - now
+        service = self._predictions.service_time(model.key, request.rows)
+        if service is None or service <= left:
+            return None  # refused for the queue or the busy worker: the estimate is not at fault
+        return self.size(model.key, request.rows, left, now, max_batch=model.max_batch)
 
     def size(self, key: str, rows: int, left: float, now: float, *, max_batch: int) -> int | None:
         """How many rows to probe `key` with after refusing a request of `rows` rows with `left`

@@ -1,9 +1,10 @@
 """The scheduler: which action runs on which worker next, and what is rejected at once.
 
 Pure logic with an injected clock (Clockwork's "consolidate choice"): it decides, the
-controller carries its decisions out. Its parts live beside it (`slots`, `predictions`,
-`admission`, `drops`, `infer_choice`, `cold_starts`); this module ties them together and owns
-the state they share.
+controller carries its decisions out. Its parts live beside it: `placement` (which worker holds
+which model), `queued` (the queues and their drop times and cold starts), `slots`,
+`predictions`, `admission`, `infer_choice`; this module ties them together, decides, and keeps
+the actions in flight.
 """
 
 from __future__ import annotations
@@ -15,13 +16,11 @@ from typing import Any
 from headway.clock import Clock
 from headway.control.actions import INFER, LOAD, Counters, Decisions, Dispatch, earliest
 from headway.control.admission import admit
-from headway.control.batching import AIMD
-from headway.control.cold_starts import ColdModels, load_wait
-from headway.control.drops import DropTimes
+from headway.control.cold_starts import load_wait
 from headway.control.infer_choice import full_batch_ahead, hold_until, most_urgent, take_batch
 from headway.control.load_probes import LoadProbes
-from headway.control.memory import WorkerMemory
 from headway.control.overload import NO_BACKLOG, Backlog
+from headway.control.placement import Placement
 from headway.control.predictions import (
     DEFAULT_LOAD_SECONDS,
     LOAD_OUTLIERS_IGNORED,
@@ -30,8 +29,8 @@ from headway.control.predictions import (
 )
 from headway.control.probes import Probes
 from headway.control.profiles import LatencyEstimator
-from headway.control.queues import DeadlineQueue
-from headway.control.request import DEFAULT_PRIORITY, Request
+from headway.control.queued import QueuedWork
+from headway.control.request import Request
 from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
 from headway.control.slots import ModelSlot, WorkerSlot
 from headway.errors import Backlogged, ColdStartTooSlow, DeadlineUnmeetable, Overloaded
@@ -79,15 +78,22 @@ class Scheduler:
         self.counters = Counters()
         #: The counters' events per model: (model key, event, reason) -> count (for metrics).
         self.events: Counter[tuple[str, str, str]] = Counter()
-        self._models: dict[str, ModelSlot] = {}
-        self._workers: dict[int, WorkerSlot] = {}
-        self._waiting: set[str] = set()  # models with queued requests
+        #: The workers and models, and which holds which; its dicts are read here directly.
+        self.placement = Placement(clock, fifo=not policy.deadline_order)
+        self._models = self.placement.models
+        self._workers = self.placement.workers
         #: workers to look at for a full batch ahead (see `_full_batches_ahead`)
         self._recheck: set[int] = set()
-        self._drops = DropTimes(
-            self._models, self._waiting, self.predictions, demand_loading=demand_loading
+        self._queued = QueuedWork(
+            self._models,
+            self.predictions,
+            policy,
+            demand_loading=demand_loading,
+            recheck=self._recheck,
         )
-        self._cold = ColdModels()
+        self._waiting = self._queued.waiting
+        self._drops = self._queued.drops
+        self._push = self._queued.push
         self._inflight: dict[int, Dispatch] = {}
         self._ids = itertools.count(1)
         #: Moves on whenever work ahead of a new request may have shrunk (an action sent or
@@ -98,79 +104,22 @@ class Scheduler:
         #: model's): while it is not `epoch`, `backlogged` is NO_BACKLOG for every model.
         self.backlog_epoch = -1
 
-    # -- topology -------------------------------------------------------------------------
-    def add_model(
-        self,
-        key: str,
-        *,
-        max_batch: int = 32,
-        batch_delay: float = 0.0,
-        max_queue: int = 4096,
-        size_mb: float = 0.0,
-    ) -> None:
-        if key not in self._models:
-            queue = DeadlineQueue(max_queue, fifo=not self.policy.deadline_order)
-            self._models[key] = ModelSlot(
-                key, queue, max_batch, batch_delay, AIMD(max_batch), size_mb=size_mb
-            )
-
+    # -- topology: the placement, and what it changes for the queues ------------------------
     def remove_model(self, key: str) -> list[Request]:
         """Forget a model; returns its queued requests for the caller to fail."""
-        model = self._models.pop(key, None)
-        self._waiting.discard(key)
         self.probes.forget(key)
         self.load_probes.forget(key)
-        if model is None:
-            return []
-        for worker in self._workers.values():
-            worker.release(key)
-        return [model.queue.pop() for _ in range(len(model.queue))]
-
-    def has_model(self, key: str) -> bool:
-        return key in self._models
-
-    def replicas(self, key: str) -> set[int]:
-        model = self._models.get(key)
-        return set(model.replicas) if model else set()
-
-    def shares_workers(self, key: str) -> bool:
-        """Whether a worker holding `key` holds another model too (whose requests a long run
-        of `key` would hold up)."""
-        model = self._models.get(key)
-        if model is None:
-            return False
-        slots = (self._workers.get(w) for w in model.replicas | model.loading)
-        return any(slot is not None and len(slot.models) > 1 for slot in slots)
-
-    def add_worker(self, worker: int, memory_mb: float | None = None) -> None:
-        self._workers[worker] = WorkerSlot(
-            worker, WorkerMemory(memory_mb), free_at=self.clock.now()
-        )
+        return self._queued.forget(key, self.placement.remove_model(key))
 
     def placed(self, key: str, worker: int, size_mb: float | None = None) -> None:
         """`key` is now loaded on `worker` (`size_mb`: its measured memory, when known)."""
-        slot = self._workers[worker]
-        slot.models.add(key)
+        self.placement.placed(key, worker, size_mb)
         self.epoch += 1
-        model = self._models.get(key)
-        if model is not None:
-            model.replicas.add(worker)
-            model.loading.discard(worker)
-            if size_mb is not None:
-                model.size_mb = size_mb
-            slot.hold(key, model.size_mb, self.clock.now())
 
     def unplaced(self, key: str, worker: int) -> None:
-        slot = self._workers.get(worker)
-        if slot is not None:
-            slot.release(key)
-        model = self._models.get(key)
+        model = self.placement.unplaced(key, worker)
         if model is not None:
-            model.replicas.discard(worker)
-            model.loading.discard(worker)
-            if model.queue:
-                self._refresh_drop(model)  # unloaded again: a load counts once more
-                self._mark_cold(model)
+            self._queued.unplaced(model)
 
     def load_failed(self, key: str, worker: int) -> None:
         """A LOAD did not succeed: release what it reserved."""
@@ -178,42 +127,24 @@ class Scheduler:
 
     def worker_lost(self, worker: int) -> tuple[list[Request], list[Request]]:
         """A worker died: requeue what it held (once), fail the rest. Returns (retried, failed)."""
-        slot = self._workers.pop(worker, None)
-        if slot is None:
+        lost = self.placement.remove_worker(worker)
+        if lost is None:
             return [], []
+        slot, held = lost
         self.epoch += 1
-        held: list[ModelSlot] = []
-        for model in self._models.values():
-            if worker in model.replicas or worker in model.loading:
-                held.append(model)
-            model.replicas.discard(worker)
-            model.loading.discard(worker)
-        retried: list[Request] = []
-        failed: list[Request] = []
         for dispatch in slot.inflight:
             self._inflight.pop(dispatch.id, None)
-            for request in dispatch.requests:
-                request.attempts += 1
-                home = self._models.get(request.model)
-                if request.attempts <= self.retries and home is not None:
-                    self._push(home, request)
-                    retried.append(request)
-                else:
-                    failed.append(request)
+        sent = [request for dispatch in slot.inflight for request in dispatch.requests]
+        retried, failed = self._queued.retry(sent, self.retries)
         for model in held:
-            if model.queue:
-                self._refresh_drop(model)
-                self._mark_cold(model)
+            self._queued.unplaced(model)
         return retried, failed
 
     # -- admission ----------------------------------------------------------------------------
     def control(self, worker: int, kind: str, key: str, payload: Any = None) -> Dispatch:
         """Queue a LOAD or UNLOAD for `worker`; it runs before any further INFER there."""
         dispatch = Dispatch(next(self._ids), worker, kind, key, payload=payload)
-        self._workers[worker].control.append(dispatch)
-        model = self._models.get(key)
-        if kind == LOAD and model is not None:
-            model.loading.add(worker)
+        self.placement.control(dispatch)
         return dispatch
 
     def count(self, model: str, event: str, reason: str = "", n: int = 1) -> None:
@@ -243,7 +174,7 @@ class Scheduler:
                     predictions=self.predictions,
                     cold=cold,
                     load_wait=lambda: load_wait(model, self._workers, self.predictions, now),
-                    busy_wait=self._busy_wait,
+                    busy_wait=self.placement.busy_wait,
                 )
             except DeadlineUnmeetable as exc:
                 self.count(request.model, "rejected_at_admission", exc.reason)
@@ -256,29 +187,16 @@ class Scheduler:
 
     def _note_backlog(self, model: ModelSlot, request: Request) -> None:
         """Admission refused `request` for the work ahead of it: keep what the same work
-        refuses (`backlogged`), when the request is one row of the default priority due no
-        earlier than anything queued (so every queued row was ahead of it)."""
-        if request.priority != DEFAULT_PRIORITY or request.rows != 1:
+        refuses (`backlogged`), when every queued row was ahead of it (`backlog_floor`)."""
+        floor = model.backlog_floor(request)
+        if floor is None:
             return
-        last = model.queue.last
-        floor = float("-inf")
-        if last is not None:
-            if last[0] > DEFAULT_PRIORITY or (
-                last[0] == DEFAULT_PRIORITY and last[1] > request.deadline
-            ):
-                return  # queued work after it: it did not wait behind all of it
-            if last[0] == DEFAULT_PRIORITY:
-                floor = last[1]
         now = self.clock.now()
         # behind only this model's work, the wait does not shrink as time passes
-        left = request.deadline - now if self._busy_wait(model, now) == 0.0 else float("-inf")
-        if model.backlog_epoch == self.epoch:
-            known = model.backlog  # the queue only grew since: its floor too
-            floor = max(floor, known.floor)
-            until, left = max(known.until, request.deadline), max(known.left, left)
-        else:
-            model.backlog_epoch, until = self.epoch, request.deadline
-        model.backlog = Backlog(floor, until, left)
+        alone = self.placement.busy_wait(model, now) == 0.0
+        model.note_backlog(
+            self.epoch, floor, request.deadline, request.deadline - now if alone else float("-inf")
+        )
         self.backlog_epoch = self.epoch
 
     def backlogged(self, key: str) -> Backlog:
@@ -299,52 +217,16 @@ class Scheduler:
         submitter no longer wants it, and it must not take a worker. None if it is not queued
         (sent already, answered or dropped)."""
         model = self._models.get(key)
-        if model is None:
-            return None
-        found = next((r for r in model.queue if r.token is token), None)
-        if found is None:
-            return None
-        model.queue.remove_if({id(found)})
-        self.epoch += 1
-        if not model.queue:
-            self._waiting.discard(key)
-            model.drop_at = float("inf")
-        else:
-            self._refresh_drop(model)
+        found = None if model is None else self._queued.withdraw(model, token)
+        if found is not None:
+            self.epoch += 1
         return found
-
-    def _busy_wait(self, model: ModelSlot, now: float) -> float:
-        """Predicted seconds until a live worker holding `model` is free of other models'
-        actions (0: one is idle, or runs only `model`'s batches: those the queue check and
-        the drop times account for, and under overload they must be kept fed, not second-
-        guessed by a pessimistic estimate of the batch in flight)."""
-        key, wait = model.key, None
-        for w in model.replicas:  # a loop, not generators: it runs on every request
-            worker = self._workers.get(w)
-            if worker is None or not worker.alive:
-                continue
-            for action in worker.inflight:
-                if action.model != key:
-                    busy = max(0.0, worker.free_at - now)
-                    break
-            else:
-                return 0.0  # a replica runs only this model's batches, or nothing
-            wait = busy if wait is None or busy < wait else wait
-        return 0.0 if wait is None else wait
 
     def probe_size(self, request: Request) -> int | None:
         """After `request` was refused at admission: how many rows to measure its model with
-        (`probes.Probes.size`), or None, because the refusal does not rest on its estimate
-        alone, something of its model is queued, or even the fastest measured run confirms it."""
+        (`Probes.after_refusal`), or None."""
         model = self._models.get(request.model)
-        if model is None or model.queue or not model.replicas:
-            return None
-        now = self.clock.now()
-        left = request.deadline - now
-        service = self.service_time(model.key, request.rows)
-        if service is None or service <= left:
-            return None  # refused for the queue or the busy worker: the estimate is not at fault
-        return self.probes.size(model.key, request.rows, left, now, max_batch=model.max_batch)
+        return self.probes.after_refusal(model, request, self.clock.now())
 
     def start_now(self, request: Request) -> Dispatch | None:
         """Start `request` alone at once when its model has nothing queued and is profiled, has
@@ -381,29 +263,6 @@ class Scheduler:
     def load_time(self, key: str) -> float | None:
         """Predicted seconds to LOAD `key` (see `Predictions.load_time`)."""
         return self.predictions.load_time(key)
-
-    def _push(self, model: ModelSlot, request: Request) -> None:
-        model.queue.push(request)
-        self._waiting.add(model.key)
-        if self.policy.full_batches_ahead:
-            rows = model.queue.rows
-            if rows >= model.max_batch > rows - request.rows:  # it just filled a batch
-                self._recheck.update(model.replicas)
-        if self.policy.early_reject:
-            self._drops.pushed(model, request)
-        if model.queue.peek() is request:
-            self._mark_cold(model)
-
-    def _refresh_drop(self, model: ModelSlot) -> None:
-        """Recompute `model.drop_at` after what it depends on changed (its placement, the load
-        estimate): a cached time that became too late would keep a hopeless request at the head
-        of an unloaded model's queue, and with it the load its other requests still need."""
-        if self.policy.early_reject:  # else nothing is ever dropped: no drop time to keep
-            self._drops.refresh(model)
-
-    def _mark_cold(self, model: ModelSlot) -> None:
-        if self.demand_loading:
-            self._cold.mark(model)
 
     # -- decisions ----------------------------------------------------------------------------
     def poll(self) -> Decisions:
@@ -447,8 +306,9 @@ class Scheduler:
         Only workers that something happened to since the last poll are looked at (`_recheck`:
         an action sent or ended, a model of theirs filled a batch), so a poll stays cheap with
         thousands of models on dozens of busy workers."""
-        recheck, self._recheck = self._recheck, set()
-        for worker_id in sorted(recheck):
+        recheck = sorted(self._recheck)
+        self._recheck.clear()  # the set `QueuedWork` adds to: cleared, not replaced
+        for worker_id in recheck:
             worker = self._workers.get(worker_id)
             if worker is None:
                 continue
@@ -463,7 +323,7 @@ class Scheduler:
         model = most_urgent(worker, self._models, self._waiting)
         cold = None
         if self.demand_loading:
-            cold = self._cold.choose(
+            cold = self._queued.cold.choose(
                 worker,
                 start,
                 models=self._models,
@@ -521,17 +381,11 @@ class Scheduler:
         return dispatch
 
     def _drop_hopeless(self, model: ModelSlot, now: float, decisions: Decisions) -> None:
-        rejected = self._drops.take_doomed(model, now)
+        rejected = self._queued.drop_hopeless(model, now)
         decisions.rejected.extend(rejected)
         self.epoch += 1
         for _, error in rejected:
             self.count(model.key, "dropped", error.reason)
-        if model.queue:
-            self._drops.refresh(model)
-            self._mark_cold(model)
-        else:
-            self._waiting.discard(model.key)
-            model.drop_at = float("inf")
 
     # -- results ------------------------------------------------------------------------------
     def complete(self, dispatch_id: int, duration: float | None) -> Dispatch | None:
@@ -543,12 +397,8 @@ class Scheduler:
         if dispatch.kind == LOAD and duration is not None:
             unseen_changed = self.predictions.observe_load(dispatch.model, duration)
             if self.demand_loading and unseen_changed:
-                # unloaded models' drop times count the new estimate, where they depend on it
                 # (only this model's own estimate changed, and it is loaded)
-                for key in self._waiting:
-                    model = self._models[key]
-                    if model.unplaced and not self.predictions.trusts_own_load(key):
-                        self._refresh_drop(model)
+                self._queued.load_estimate_changed()
         if dispatch.kind == INFER and duration is not None:
             if all(r.measured for r in dispatch.requests):
                 self.estimator.observe(dispatch.model, dispatch.rows, duration)
@@ -592,23 +442,11 @@ class Scheduler:
         model = self._models.get(key)
         return len(model.queue) if model else 0
 
-    def busy_workers(self) -> int:
-        return sum(1 for w in self._workers.values() if w.inflight)
-
-    def worker_memory(self) -> dict[int, tuple[float, float | None, int]]:
-        """Per worker: (used MB, capacity MB, resident models)."""
-        return {
-            w.id: (w.memory.used_mb, w.memory.capacity_mb, len(w.memory.resident))
-            for w in self._workers.values()
-        }
-
     def statistics(self) -> dict[str, Any]:
         estimates = self.estimator.snapshot()
         return {
             "policy": self.policy.name,
             "overhead_s": self.predictions.overhead,
             "counters": vars(self.counters).copy(),
-            "models": {
-                key: m.statistics(estimates.get(key, {})) for key, m in self._models.items()
-            },
+            "models": self.placement.statistics(estimates),
         }

@@ -1,0 +1,153 @@
+"""Placement: which workers there are, which models, and which worker holds or loads which.
+
+The scheduler's membership and topology, apart from its queues and decisions: workers join
+and die, models are registered and forgotten, LOADs and UNLOADs place and unplace them, and
+each worker's memory share counts what it holds. The scheduler holds one `Placement` and
+reads its `models` and `workers` directly on the request path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from headway.clock import Clock
+from headway.control.actions import LOAD, Dispatch
+from headway.control.batching import AIMD
+from headway.control.memory import WorkerMemory
+from headway.control.queues import DeadlineQueue
+from headway.control.slots import ModelSlot, WorkerSlot
+
+
+class Placement:
+    """The workers (`WorkerSlot`s) and models (`ModelSlot`s) the scheduler knows, by id and key."""
+
+    def __init__(self, clock: Clock, *, fifo: bool = False) -> None:
+        self.clock = clock
+        #: Queue order of new models: first come, first served instead of by deadline.
+        self.fifo = fifo
+        self.models: dict[str, ModelSlot] = {}
+        self.workers: dict[int, WorkerSlot] = {}
+
+    # -- membership ---------------------------------------------------------------------------
+    def add_model(
+        self,
+        key: str,
+        *,
+        max_batch: int = 32,
+        batch_delay: float = 0.0,
+        max_queue: int = 4096,
+        size_mb: float = 0.0,
+    ) -> None:
+        """Register a model (its batching limits, queue bound and declared memory), unplaced."""
+        if key not in self.models:
+            queue = DeadlineQueue(max_queue, fifo=self.fifo)
+            self.models[key] = ModelSlot(
+                key, queue, max_batch, batch_delay, AIMD(max_batch), size_mb=size_mb
+            )
+
+    def remove_model(self, key: str) -> ModelSlot | None:
+        """Forget a model, releasing it on every worker; returns its slot (None: unknown)."""
+        model = self.models.pop(key, None)
+        if model is not None:
+            for worker in self.workers.values():
+                worker.release(key)
+        return model
+
+    def has_model(self, key: str) -> bool:
+        return key in self.models
+
+    def add_worker(self, worker: int, memory_mb: float | None = None) -> None:
+        self.workers[worker] = WorkerSlot(worker, WorkerMemory(memory_mb), free_at=self.clock.now())
+
+    def remove_worker(self, worker: int) -> tuple[WorkerSlot, list[ModelSlot]] | None:
+        """A worker died: forget it; returns its slot and the models it held or was loading
+        (None: unknown)."""
+        slot = self.workers.pop(worker, None)
+        if slot is None:
+            return None
+        held: list[ModelSlot] = []
+        for model in self.models.values():
+            if worker in model.replicas or worker in model.loading:
+                held.append(model)
+            model.replicas.discard(worker)
+            model.loading.discard(worker)
+        return slot, held
+
+    # -- placing ------------------------------------------------------------------------------
+    def placed(self, key: str, worker: int, size_mb: float | None = None) -> None:
+        """`key` is now loaded on `worker` (`size_mb`: its measured memory, when known)."""
+        slot = self.workers[worker]
+        slot.models.add(key)
+        model = self.models.get(key)
+        if model is not None:
+            model.replicas.add(worker)
+            model.loading.discard(worker)
+            if size_mb is not None:
+                model.size_mb = size_mb
+            slot.hold(key, model.size_mb, self.clock.now())
+
+    def unplaced(self, key: str, worker: int) -> ModelSlot | None:
+        """`key` is no longer held or loading on `worker`; returns its slot (None: unknown)."""
+        slot = self.workers.get(worker)
+        if slot is not None:
+            slot.release(key)
+        model = self.models.get(key)
+        if model is not None:
+            model.replicas.discard(worker)
+            model.loading.discard(worker)
+        return model
+
+    def control(self, dispatch: Dispatch) -> None:
+        """Queue a LOAD or UNLOAD on its worker; a LOAD marks its model loading there."""
+        self.workers[dispatch.worker].control.append(dispatch)
+        model = self.models.get(dispatch.model)
+        if dispatch.kind == LOAD and model is not None:
+            model.loading.add(dispatch.worker)
+
+    # -- questions ----------------------------------------------------------------------------
+    def replicas(self, key: str) -> set[int]:
+        model = self.models.get(key)
+        return set(model.replicas) if model else set()
+
+    def shares_workers(self, key: str) -> bool:
+        """Whether a worker holding `key` holds another model too (whose requests a long run
+        of `key` would hold up)."""
+        model = self.models.get(key)
+        if model is None:
+            return False
+        slots = (self.workers.get(w) for w in model.replicas | model.loading)
+        return any(slot is not None and len(slot.models) > 1 for slot in slots)
+
+    def busy_wait(self, model: ModelSlot, now: float) -> float:
+        """Predicted seconds until a live worker holding `model` is free of other models'
+        actions (0: one is idle, or runs only `model`'s batches: those the queue check and
+        the drop times account for, and under overload they must be kept fed, not second-
+        guessed by a pessimistic estimate of the batch in flight)."""
+        key, wait = model.key, None
+        for w in model.replicas:  # a loop, not generators: it runs on every request
+            worker = self.workers.get(w)
+            if worker is None or not worker.alive:
+                continue
+            for action in worker.inflight:
+                if action.model != key:
+                    busy = max(0.0, worker.free_at - now)
+                    break
+            else:
+                return 0.0  # a replica runs only this model's batches, or nothing
+            wait = busy if wait is None or busy < wait else wait
+        return 0.0 if wait is None else wait
+
+    # -- statistics ---------------------------------------------------------------------------
+    def busy_workers(self) -> int:
+        return sum(1 for w in self.workers.values() if w.inflight)
+
+    def worker_memory(self) -> dict[int, tuple[float, float | None, int]]:
+        """Per worker: (used MB, capacity MB, resident models)."""
+        return {
+            w.id: (w.memory.used_mb, w.memory.capacity_mb, len(w.memory.resident))
+            for w in self.workers.values()
+        }
+
+    def statistics(self, estimates: dict[str, dict[int, float]]) -> dict[str, Any]:
+        """Each model's scheduling figures, with its latency `estimates` (by batch size)."""
+        return {key: m.statistics(estimates.get(key, {})) for key, m in self.models.items()}

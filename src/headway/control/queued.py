@@ -1,0 +1,129 @@
+"""The work queued per model, and what the scheduler keeps about it between polls.
+
+Which models have requests waiting, when each one's most urgent request must be dropped
+(`drops.DropTimes`, with early rejection), and which need a LOAD before they can run
+(`cold_starts.ColdModels`, with demand loading). Every change to a queue goes through here, so
+those three stay in step with the queues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from headway.control.cold_starts import ColdModels
+from headway.control.drops import DropTimes
+from headway.control.predictions import Predictions
+from headway.control.request import Request
+from headway.control.scheduling_policy import SchedulingPolicy
+from headway.control.slots import ModelSlot
+from headway.errors import HeadwayError
+
+
+class QueuedWork:
+    """The models' queues as the scheduler's decisions see them (see the module docstring)."""
+
+    def __init__(
+        self,
+        models: Mapping[str, ModelSlot],
+        predictions: Predictions,
+        policy: SchedulingPolicy,
+        *,
+        demand_loading: bool,
+        recheck: set[int],
+    ) -> None:
+        self._models = models
+        self._predictions = predictions
+        self._policy = policy
+        self._demand_loading = demand_loading
+        #: Workers to look at for a full batch ahead: a model of theirs just filled one.
+        self._recheck = recheck
+        #: Models with queued requests.
+        self.waiting: set[str] = set()
+        self.drops = DropTimes(models, self.waiting, predictions, demand_loading=demand_loading)
+        self.cold = ColdModels()
+
+    def push(self, model: ModelSlot, request: Request) -> None:
+        model.queue.push(request)
+        self.waiting.add(model.key)
+        if self._policy.full_batches_ahead:
+            rows = model.queue.rows
+            if rows >= model.max_batch > rows - request.rows:  # it just filled a batch
+                self._recheck.update(model.replicas)
+        if self._policy.early_reject:
+            self.drops.pushed(model, request)
+        if model.queue.peek() is request:
+            self.mark_cold(model)
+
+    def refresh_drop(self, model: ModelSlot) -> None:
+        """Recompute `model.drop_at` after what it depends on changed (its placement, the load
+        estimate): a cached time that became too late would keep a hopeless request at the head
+        of an unloaded model's queue, and with it the load its other requests still need."""
+        if self._policy.early_reject:  # else nothing is ever dropped: no drop time to keep
+            self.drops.refresh(model)
+
+    def mark_cold(self, model: ModelSlot) -> None:
+        if self._demand_loading:
+            self.cold.mark(model)
+
+    def unplaced(self, model: ModelSlot) -> None:
+        """`model` lost a replica or a load: what its queue waits for changed."""
+        if model.queue:
+            self.refresh_drop(model)  # unloaded again: a load counts once more
+            self.mark_cold(model)
+
+    def retry(self, requests: list[Request], retries: int) -> tuple[list[Request], list[Request]]:
+        """Requeue `requests` (their worker died) that have had no more than `retries` attempts
+        and whose model is still served; returns (requeued, the rest)."""
+        retried: list[Request] = []
+        failed: list[Request] = []
+        for request in requests:
+            request.attempts += 1
+            home = self._models.get(request.model)
+            if request.attempts <= retries and home is not None:
+                self.push(home, request)
+                retried.append(request)
+            else:
+                failed.append(request)
+        return retried, failed
+
+    def load_estimate_changed(self) -> None:
+        """The estimate of a LOAD never measured changed: refresh the drop times of the queued,
+        unplaced models that depend on it."""
+        for key in self.waiting:
+            model = self._models[key]
+            if model.unplaced and not self._predictions.trusts_own_load(key):
+                self.refresh_drop(model)
+
+    def forget(self, key: str, model: ModelSlot | None) -> list[Request]:
+        """`key` is no longer served: its queued requests, for the caller to fail."""
+        self.waiting.discard(key)
+        if model is None:
+            return []
+        return [model.queue.pop() for _ in range(len(model.queue))]
+
+    def withdraw(self, model: ModelSlot, token: Any) -> Request | None:
+        """Take the queued request whose token is `token` out of `model`'s queue (None: not
+        queued)."""
+        found = next((r for r in model.queue if r.token is token), None)
+        if found is None:
+            return None
+        model.queue.remove_if({id(found)})
+        if not model.queue:
+            self.waiting.discard(model.key)
+            model.drop_at = float("inf")
+        else:
+            self.refresh_drop(model)
+        return found
+
+    def drop_hopeless(self, model: ModelSlot, now: float) -> list[tuple[Request, HeadwayError]]:
+        """Take out of `model`'s queue the requests that can no longer make their deadlines,
+        each with its error."""
+        rejected = self.drops.take_doomed(model, now)
+        if model.queue:
+            self.drops.refresh(model)
+            self.mark_cold(model)
+        else:
+            self.waiting.discard(model.key)
+            model.drop_at = float("inf")
+        return rejected
