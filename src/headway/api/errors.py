@@ -1,6 +1,10 @@
-"""The one table from Headway errors to HTTP statuses, and the one shape of an error answer."""
+"""The one table from Headway errors to HTTP statuses, the one shape of an error answer, and
+what any route answers when it raised."""
 
 from __future__ import annotations
+
+import logging
+from collections.abc import Callable
 
 import orjson
 
@@ -39,6 +43,10 @@ Headers = list[tuple[bytes, bytes]]
 Response = tuple[int, bytes, Headers]  # status, body, headers
 
 JSON: Headers = [(b"content-type", b"application/json")]
+#: How a request's answer reaches its connection: called once, with (status, body, headers).
+Reply = Callable[[Response], None]
+
+log = logging.getLogger("headway.http")
 
 
 def problem(status: int, message: str) -> Response:
@@ -56,3 +64,35 @@ def method_not_allowed(method: str, allowed: tuple[str, ...]) -> Response:
 
 def error_response(error: HeadwayError) -> Response:
     return problem(http_status(error), error.message)
+
+
+class NoRoute(Exception):
+    """No route answers this method and path (404)."""
+
+
+class WrongMethod(Exception):
+    """The route exists but takes another method (405)."""
+
+    def __init__(self, method: str, allowed: str) -> None:
+        super().__init__(method, allowed)
+        self.method = method
+        self.allowed = allowed
+
+
+def expect(method: str, allowed: str) -> None:
+    """Raise WrongMethod unless the request's `method` is the route's."""
+    if method != allowed:
+        raise WrongMethod(method, allowed)
+
+
+def failure(error: Exception, method: str, path: str) -> Response:
+    """The answer to a request that raised `error`: its status and message (a bug is logged and
+    answered 500: the server never crashes on one request)."""
+    if isinstance(error, HeadwayError):
+        return error_response(error)
+    if isinstance(error, NoRoute):
+        return problem(404, str(error))
+    if isinstance(error, WrongMethod):
+        return method_not_allowed(error.method, (error.allowed,))
+    log.error("internal error on %s %s", method, path, exc_info=error)
+    return problem(500, f"internal error: {type(error).__name__}: {error}")

@@ -81,6 +81,7 @@ class QuickRefusals:
             route[0], route[1], timeout=timeout, priority=priority, waited=waited
         )
         if reason is None:
+            app.inference.parsed(body, document)  # read as the route would: not parsed twice
             return None
         answer = self._answers.get((url, reason))
         if answer is None:

@@ -15,6 +15,7 @@ import uvicorn
 
 from headway.api import tracing
 from headway.api.app import HeadwayApp
+from headway.api.asgi import AsgiApp
 from headway.api.auth import exposure_warning
 from headway.api.http import REPLY_POLL_S, HttpServer
 from headway.api.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, connection_cap
@@ -167,7 +168,7 @@ def ray_engine(settings: ServeSettings, repository: Repository, env: dict[str, s
 
 def uvicorn_config(app: HeadwayApp, settings: ServeSettings) -> uvicorn.Config:
     return uvicorn.Config(
-        app,
+        AsgiApp(app),
         host=settings.host,
         port=settings.port,
         loop="uvloop",
