@@ -3,8 +3,9 @@
 The `Controller` turns a request into a future in the scheduler's deadline-ordered queue, and
 composes the parts that do the rest: `Dispatcher` (the pump that sends the scheduler's
 decisions through the engine, and the replies that resolve the futures), `ModelLifecycle`
-(what is loaded where) and `Measuring` (warm-up runs and probes). It holds no sockets itself:
-the engine (runtime layer) moves the bytes.
+(what is loaded where), `Measuring` (warm-up runs and probes), `UnreadRefusals` (requests
+refused before they are decoded) and `CachedAnswers` (models with a prediction cache). It holds
+no sockets itself: the engine (runtime layer) moves the bytes.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from headway.clock import LoopClock, TimerClock
-from headway.control.admission import admit_unread
-from headway.control.cache import PredictionCache, cache_key
+from headway.control.cache import PredictionCache
+from headway.control.cached import CachedAnswers
 from headway.control.dispatch import Dispatcher
 from headway.control.engine import Engine
 from headway.control.lifecycle import ModelLifecycle
@@ -30,25 +31,13 @@ from headway.control.models import (
     ModelState,
     Prediction,
 )
-from headway.control.overload import (
-    NO_BACKLOG,
-    NOTICEABLE_WAIT_S,
-    SHED,
-    FrontendLag,
-    quick_refusal,
-)
 from headway.control.profiles import LatencyEstimator
-from headway.control.request import DEFAULT_PRIORITY, Request, priority_level
+from headway.control.request import Request, priority_level
 from headway.control.scheduler import Scheduler
 from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
+from headway.control.unread import UnreadRefusals
 from headway.control.validate import check_inputs, check_outputs
-from headway.errors import (
-    DeadlineUnmeetable,
-    HeadwayError,
-    ModelNotReady,
-    Shed,
-    WorkerFailed,
-)
+from headway.errors import DeadlineUnmeetable, HeadwayError, ModelNotReady, WorkerFailed
 from headway.repository import Repository
 from headway.store import Store
 
@@ -80,6 +69,7 @@ class Controller:
             self.clock, LatencyEstimator(), policy=policy, demand_loading=self.on_demand
         )
         self.cache = PredictionCache(cache_bytes)
+        self._cached = CachedAnswers(self.cache)
         self._loop: asyncio.AbstractEventLoop | None = None
         #: The pump and the reply path (`control/dispatch.py`).
         self.dispatch = Dispatcher(self.scheduler, engine, self.clock)
@@ -114,9 +104,13 @@ class Controller:
         self.stats = self.lifecycle.stats
         self._states = self.lifecycle.states
         self.ready_timeout = ready_timeout
-        self._in_flight: dict[bytes, asyncio.Future[Prediction]] = {}
-        #: The frontend's read wait, watched for overload (`overload.FrontendLag`).
-        self.lag = FrontendLag()
+        #: Refusals before a request is decoded (`control/unread.py`), asked by the transports
+        #: of every request: bound here, so asking makes no call more.
+        self.unread = UnreadRefusals(self.scheduler, self.clock, self.stats, self.served)
+        self.lag = self.unread.lag
+        self.refuse_late = self.unread.refuse_late
+        self.may_refuse_unread = self.unread.may_refuse_unread
+        self.quick_refusal = self.unread.quick_refusal
         self.started = False
         #: Whether the engine can run an action inside `submit` (it runs them in this process).
         self._runs_inline = engine.runs_inline
@@ -289,7 +283,7 @@ class Controller:
             )
             future: asyncio.Future[Prediction]
             if config.cache:
-                future = asyncio.ensure_future(self._cached(model, request, stats))
+                future = asyncio.ensure_future(self._cached.answer(request, stats, self._enqueue))
                 if then is not None:
                     future.add_done_callback(then)
             else:
@@ -304,83 +298,6 @@ class Controller:
             raise
         future.add_done_callback(partial(self._settled, stats, started))
         return future
-
-    def refuse_late(
-        self, model: ModelState, *, timeout: float | None, waited: float, now: float
-    ) -> None:
-        """Raise DeadlineUnmeetable, counted as `submit` counts it, if a request for `model`
-        (as `model()` found it) that `waited` seconds to be read, until `now` on the clock,
-        cannot make its deadline even with one row (`admission.admit_unread`): the frontend
-        asks before decoding its tensors. A model not ready, or with a prediction cache, is
-        left to `submit`."""
-        config = model.config
-        if model.state != READY or config.cache:
-            return
-        timeout = timeout if timeout is not None else config.slo_ms / 1000.0
-        try:
-            admit_unread(
-                config.key,
-                now - waited + timeout,
-                now=now,
-                waited=waited,
-                predictions=self.scheduler.predictions,
-            )
-        except DeadlineUnmeetable as exc:
-            stats = self.stats[config.key]
-            stats.requests += 1
-            stats.errors[exc.reason] += 1
-            raise
-
-    def may_refuse_unread(self, name: str, version: int | None, waited: float) -> bool:
-        """Whether `quick_refusal` might refuse a request for `name` that waited `waited` s to
-        be read: the frontend is shedding, the request waited long enough to be late, or its
-        model's queued work refused one since it last shrank. The frontend asks this of every
-        request (it watches the frontend's lag meanwhile), and reads a request's deadline only
-        when the answer is yes, so a server that keeps up pays a lookup or two per request."""
-        if self.lag.observe(waited, self.clock.now()) or waited >= NOTICEABLE_WAIT_S:
-            return True
-        model = self.served(name, version)
-        return model is not None and self.scheduler.backlogged(model.config.key) is not NO_BACKLOG
-
-    def quick_refusal(
-        self,
-        name: str,
-        version: int | None,
-        *,
-        timeout: float | None,
-        priority: int | None,
-        waited: float,
-    ) -> str | None:
-        """Why a request for `name` that `waited` s to be read is refused before it is decoded
-        (`overload.LATE`, `BACKLOG` or `SHED`), counted as a refusal of its model; None: decode
-        and submit it. O(1): a few lookups and comparisons, for the transport to ask of every
-        request under overload. A model not registered or not ready, with a prediction cache,
-        or a request with a priority of its own, is left to `submit`."""
-        now = self.clock.now()
-        shedding = self.lag.observe(waited, now)
-        model = self.served(name, version)
-        if model is None or model.state != READY:
-            return None
-        config = model.config
-        if config.cache or priority_level(priority) != DEFAULT_PRIORITY:
-            return None
-        key = config.key
-        timeout = timeout if timeout is not None else config.slo_ms / 1000.0
-        scheduler = self.scheduler
-        reason = quick_refusal(
-            waited=waited,
-            timeout=timeout,
-            service=scheduler.predictions.service_time(key, 1),
-            deadline=now - waited + timeout,
-            backlog=scheduler.backlogged(key),
-            shedding=shedding,
-        )
-        if reason is not None:
-            stats = self.stats[key]
-            stats.requests += 1
-            stats.errors[Shed.reason if reason == SHED else DeadlineUnmeetable.reason] += 1
-            scheduler.count(key, "refused_unread", reason)
-        return reason
 
     def cancel(
         self, future: asyncio.Future[Prediction], name: str, version: str | None = None
@@ -409,32 +326,6 @@ class Controller:
         elif isinstance(error, HeadwayError):
             stats.errors[error.reason] += 1
             stats.failure_seconds += self.clock.now() - started
-
-    async def _cached(self, model: ModelState, request: Request, stats: ModelStats) -> Prediction:
-        key = cache_key(request.model, request.inputs, request.outputs)
-        hit = self.cache.get(key)
-        if hit is not None:
-            stats.cache_hits += 1
-            return hit  # type: ignore[no-any-return]
-        shared = self._in_flight.get(key)
-        if shared is not None:
-            stats.cache_hits += 1
-            return await asyncio.shield(shared)
-        stats.cache_misses += 1
-        assert self._loop is not None
-        future: asyncio.Future[Prediction] = self._loop.create_future()
-        self._in_flight[key] = future
-        try:
-            prediction = await self._enqueue(request)
-        except HeadwayError as exc:
-            future.set_exception(exc)
-            future.exception()  # retrieved: sharers re-raise it, nobody else must
-            raise
-        finally:
-            self._in_flight.pop(key, None)
-        future.set_result(prediction)
-        self.cache.put(key, prediction, sum(a.nbytes for a in prediction.outputs.values()) + 64)
-        return prediction
 
     def _enqueue(self, request: Request) -> asyncio.Future[Prediction]:
         """Queue `request` with the scheduler; its token is the future of its prediction."""

@@ -1,0 +1,125 @@
+"""The controller's refusals of a request before it is decoded, counted as refusals of its model.
+
+The transport asks these with what it knows before decoding a request's tensors (its model,
+how long it waited to be read, its timeout): `may_refuse_unread` of every request, cheaply;
+`quick_refusal` only when that says yes; `refuse_late` before admitting one that waited. The
+decisions are `overload`'s and `admission`'s; this part looks up the model, asks them, and
+counts what they refuse as `Controller.submit` would have.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from headway.clock import Clock
+from headway.control.admission import admit_unread
+from headway.control.model_stats import ModelStats
+from headway.control.models import READY, ModelState
+from headway.control.overload import (
+    NO_BACKLOG,
+    NOTICEABLE_WAIT_S,
+    SHED,
+    FrontendLag,
+    quick_refusal,
+)
+from headway.control.request import DEFAULT_PRIORITY, priority_level
+from headway.control.scheduler import Scheduler
+from headway.errors import DeadlineUnmeetable, Shed
+
+#: The state serving a model name (at a version), or None: `Controller.served`.
+Served = Callable[[str, int | None], ModelState | None]
+
+
+class UnreadRefusals:
+    """Refusing requests unread (see the module docstring)."""
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        clock: Clock,
+        stats: Mapping[str, ModelStats],
+        served: Served,
+    ) -> None:
+        self.scheduler = scheduler
+        self.clock = clock
+        self.stats = stats
+        self.served = served
+        #: The frontend's read wait, watched for overload (`overload.FrontendLag`).
+        self.lag = FrontendLag()
+
+    def refuse_late(
+        self, model: ModelState, *, timeout: float | None, waited: float, now: float
+    ) -> None:
+        """Raise DeadlineUnmeetable, counted as `submit` counts it, if a request for `model`
+        (as `Controller.model()` found it) that `waited` seconds to be read, until `now` on the
+        clock, cannot make its deadline even with one row (`admission.admit_unread`): the
+        frontend asks before decoding its tensors. A model not ready, or with a prediction
+        cache, is left to `submit`."""
+        config = model.config
+        if model.state != READY or config.cache:
+            return
+        timeout = timeout if timeout is not None else config.slo_ms / 1000.0
+        try:
+            admit_unread(
+                config.key,
+                now - waited + timeout,
+                now=now,
+                waited=waited,
+                predictions=self.scheduler.predictions,
+            )
+        except DeadlineUnmeetable as exc:
+            stats = self.stats[config.key]
+            stats.requests += 1
+            stats.errors[exc.reason] += 1
+            raise
+
+    def may_refuse_unread(self, name: str, version: int | None, waited: float) -> bool:
+        """Whether `quick_refusal` might refuse a request for `name` that waited `waited` s to
+        be read: the frontend is shedding, the request waited long enough to be late, or its
+        model's queued work refused one since it last shrank. The frontend asks this of every
+        request (it watches the frontend's lag meanwhile), and reads a request's deadline only
+        when the answer is yes, so a server that keeps up pays a lookup or two per request."""
+        if self.lag.observe(waited, self.clock.now()) or waited >= NOTICEABLE_WAIT_S:
+            return True
+        model = self.served(name, version)
+        return model is not None and self.scheduler.backlogged(model.config.key) is not NO_BACKLOG
+
+    def quick_refusal(
+        self,
+        name: str,
+        version: int | None,
+        *,
+        timeout: float | None,
+        priority: int | None,
+        waited: float,
+    ) -> str | None:
+        """Why a request for `name` that `waited` s to be read is refused before it is decoded
+        (`overload.LATE`, `BACKLOG` or `SHED`), counted as a refusal of its model; None: decode
+        and submit it. O(1): a few lookups and comparisons, for the transport to ask of every
+        request under overload. A model not registered or not ready, with a prediction cache,
+        or a request with a priority of its own, is left to `submit`."""
+        now = self.clock.now()
+        shedding = self.lag.observe(waited, now)
+        model = self.served(name, version)
+        if model is None or model.state != READY:
+            return None
+        config = model.config
+        if config.cache or priority_level(priority) != DEFAULT_PRIORITY:
+            return None
+        key = config.key
+        timeout = timeout if timeout is not None else config.slo_ms / 1000.0
+        scheduler = self.scheduler
+        reason = quick_refusal(
+            waited=waited,
+            timeout=timeout,
+            service=scheduler.predictions.service_time(key, 1),
+            deadline=now - waited + timeout,
+            backlog=scheduler.backlogged(key),
+            shedding=shedding,
+        )
+        if reason is not None:
+            stats = self.stats[key]
+            stats.requests += 1
+            stats.errors[Shed.reason if reason == SHED else DeadlineUnmeetable.reason] += 1
+            scheduler.count(key, "refused_unread", reason)
+        return reason
