@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from headway.planning.pipeline import Configuration, LatencyProfile, StageConfig
+from headway.planning.pipeline import (
+    Catalogue,
+    Configuration,
+    Hardware,
+    LatencyProfile,
+    StageConfig,
+)
 from headway.planning.planner import Planner
 from headway.planning.workloads import ArrivalSpec, arrival_times
 from tests.planning.helpers import CATALOGUE, MS, chain, flat
@@ -198,3 +204,59 @@ def test_planning_with_spread_durations_provisions_for_the_tail() -> None:
     assert lean.config["s0"].replicas == 1  # 10 ms every 16.7 ms: never a queue
     assert tailed.config["s0"].replicas > 1
     assert tailed.p99 <= 0.050
+
+
+def test_change_hardware_reaches_a_kind_beyond_the_next_cheaper() -> None:
+    # The next cheaper kind (cpu4) cannot meet 30 ms at all (40 ms a query), so InferLine's
+    # DowngradeHardware finds nothing and its greedy loop stops on the GPU-like kind ($3/h);
+    # one cpu1 worker (10 ms a query, one every 20 ms) meets it for $0.1/h
+    profiles = {"m0": {"gpu": flat(2.5), "cpu4": flat(40), "cpu1": flat(10)}}
+    p = Planner(chain(1.0), profiles, CATALOGUE, steady(50), 30 * MS)
+    on_gpu = Configuration({"s0": StageConfig("gpu", 1, 1)})
+    assert p.feasible(on_gpu)
+    assert p.downgrade_hardware(on_gpu, "s0") is None
+    assert p.increase_batch(on_gpu, "s0") is None and p.remove_replica(on_gpu, "s0") is None
+    on_cpu1 = Configuration({"s0": StageConfig("cpu1", 1, 1)})
+    assert p.change_hardware(on_gpu, "s0") == on_cpu1
+    plan = p.plan()
+    assert plan.config == on_cpu1 and plan.cost_per_hour == pytest.approx(0.1)
+    assert plan.steps == ["ChangeHardware on s0: $0.100/h"]
+
+
+def test_change_hardware_moves_to_a_dearer_kind_when_fewer_replicas_cost_less() -> None:
+    # 300 queries/s within 12 ms: cpu1 (10 ms + 2 ms a row) keeps up at batch 1 with 4
+    # replicas ($0.4/h); InferLine's actions only go to cheaper kinds, and there is none. One
+    # replica of a dearer kind, cpu4 here at $0.3/h (5 ms + 1 ms a row), takes the load
+    profiles = {"m0": {"cpu1": flat(10, SIZES, per_row_ms=2), "cpu4": flat(5, SIZES, 1)}}
+    catalogue = Catalogue({**CATALOGUE.kinds, "cpu4": Hardware("cpu4", 0.3, cpus=4, threads=4)})
+    p = Planner(chain(1.0), profiles, catalogue, steady(300), 12 * MS)
+    on_cpu1 = Configuration({"s0": StageConfig("cpu1", 1, 4)})
+    assert p.feasible(on_cpu1)
+    assert p.fewest_replicas(on_cpu1, "s0", 4) == on_cpu1
+    assert p.downgrade_hardware(on_cpu1, "s0") is None  # nothing is cheaper than cpu1
+    moved = p.change_hardware(on_cpu1, "s0")
+    assert moved is not None and moved["s0"].hardware == "cpu4" and moved["s0"].replicas == 1
+    assert p.cost(moved) == pytest.approx(0.3)
+
+
+def test_actions_search_only_within_the_budget() -> None:
+    p = Planner(chain(1.0), PROFILES, CATALOGUE, steady(180), 60 * MS)
+    three = Configuration({"s0": StageConfig("cpu1", 1, 3)})
+    best = Configuration({"s0": StageConfig("cpu1", 4, 1)})  # $0.1/h
+    assert p.increase_batch(three, "s0", budget=0.1) == best
+    assert p.increase_batch(three, "s0", budget=0.09) is None
+    assert p.remove_replica(three, "s0", budget=0.2) is not None
+    assert p.remove_replica(three, "s0", budget=0.19) is None
+
+
+def test_the_plan_is_the_cheapest_feasible_configuration_estimated() -> None:
+    p = planner(120, 80, 1.0, 0.4)
+    plan = p.plan()
+    assert plan.config is not None and p.cheapest == plan.config
+    names = p.pipeline.names
+    for key in list(p._estimates):
+        config = Configuration(
+            {n: StageConfig(*stage) for n, stage in zip(names, key, strict=True)}
+        )
+        if p.feasible(config):
+            assert p.cost(config) >= plan.cost_per_hour - 1e-9

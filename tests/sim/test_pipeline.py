@@ -97,6 +97,19 @@ def test_the_replay_gives_up_once_too_many_queries_took_longer() -> None:
     assert np.count_nonzero(~np.isnan(ran.finished)) < 1000  # it stopped early
 
 
+def test_give_up_counts_queries_still_open_past_it() -> None:
+    # One replica taking 1 s per query, a query every millisecond: after 50 ms + 22 ms, 22
+    # queries (1% of 2000, and 2) have been open longer than 50 ms, and the replay stops then,
+    # before the first answer at 1 s (counting only answered queries, it ran to 22 s)
+    times = np.arange(2000) * 0.001
+    with server({"s0": profile(1000)}) as sim:
+        ran = run_pipeline(
+            sim, ["s0"], [[]], np.ones((2000, 1), bool), times, timeout=FAR, give_up=0.05
+        )
+    assert not ran.complete
+    assert np.count_nonzero(~np.isnan(ran.finished)) == 0
+
+
 def replicas_added_at_start(down_at: float | None = None) -> np.ndarray:
     """One stage of 10 ms, a query every 2 ms; at the first arrival the controller is asked
     for a second replica, ready 15 ms later; with `down_at`, for one again then."""

@@ -17,6 +17,17 @@
      the batch size there needing the fewest feasible replicas (ties: the smaller batch), if
      they cost less than the stage now. The batch is chosen again because slower
      hardware may meet the SLO only at a smaller batch.
+   - ChangeHardware (not InferLine's): any other kind with a profile of the model, dearer ones
+     included, at the batch size and replica count that cost least, if less than the stage
+     now. InferLine's three actions move one step at a time; a stage moved early to a slower
+     kind at a small batch can need a faster kind at a larger batch to be cheap again, which
+     no single one of them reaches (neither a faster kind nor a larger batch alone is feasible
+     for less), and the greedy loop stops there.
+
+The answer is the cheapest feasible configuration the search estimated, the greedy loop's end
+or any candidate on the way. Within a step, each action searches only replica counts that could
+win (no dearer than the cheapest feasible candidate of the step so far), from the fewest that
+keep the stage below its throughput upwards, so most candidates cost no estimate.
 
 Each candidate is estimated with `simulate` on the planning trace; results are cached, as the
 greedy loop proposes the same configurations again. A candidate is feasible when its estimated
@@ -51,8 +62,10 @@ from headway.planning.simulator import Estimate, simulate
 
 #: Replicas per stage beyond which adding more is not tried (the load is out of reach).
 MAX_REPLICAS = 256
+#: Dollars per hour by which a candidate must be cheaper to count as cheaper (float sums).
+CENT = 1e-6
 
-Action = Callable[[Configuration, str], Configuration | None]
+Action = Callable[[Configuration, str, float], Configuration | None]
 
 
 @dataclass(frozen=True)
@@ -97,6 +110,8 @@ class Planner:
         #: the server's time per query outside the models (0: not modelled)
         self.frontend_seconds = frontend_seconds
         self._estimates: dict[tuple[tuple[str, int, int], ...], Estimate] = {}
+        #: the cheapest configuration found feasible so far (the first of equal cost)
+        self.cheapest: Configuration | None = None
         duration = float(self.arrivals[-1] - self.arrivals[0]) if len(self.arrivals) > 1 else 1.0
         #: queries per second of the planning trace
         self.rate = len(self.arrivals) / max(duration, 1e-9)
@@ -151,7 +166,12 @@ class Planner:
             return False
         if any(u >= 1.0 for u in self.utilisation(config).values()):
             return False
-        return self.estimate(config).p99 <= self.slo
+        if self.estimate(config).p99 > self.slo:
+            return False
+        cost = self.cost(config)
+        if self.cheapest is None or cost < self.cost(self.cheapest) - CENT:
+            self.cheapest = config
+        return True
 
     def cost(self, config: Configuration) -> float:
         return config.cost(self.catalogue)
@@ -179,17 +199,34 @@ class Planner:
         """InferLine's planned utilisation per stage: rate * share / (replicas * throughput)."""
         return {s: self.rate / self.throughput(config, s) for s in self.pipeline.names}
 
-    # -- the three actions --------------------------------------------------------------------
+    # -- the actions --------------------------------------------------------------------------
+    def least_replicas(self, config: Configuration, stage: str) -> int:
+        """The fewest replicas of `stage`, as configured otherwise, that keep it below its
+        throughput (fewer are infeasible without an estimate)."""
+        c = config[stage]
+        per_replica = self.profile(stage, c.hardware).throughput(c.max_batch)
+        return max(1, math.floor(self.rate * self.pipeline[stage].scale / per_replica) + 1)
+
     def fewest_replicas(self, config: Configuration, stage: str, most: int) -> Configuration | None:
-        """`config` with the fewest replicas of `stage` in [1, most] that is feasible (found by
-        bisection: more replicas never make a stage slower), or None if `most` is not."""
+        """`config` with the fewest replicas of `stage` in [1, most] that is feasible, or None
+        if `most` is not. More replicas never make a stage slower, so the count is searched
+        upwards from `least_replicas` in doubling steps, then bisected: the answer is usually
+        within a few of that bound, where a search down from `most` would estimate every
+        halving on the way."""
 
         def at(count: int) -> Configuration:
             return config.with_stage(stage, replicas=count)
 
-        if not self.feasible(at(most)):
+        low = self.least_replicas(config, stage)
+        if low > most:
             return None
-        low, high = 1, most  # high is feasible
+        probe, step = low, 1
+        while not self.feasible(at(probe)):
+            if probe >= most:
+                return None
+            low = probe + 1
+            probe, step = min(most, probe + step), step * 2
+        high = probe  # feasible; every count below `low` is not
         while low < high:
             middle = (low + high) // 2
             if self.feasible(at(middle)):
@@ -198,18 +235,30 @@ class Planner:
                 low = middle + 1
         return at(high)
 
-    def increase_batch(self, config: Configuration, stage: str) -> Configuration | None:
+    def _affordable(self, config: Configuration, stage: str, kind: str, budget: float) -> int:
+        """The most replicas of `stage` on `kind` for which `config` costs at most `budget`."""
+        price = self.catalogue[kind].cost_per_hour
+        if price <= 0 or budget == math.inf:
+            return MAX_REPLICAS
+        c = config[stage]
+        rest = self.cost(config) - c.replicas * self.catalogue[c.hardware].cost_per_hour
+        return min(MAX_REPLICAS, math.floor((budget - rest) / price + 1e-9))
+
+    def increase_batch(
+        self, config: Configuration, stage: str, budget: float = math.inf
+    ) -> Configuration | None:
         """The stage at the larger batch size needing the fewest feasible replicas, fewer than
-        now (ties go to the smaller batch); None if no larger size lets a replica go.
+        now (ties go to the smaller batch); None if no larger size lets a replica go (or none
+        costs at most `budget` per hour).
 
         InferLine's IncreaseBatch (mechanisms.md section 3.3) raises the batch for the replicas
         the added throughput lets go; every larger size is looked at, not only the first that
-        saves one. Each size only searches below the best count so far, so the sizes after a
-        good one cost one estimate each (and infeasible ones end early: `give_up`).
+        saves one. Each size only searches below the best count so far.
         """
         c = config[stage]
         best: Configuration | None = None
-        most = c.replicas - 1  # only strictly fewer replicas are worth a larger batch
+        # only strictly fewer replicas are worth a larger batch
+        most = min(c.replicas - 1, self._affordable(config, stage, c.hardware, budget))
         for size in self.profile(stage, c.hardware).batch_sizes:
             if most < 1:
                 break
@@ -222,42 +271,60 @@ class Planner:
                 most = candidate[stage].replicas - 1
         return best
 
-    def remove_replica(self, config: Configuration, stage: str) -> Configuration | None:
+    def remove_replica(
+        self, config: Configuration, stage: str, budget: float = math.inf
+    ) -> Configuration | None:
         c = config[stage]
-        return config.with_stage(stage, replicas=c.replicas - 1) if c.replicas > 1 else None
+        if c.replicas <= 1 or self._affordable(config, stage, c.hardware, budget) < c.replicas - 1:
+            return None
+        return config.with_stage(stage, replicas=c.replicas - 1)
 
-    def downgrade_hardware(self, config: Configuration, stage: str) -> Configuration | None:
+    def cheapest_on(
+        self, config: Configuration, stage: str, kinds: list[str], budget: float = math.inf
+    ) -> Configuration | None:
+        """The stage moved to one of `kinds`, at the batch size and the fewest feasible
+        replicas that cost least (ties: the kind listed first, the smaller batch), if that
+        costs less than the stage now and the whole at most `budget`; else None."""
+        now = self.cost(config)
+        best: Configuration | None = None
+        for kind in kinds:
+            # strictly cheaper than the best so far (or the stage now), and within the budget
+            cap = min(budget, (self.cost(best) if best is not None else now) - CENT)
+            most = self._affordable(config, stage, kind, cap)
+            for size in self.profile(stage, kind).batch_sizes:
+                if most < 1:
+                    break
+                moved = config.with_stage(stage, hardware=kind, max_batch=size, replicas=most)
+                candidate = self.fewest_replicas(moved, stage, most)
+                if candidate is not None:
+                    best = candidate
+                    most = candidate[stage].replicas - 1
+        return best
+
+    def downgrade_hardware(
+        self, config: Configuration, stage: str, budget: float = math.inf
+    ) -> Configuration | None:
         """The stage on the next cheaper hardware, at the batch size there needing the fewest
         feasible replicas (ties: the smaller batch), if that costs less than the stage now;
         else None.
 
         InferLine's DowngradeHW re-adds replicas to keep the stage's throughput; here as many
-        as the load needs (found by bisection under the stage's cost now). The batch is
-        chosen again because a batch that fits the SLO on fast hardware may not on slow: kept,
-        the cheaper kind looks infeasible however many replicas it gets, and the search stays
-        on the dearer one (no other action reaches a cheaper kind at a smaller batch).
+        as the load needs (found under the stage's cost now). The batch is chosen again
+        because a batch that fits the SLO on fast hardware may not on slow: kept, the cheaper
+        kind looks infeasible however many replicas it gets, and the search stays on the
+        dearer one (no other InferLine action reaches a cheaper kind at a smaller batch).
         """
-        c = config[stage]
-        price = self.catalogue[c.hardware].cost_per_hour
+        price = self.catalogue[config[stage].hardware].cost_per_hour
         cheaper = [k for k in self.hardware_for(stage) if self.catalogue[k].cost_per_hour < price]
-        if not cheaper:
-            return None
-        kind = cheaper[0]
-        new_price = self.catalogue[kind].cost_per_hour
-        # only counts that cost less than the stage now are worth estimating
-        most = MAX_REPLICAS
-        if new_price > 0:
-            most = min(most, math.ceil(c.replicas * price / new_price - 1e-9) - 1)
-        best: Configuration | None = None
-        for size in self.profile(stage, kind).batch_sizes:
-            if most < 1:
-                break
-            moved = config.with_stage(stage, hardware=kind, max_batch=size, replicas=most)
-            candidate = self.fewest_replicas(moved, stage, most)
-            if candidate is not None:
-                best = candidate
-                most = candidate[stage].replicas - 1
-        return best
+        return self.cheapest_on(config, stage, cheaper[:1], budget)
+
+    def change_hardware(
+        self, config: Configuration, stage: str, budget: float = math.inf
+    ) -> Configuration | None:
+        """The stage on whichever other kind (dearer ones too) costs least at its best batch
+        size and fewest feasible replicas, if that is less than the stage now; else None."""
+        others = [k for k in self.hardware_for(stage) if k != config[stage].hardware]
+        return self.cheapest_on(config, stage, others, budget)
 
     # -- the algorithm ------------------------------------------------------------------------
     def initial(self) -> Configuration:
@@ -299,24 +366,30 @@ class Planner:
             config = config.with_stage(stage, replicas=config[stage].replicas + 1)
             steps.append(f"add a replica to the bottleneck {stage}")
         actions: dict[str, Action] = {
-            "IncreaseBatch": self.increase_batch,
             "RemoveReplica": self.remove_replica,
+            "IncreaseBatch": self.increase_batch,
             "DowngradeHardware": self.downgrade_hardware,
+            "ChangeHardware": self.change_hardware,
         }
         while True:
-            best: tuple[float, float, str, str, Configuration] | None = None
-            for stage in self.pipeline.names:
-                for name, action in actions.items():
-                    candidate = action(config, stage)
+            # the cheapest feasible candidate (then the lowest P99, then stage and action order)
+            best: tuple[float, float, int, int, str, str, Configuration] | None = None
+            for a, (name, action) in enumerate(actions.items()):
+                for s, stage in enumerate(self.pipeline.names):
+                    budget = best[0] if best is not None else self.cost(config) - CENT
+                    candidate = action(config, stage, budget)
                     if candidate is None or not self.feasible(candidate):
                         continue
-                    ranked = (self.cost(candidate), self.estimate(candidate).p99)
-                    if best is None or ranked < best[:2]:
+                    ranked = (self.cost(candidate), self.estimate(candidate).p99, s, a)
+                    if best is None or ranked < best[:4]:
                         best = (*ranked, name, stage, candidate)
-            if best is None or best[0] >= self.cost(config) - 1e-12:
+            if best is None or best[0] >= self.cost(config) - CENT:
                 break
-            config = best[4]
-            steps.append(f"{best[2]} on {best[3]}: ${best[0]:.3f}/h")
+            config = best[6]
+            steps.append(f"{best[4]} on {best[5]}: ${best[0]:.3f}/h")
+        if self.cheapest is not None and self.cost(self.cheapest) < self.cost(config) - CENT:
+            config = self.cheapest
+            steps.append(f"the cheapest feasible candidate estimated: ${self.cost(config):.3f}/h")
         return Plan(
             feasible=True,
             config=config,

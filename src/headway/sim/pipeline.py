@@ -54,7 +54,8 @@ def run_pipeline(
     refuses or fails raises a HeadwayError saying so.
 
     With `give_up` (seconds), the replay stops as soon as more than 1% of the queries (and 2)
-    took longer than that, so that the P99 is known to be over it: the run is incomplete."""
+    are known to take longer than that -- answered late, or still open that long after their
+    arrival -- so that the P99 is known to be over it: the run is incomplete."""
     queries, count = reaches.shape
     children: list[list[int]] = [[] for _ in range(count)]
     for stage, above in enumerate(parents):
@@ -67,11 +68,13 @@ def run_pipeline(
     left: list[int] = reaches.sum(axis=1).tolist()
     finished = [math.nan] * queries
     arrivals = [0.0] * queries
+    arrived = [0]  # queries that have arrived (in order)
     deadlines = [0.0] * queries
     failed: list[BaseException] = []
     row = np.zeros((1, 1), np.float32)
     name = INPUT.name
-    state = {"open": queries, "late": 0}
+    state = {"open": queries, "late": 0, "passed": 0}
+    stale = [False] * queries  # counted late while still open
     too_many = 0.01 * queries + 2
     controller, clock = sim.controller, sim.clock
 
@@ -93,7 +96,7 @@ def run_pipeline(
         if not left[query]:
             finished[query] = now
             state["open"] -= 1
-            if give_up is not None and now - arrivals[query] > give_up:
+            if give_up is not None and now - arrivals[query] > give_up and not stale[query]:
                 state["late"] += 1
         reached, waits = reach[query], waiting[query]
         for child in children[stage]:
@@ -105,6 +108,7 @@ def run_pipeline(
     def arrive(query: int) -> None:
         now = clock.now()
         arrivals[query] = now
+        arrived[0] = query + 1
         deadlines[query] = now + timeout
         if not left[query]:  # it reaches no stage: answered at once
             finished[query] = now
@@ -116,6 +120,14 @@ def run_pipeline(
                 submit(query, stage, now)
 
     def done() -> bool:
+        if give_up is not None:  # queries open longer than `give_up` are late already
+            now, passed = clock.now(), state["passed"]
+            while passed < queries and passed < arrived[0] and arrivals[passed] < now - give_up:
+                if math.isnan(finished[passed]):
+                    stale[passed] = True
+                    state["late"] += 1
+                passed += 1
+            state["passed"] = passed
         return bool(failed) or not state["open"] or state["late"] >= too_many
 
     try:

@@ -317,13 +317,13 @@ class ServerSimulation:
         """Start the server (once), then call `arrive(index)` at each of `times` (sorted,
         seconds from now), which submits to `self.controller`, and run the events that follow
         until `drain` seconds after the last arrival, or until `done()` says so (asked after
-        every event). Returns the clock's time that `times` count from."""
+        every event and before every arrival). Returns the clock's time that `times` count from."""
         with self._loop.entered():
             if self.started_at is None:
                 self._start()
             begun = self.clock.now()
             for index, when in enumerate((times + begun).tolist()):
-                if self._advance(when, done):
+                if self._advance(when, done) or (done is not None and done()):
                     return begun
                 arrive(index)
             last = float(times[-1]) + begun if len(times) else begun
