@@ -144,13 +144,15 @@ async def frontend(args: argparse.Namespace) -> dict[str, Any]:
             assert self._loop is not None
             self._procs[worker] = local._Process(worker, incarnation, process, self._loop.time())
 
-        def _drain(self) -> None:  # the ZeroMQ transport
-            STAMPS["f_drain"] = ns()
-            super()._drain()  # type: ignore[misc]
+        def __init__(self, workers: int) -> None:
+            super().__init__(workers)
+            readable = self._sockets.readable
 
-        def _readable(self, connection: Any) -> None:  # the stream transport
-            STAMPS["f_drain"] = ns()
-            super()._readable(connection)
+            def readable_(link: Any) -> None:  # the worker sockets' reader callback
+                STAMPS["f_drain"] = ns()
+                readable(link)
+
+            self._sockets.readable = readable_  # type: ignore[method-assign]
 
     unpack, pack = local.unpack, local.pack
 

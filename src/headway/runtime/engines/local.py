@@ -1,7 +1,7 @@
 """The local engine: workers as subprocesses, each on its own stream socket to the frontend.
 
-Plain sockets and not ZeroMQ, which hands every message through an I/O thread on each side:
-four thread wake-ups per hop instead of one (docs/decisions.md).
+This module starts, watches and restarts the processes, and knows which connection is which
+worker; `worker_sockets` moves the bytes.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,16 +20,8 @@ from typing import Any, Protocol
 from headway.control.engine import Action, Engine, OnExit, OnMessage, OnReady, Tensors
 from headway.repository import ModelConfig
 from headway.runtime import handshake
-from headway.runtime.wire import (
-    READ_SIZE,
-    FrameReader,
-    Frames,
-    framed,
-    listen,
-    pack,
-    remainder,
-    unpack,
-)
+from headway.runtime.engines.worker_sockets import WorkerLink, WorkerSockets
+from headway.runtime.wire import Frames, pack, unpack
 
 log = logging.getLogger("headway.engine")
 
@@ -56,27 +47,9 @@ class _Process:
     process: Launched
     started: float
     ready: bool = False
-    connection: _Connection | None = None
+    connection: WorkerLink[_Process] | None = None
 
 
-class _Connection:
-    """One worker's socket: what has been read of its next message, what waits to be written."""
-
-    __slots__ = ("challenge", "fd", "opened", "peer", "pending", "process", "reader", "sock")
-
-    def __init__(self, sock: socket.socket, peer: str, opened: float) -> None:
-        self.sock = sock
-        self.opened = opened
-        self.fd = sock.fileno()
-        self.peer = peer
-        self.reader = FrameReader()
-        self.pending: list[memoryview] = []  # unsent bytes, while the socket's buffer is full
-        self.process: _Process | None = None  # known once the worker said hello
-        self.challenge = handshake.challenge()
-
-
-#: The most a connection may send before its hello is accepted (a hello is ~200 bytes).
-_HELLO_LIMIT = 1 << 14
 #: Seconds a connection may take to say hello. A worker connects once its imports are done and
 #: answers within milliseconds; a connection that stays silent longer is not a worker, and is
 #: closed so that strays cannot hold the frontend's sockets.
@@ -90,10 +63,9 @@ class LocalEngine(Engine):
     for workers elsewhere); each worker connects, and is accepted once it answers the frontend's
     challenge with its identity and proof that it holds this server's secret (`runtime.handshake`):
     anything else that connects is refused, and the worker it claims to be is not disturbed.
-    Messages are `wire.framed`: a gathered `sendmsg` out, one `recv` in, read by the event loop's
-    own reader callback. A watcher notices a dead worker (or a lost connection) within
-    `watch_interval` seconds, reports it, and starts a replacement (with backoff when a worker
-    keeps crashing at start)."""
+    Messages go through `WorkerSockets`. A watcher notices a dead worker (or a lost
+    connection) within `watch_interval` seconds, reports it, and starts a replacement (with
+    backoff when a worker keeps crashing at start)."""
 
     kind = "local"
 
@@ -128,8 +100,9 @@ class LocalEngine(Engine):
         self._procs: dict[int, _Process] = {}
         self._incarnations: dict[int, int] = {}
         self._crashes: dict[int, int] = {}
-        self._listener: socket.socket | None = None
-        self._connections: set[_Connection] = set()
+        self._sockets: WorkerSockets[_Process] = WorkerSockets(
+            hello=self._hello, deliver=self._deliver, closed=self._closed
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watcher: asyncio.Task[None] | None = None
         self._stopping = False
@@ -142,12 +115,7 @@ class LocalEngine(Engine):
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        listener = listen(self.endpoint)
-        if self.endpoint.startswith("tcp://") and self.endpoint.endswith(":0"):
-            host = self.endpoint[len("tcp://") :].rpartition(":")[0]
-            self.endpoint = f"tcp://{host}:{listener.getsockname()[1]}"
-        self._listener = listener
-        self._loop.add_reader(listener.fileno(), self._accept)
+        self.endpoint = self._sockets.listen(self._loop, self.endpoint)
         for worker in range(self.size):
             self._spawn(worker)
         self._watcher = asyncio.create_task(self._watch())
@@ -168,12 +136,7 @@ class LocalEngine(Engine):
                 proc.process.kill()
                 proc.process.wait()
         self._procs.clear()
-        for connection in list(self._connections):
-            self._close(connection)
-        if self._listener is not None and self._loop is not None:
-            self._loop.remove_reader(self._listener.fileno())
-            self._listener.close()
-            self._listener = None
+        self._sockets.stop()
         if self._ipc_path:
             with contextlib.suppress(OSError):
                 os.unlink(self._ipc_path)
@@ -194,7 +157,7 @@ class LocalEngine(Engine):
         if proc is not None:
             self._write(proc, pack({"op": "stop"}))
             if proc.connection is not None:
-                self._close(proc.connection)
+                self._sockets.close(proc.connection)
             if proc.process.poll() is None:
                 proc.process.kill()
         return True
@@ -219,84 +182,15 @@ class LocalEngine(Engine):
         connection = proc.connection
         if connection is None:
             return False
-        return self._write_to(connection, frames)
-
-    def _write_to(self, connection: _Connection, frames: Frames) -> bool:
-        """Write now, as far as the socket takes it; the rest when it is writable again."""
-        buffers, total = framed(frames)
-        if connection.pending:  # keep the order: behind what is already waiting
-            connection.pending += remainder(buffers, 0)
-            return True
-        try:
-            sent = connection.sock.sendmsg(buffers)
-        except (BlockingIOError, InterruptedError):
-            sent = 0
-        except OSError:
-            self._close(connection)
-            return False
-        if sent < total:
-            connection.pending = remainder(buffers, sent)
-            assert self._loop is not None
-            self._loop.add_writer(connection.fd, self._flush, connection)
-        return True
-
-    def _flush(self, connection: _Connection) -> None:
-        while connection.pending:
-            try:
-                sent = connection.sock.sendmsg(connection.pending)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
-                self._close(connection)
-                return
-            connection.pending = remainder(connection.pending, sent)
-        assert self._loop is not None
-        self._loop.remove_writer(connection.fd)
-
-    def _accept(self) -> None:
-        assert self._listener is not None and self._loop is not None
-        while True:
-            try:
-                sock, address = self._listener.accept()
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
-                log.exception("accepting a worker connection failed")
-                return
-            sock.setblocking(False)
-            peer = "a local process"
-            if sock.family != socket.AF_UNIX:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                peer = f"{address[0]}:{address[1]}"
-            connection = _Connection(sock, peer, self._loop.time())
-            self._connections.add(connection)
-            self._loop.add_reader(connection.fd, self._readable, connection)
-            self._write_to(connection, pack(dict(connection.challenge)))
+        return self._sockets.write(connection, frames)
 
     def catch_up(self) -> None:
         """Read the replies already waiting on the workers' sockets, now, instead of on the
         loop's next turn: for a frontend in the middle of a long turn of reads (`Controller.
         catch_up`)."""
-        for connection in list(self._connections):
-            if connection.process is not None:
-                self._readable(connection)
+        self._sockets.catch_up()
 
-    def _readable(self, connection: _Connection) -> None:
-        try:
-            data = connection.sock.recv(READ_SIZE)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            data = b""
-        if not data:  # the worker went away: the watcher reports the exit
-            self._close(connection)
-            return
-        if connection.process is None:
-            self._greet(connection, data)
-        else:
-            self._deliver(connection, connection.reader.feed(data))
-
-    def _deliver(self, connection: _Connection, messages: list[list[bytes]]) -> None:
+    def _deliver(self, connection: WorkerLink[_Process], messages: list[list[bytes]]) -> None:
         """Hand a worker's replies to the controller."""
         proc = connection.process
         if proc is None or self._procs.get(proc.worker) is not proc:
@@ -308,23 +202,7 @@ class LocalEngine(Engine):
             except Exception:  # one bad reply must not lose the others read with it
                 log.exception("handling a message from worker %d failed", proc.worker)
 
-    def _greet(self, connection: _Connection, data: bytes) -> None:
-        """What a connection sends before it is a worker: its hello, then (rarely, in the same
-        read) the first replies. A stray that sends too much or garbage is closed."""
-        try:
-            messages = connection.reader.feed(data)
-            if not messages:
-                if connection.reader.buffered > _HELLO_LIMIT:
-                    self._refuse(connection, "it sent more than a hello before saying hello")
-                return
-            header, _ = unpack(messages[0])
-        except Exception as exc:  # a stray's bytes must never take the engine down
-            self._refuse(connection, f"its first message is not a message: {exc!r:.200}")
-            return
-        if self._hello(connection, header) and len(messages) > 1:
-            self._deliver(connection, messages[1:])
-
-    def _hello(self, connection: _Connection, header: dict[str, Any]) -> bool:
+    def _hello(self, connection: WorkerLink[_Process], header: dict[str, Any]) -> bool:
         """Bind a new connection to the worker it proves it is; False (closed) otherwise."""
         reason = handshake.refusal(self._secret, connection.challenge, header)
         identity = str(header.get("identity", ""))[:40]
@@ -335,7 +213,7 @@ class LocalEngine(Engine):
         elif reason is None and proc is not None and proc.connection is not None:
             reason = f"worker {identity!r} is already connected"
         if reason is not None or proc is None:
-            self._refuse(connection, reason or "unknown worker")
+            self._sockets.refuse(connection, reason or "unknown worker")
             return False
         connection.process = proc
         proc.connection = connection
@@ -344,18 +222,8 @@ class LocalEngine(Engine):
         self.on_ready(proc.worker, int(header["pid"]))
         return True
 
-    def _refuse(self, connection: _Connection, reason: str) -> None:
-        log.warning("refused a worker connection from %s: %s", connection.peer, reason)
-        self._close(connection)
-
-    def _close(self, connection: _Connection) -> None:
-        if connection not in self._connections:
-            return
-        self._connections.discard(connection)
-        if self._loop is not None:
-            self._loop.remove_reader(connection.fd)
-            self._loop.remove_writer(connection.fd)
-        connection.sock.close()
+    def _closed(self, connection: WorkerLink[_Process]) -> None:
+        """A connection closed: a worker's, if it had said hello."""
         proc = connection.process
         if proc is not None and proc.connection is connection:
             proc.connection = None
@@ -399,10 +267,7 @@ class LocalEngine(Engine):
         while not self._stopping:
             await asyncio.sleep(self.watch_interval)
             assert self._loop is not None
-            silent_since = self._loop.time() - self.hello_timeout
-            for connection in list(self._connections):
-                if connection.process is None and connection.opened < silent_since:
-                    self._refuse(connection, f"no hello within {self.hello_timeout:g} s")
+            self._sockets.refuse_silent(self._loop.time() - self.hello_timeout, self.hello_timeout)
             for proc in list(self._procs.values()):
                 code = proc.process.poll()
                 if code is not None:
@@ -416,7 +281,7 @@ class LocalEngine(Engine):
         worker = proc.worker
         del self._procs[worker]
         if proc.connection is not None:
-            self._close(proc.connection)
+            self._sockets.close(proc.connection)
         self.on_exit(worker, code)
         crashes = self._crashes.get(worker, 0) + 1
         self._crashes[worker] = crashes
