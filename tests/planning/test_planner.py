@@ -50,11 +50,7 @@ def test_infeasible_when_the_critical_path_alone_exceeds_the_slo() -> None:
 
 def test_adds_replicas_at_the_bottleneck_until_feasible() -> None:
     p = Planner(
-        chain(1.0),
-        {"m0": {"cpu1": flat(10)}},
-        CATALOGUE,
-        steady(150),
-        15 * MS,
+        chain(1.0), {"m0": {"cpu1": flat(10)}}, CATALOGUE, steady(150), 15 * MS, restarts=False
     )
     plan = p.plan()
     # one replica serves 100 queries/s: at 150/s its queue grows without bound; two suffice
@@ -206,24 +202,24 @@ def test_planning_with_spread_durations_provisions_for_the_tail() -> None:
     assert tailed.p99 <= 0.050
 
 
-def test_change_hardware_reaches_a_kind_beyond_the_next_cheaper() -> None:
+def test_reconfigure_reaches_a_kind_beyond_the_next_cheaper() -> None:
     # The next cheaper kind (cpu4) cannot meet 30 ms at all (40 ms a query), so InferLine's
     # DowngradeHardware finds nothing and its greedy loop stops on the GPU-like kind ($3/h);
     # one cpu1 worker (10 ms a query, one every 20 ms) meets it for $0.1/h
     profiles = {"m0": {"gpu": flat(2.5), "cpu4": flat(40), "cpu1": flat(10)}}
-    p = Planner(chain(1.0), profiles, CATALOGUE, steady(50), 30 * MS)
+    p = Planner(chain(1.0), profiles, CATALOGUE, steady(50), 30 * MS, restarts=False)
     on_gpu = Configuration({"s0": StageConfig("gpu", 1, 1)})
     assert p.feasible(on_gpu)
     assert p.downgrade_hardware(on_gpu, "s0") is None
     assert p.increase_batch(on_gpu, "s0") is None and p.remove_replica(on_gpu, "s0") is None
     on_cpu1 = Configuration({"s0": StageConfig("cpu1", 1, 1)})
-    assert p.change_hardware(on_gpu, "s0") == on_cpu1
+    assert p.reconfigure(on_gpu, "s0") == on_cpu1
     plan = p.plan()
     assert plan.config == on_cpu1 and plan.cost_per_hour == pytest.approx(0.1)
-    assert plan.steps == ["ChangeHardware on s0: $0.100/h"]
+    assert plan.steps == ["Reconfigure on s0: $0.100/h"]
 
 
-def test_change_hardware_moves_to_a_dearer_kind_when_fewer_replicas_cost_less() -> None:
+def test_reconfigure_moves_to_a_dearer_kind_when_fewer_replicas_cost_less() -> None:
     # 300 queries/s within 12 ms: cpu1 (10 ms + 2 ms a row) keeps up at batch 1 with 4
     # replicas ($0.4/h); InferLine's actions only go to cheaper kinds, and there is none. One
     # replica of a dearer kind, cpu4 here at $0.3/h (5 ms + 1 ms a row), takes the load
@@ -234,7 +230,7 @@ def test_change_hardware_moves_to_a_dearer_kind_when_fewer_replicas_cost_less() 
     assert p.feasible(on_cpu1)
     assert p.fewest_replicas(on_cpu1, "s0", 4) == on_cpu1
     assert p.downgrade_hardware(on_cpu1, "s0") is None  # nothing is cheaper than cpu1
-    moved = p.change_hardware(on_cpu1, "s0")
+    moved = p.reconfigure(on_cpu1, "s0")
     assert moved is not None and moved["s0"].hardware == "cpu4" and moved["s0"].replicas == 1
     assert p.cost(moved) == pytest.approx(0.3)
 
@@ -260,3 +256,54 @@ def test_the_plan_is_the_cheapest_feasible_configuration_estimated() -> None:
         )
         if p.feasible(config):
             assert p.cost(config) >= plan.cost_per_hour - 1e-9
+
+
+def test_restarts_escape_where_the_greedy_search_gets_stuck() -> None:
+    # s0 -> s1 (half the queries), 600 queries/s within 40 ms. From the fastest hardware the
+    # cheapest first moves put s0 on cpu1 at batch 2 (12 ms batches) and s1 on the GPU-like
+    # kind at batch 4 with two replicas ($6.4/h); one s1 replica at batch 8 would do, but not
+    # behind s0's longer batches, and s0 back at batch 1 costs more on its own: no single move
+    # is cheaper. The restart from the GPU-like kind at a larger batch reaches $3.5/h.
+    profiles = {
+        "m0": {"gpu": flat(5, SIZES, per_row_ms=0.5), "cpu1": flat(8, SIZES, per_row_ms=4)},
+        "m1": {"gpu": flat(8, SIZES, per_row_ms=0.5), "cpu4": flat(32, SIZES, per_row_ms=2)},
+    }
+    args = (chain(1.0, 0.5), profiles, CATALOGUE, steady(600, 2.0), 40 * MS)
+    plain = Planner(*args, restarts=False)
+    stuck = plain.plan()
+    assert stuck.config == Configuration(
+        {"s0": StageConfig("cpu1", 2, 4), "s1": StageConfig("gpu", 4, 2)}
+    )
+    assert stuck.cost_per_hour == pytest.approx(6.4)
+    assert not plain.feasible(stuck.config.with_stage("s1", max_batch=8, replicas=1))
+    for stage in ("s0", "s1"):  # a local minimum of every single-stage move
+        assert plain.reconfigure(stuck.config, stage) is None
+    p = Planner(*args)
+    plan = p.plan()
+    assert plan.config == Configuration(
+        {"s0": StageConfig("cpu1", 1, 5), "s1": StageConfig("gpu", 8, 1)}
+    )
+    assert plan.cost_per_hour == pytest.approx(3.5) and plan.p99 <= 40 * MS
+    assert any(step.startswith("restart from") for step in plan.steps)
+
+
+def test_batched_start_takes_the_largest_batch_within_half_the_slo() -> None:
+    # on the GPU-like kind s0 takes 5 + 0.5 ms a row and s1 8 + 0.5 ms: batch 8 is 20 ms
+    # along the path, over half of 38 ms; batch 4 is 16 ms
+    profiles = {
+        "m0": {"gpu": flat(5, SIZES, per_row_ms=0.5), "cpu1": flat(8, SIZES, per_row_ms=4)},
+        "m1": {"gpu": flat(8, SIZES, per_row_ms=0.5)},
+    }
+    p = Planner(chain(1.0, 0.5), profiles, CATALOGUE, steady(600, 2.0), 38 * MS)
+    start = p.batched_start("gpu")
+    assert start is not None
+    assert start["s0"] == StageConfig("gpu", 4, 1)  # 4 rows in 6.5 ms: 615 queries/s
+    assert start["s1"] == StageConfig("gpu", 4, 1)
+    # on cpu1 (s1 has no cpu1 profile: its fastest kind) batch 1 is 8 + 8 = 16 ms, batch 2
+    # 12 + 8.5 ms
+    on_cpu1 = p.batched_start("cpu1")
+    assert on_cpu1 is not None and on_cpu1["s0"].max_batch == 1 and on_cpu1["s1"].hardware == "gpu"
+    assert on_cpu1["s0"].replicas == 5  # 125 queries/s each at batch 1
+    assert p.batched_start("cpu4") == Configuration(  # cpu4 profiles neither: the fastest kinds
+        {"s0": StageConfig("gpu", 4, 1), "s1": StageConfig("gpu", 4, 1)}
+    )

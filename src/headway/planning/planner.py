@@ -17,15 +17,22 @@
      the batch size there needing the fewest feasible replicas (ties: the smaller batch), if
      they cost less than the stage now. The batch is chosen again because slower
      hardware may meet the SLO only at a smaller batch.
-   - ChangeHardware (not InferLine's): any other kind with a profile of the model, dearer ones
-     included, at the batch size and replica count that cost least, if less than the stage
-     now. InferLine's three actions move one step at a time; a stage moved early to a slower
-     kind at a small batch can need a faster kind at a larger batch to be cheap again, which
-     no single one of them reaches (neither a faster kind nor a larger batch alone is feasible
-     for less), and the greedy loop stops there.
+   - Reconfigure (not InferLine's): any kind with a profile of the model (dearer ones and the
+     stage's own included) at any batch size, with the fewest feasible replicas, whichever
+     costs least, if less than the stage now. InferLine's actions move one step at a time:
+     when the next cheaper kind cannot meet the SLO at all, a kind beyond it is never tried,
+     and a stage moved early to a slow kind at a small batch, or to a batch too large for a
+     later SLO share, never comes back to a fast kind or a smaller batch with fewer replicas.
 
-The answer is the cheapest feasible configuration the search estimated, the greedy loop's end
-or any candidate on the way. Within a step, each action searches only replica counts that could
+3. With `restarts` (the default), run step 2 again from a `batched_start` on each hardware
+   kind: every stage on that kind at the largest batch whose service time along the critical
+   path is within half the SLO, with as many replicas as the load needs. A greedy descent
+   that takes the cheapest move first can leave the stages in a corner no single move gets
+   out of (a stage at a batch whose latency leaves the next too little of the SLO); starting
+   from large batches on each kind reaches configurations the descent from batch 1 does not.
+
+The answer is the cheapest feasible configuration the search estimated: a descent's end or
+any candidate on the way. Within a step, each action searches only replica counts that could
 win (no dearer than the cheapest feasible candidate of the step so far), from the fewest that
 keep the stage below its throughput upwards, so most candidates cost no estimate.
 
@@ -42,28 +49,21 @@ is infeasible whatever the models get.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from headway.planning.frontend import with_frontend, with_server
+from headway.planning.moves import CENT, MAX_REPLICAS, Moves
 from headway.planning.pipeline import (
     Catalogue,
     Configuration,
-    LatencyProfile,
     Pipeline,
     Profiles,
     StageConfig,
-    profile_of,
 )
 from headway.planning.simulator import Estimate, simulate
-
-#: Replicas per stage beyond which adding more is not tried (the load is out of reach).
-MAX_REPLICAS = 256
-#: Dollars per hour by which a candidate must be cheaper to count as cheaper (float sums).
-CENT = 1e-6
 
 Action = Callable[[Configuration, str, float], Configuration | None]
 
@@ -82,7 +82,7 @@ class Plan:
     estimates: int = 0
 
 
-class Planner:
+class Planner(Moves):
     """Plans `pipeline` for `arrivals` (sorted seconds) under a P99 of `slo` seconds."""
 
     def __init__(
@@ -97,6 +97,7 @@ class Planner:
         rpc_seconds: float = 0.0,
         spread: bool = False,
         frontend_seconds: float = 0.0,
+        restarts: bool = True,
     ) -> None:
         self.pipeline = pipeline
         self.profiles = profiles
@@ -109,6 +110,8 @@ class Planner:
         self.spread = spread
         #: the server's time per query outside the models (0: not modelled)
         self.frontend_seconds = frontend_seconds
+        #: also search from a `batched_start` on every hardware kind (`starts`)
+        self.restarts = restarts
         self._estimates: dict[tuple[tuple[str, int, int], ...], Estimate] = {}
         #: the cheapest configuration found feasible so far (the first of equal cost)
         self.cheapest: Configuration | None = None
@@ -173,159 +176,6 @@ class Planner:
             self.cheapest = config
         return True
 
-    def cost(self, config: Configuration) -> float:
-        return config.cost(self.catalogue)
-
-    # -- what the actions need ---------------------------------------------------------------
-    def profile(self, stage: str, hardware: str) -> LatencyProfile:
-        return profile_of(self.profiles, self.pipeline[stage].model, hardware)
-
-    def hardware_for(self, stage: str) -> list[str]:
-        """Catalogue kinds with a profile of the stage's model, most expensive first."""
-        model = self.pipeline[stage].model
-        kinds = [k for k in self.catalogue if k in self.profiles.get(model, {})]
-        return sorted(kinds, key=lambda k: (-self.catalogue[k].cost_per_hour, k))
-
-    def throughput(self, config: Configuration, stage: str) -> float:
-        """Queries per second of the pipeline that `stage` can take (its share counted)."""
-        c = config[stage]
-        per_replica = self.profile(stage, c.hardware).throughput(c.max_batch)
-        return c.replicas * per_replica / self.pipeline[stage].scale
-
-    def bottleneck(self, config: Configuration) -> str:
-        return min(self.pipeline.names, key=lambda s: self.throughput(config, s))
-
-    def utilisation(self, config: Configuration) -> dict[str, float]:
-        """InferLine's planned utilisation per stage: rate * share / (replicas * throughput)."""
-        return {s: self.rate / self.throughput(config, s) for s in self.pipeline.names}
-
-    # -- the actions --------------------------------------------------------------------------
-    def least_replicas(self, config: Configuration, stage: str) -> int:
-        """The fewest replicas of `stage`, as configured otherwise, that keep it below its
-        throughput (fewer are infeasible without an estimate)."""
-        c = config[stage]
-        per_replica = self.profile(stage, c.hardware).throughput(c.max_batch)
-        return max(1, math.floor(self.rate * self.pipeline[stage].scale / per_replica) + 1)
-
-    def fewest_replicas(self, config: Configuration, stage: str, most: int) -> Configuration | None:
-        """`config` with the fewest replicas of `stage` in [1, most] that is feasible, or None
-        if `most` is not. More replicas never make a stage slower, so the count is searched
-        upwards from `least_replicas` in doubling steps, then bisected: the answer is usually
-        within a few of that bound, where a search down from `most` would estimate every
-        halving on the way."""
-
-        def at(count: int) -> Configuration:
-            return config.with_stage(stage, replicas=count)
-
-        low = self.least_replicas(config, stage)
-        if low > most:
-            return None
-        probe, step = low, 1
-        while not self.feasible(at(probe)):
-            if probe >= most:
-                return None
-            low = probe + 1
-            probe, step = min(most, probe + step), step * 2
-        high = probe  # feasible; every count below `low` is not
-        while low < high:
-            middle = (low + high) // 2
-            if self.feasible(at(middle)):
-                high = middle
-            else:
-                low = middle + 1
-        return at(high)
-
-    def _affordable(self, config: Configuration, stage: str, kind: str, budget: float) -> int:
-        """The most replicas of `stage` on `kind` for which `config` costs at most `budget`."""
-        price = self.catalogue[kind].cost_per_hour
-        if price <= 0 or budget == math.inf:
-            return MAX_REPLICAS
-        c = config[stage]
-        rest = self.cost(config) - c.replicas * self.catalogue[c.hardware].cost_per_hour
-        return min(MAX_REPLICAS, math.floor((budget - rest) / price + 1e-9))
-
-    def increase_batch(
-        self, config: Configuration, stage: str, budget: float = math.inf
-    ) -> Configuration | None:
-        """The stage at the larger batch size needing the fewest feasible replicas, fewer than
-        now (ties go to the smaller batch); None if no larger size lets a replica go (or none
-        costs at most `budget` per hour).
-
-        InferLine's IncreaseBatch (mechanisms.md section 3.3) raises the batch for the replicas
-        the added throughput lets go; every larger size is looked at, not only the first that
-        saves one. Each size only searches below the best count so far.
-        """
-        c = config[stage]
-        best: Configuration | None = None
-        # only strictly fewer replicas are worth a larger batch
-        most = min(c.replicas - 1, self._affordable(config, stage, c.hardware, budget))
-        for size in self.profile(stage, c.hardware).batch_sizes:
-            if most < 1:
-                break
-            if size <= c.max_batch:
-                continue
-            larger = config.with_stage(stage, max_batch=size, replicas=most)
-            candidate = self.fewest_replicas(larger, stage, most)
-            if candidate is not None:
-                best = candidate
-                most = candidate[stage].replicas - 1
-        return best
-
-    def remove_replica(
-        self, config: Configuration, stage: str, budget: float = math.inf
-    ) -> Configuration | None:
-        c = config[stage]
-        if c.replicas <= 1 or self._affordable(config, stage, c.hardware, budget) < c.replicas - 1:
-            return None
-        return config.with_stage(stage, replicas=c.replicas - 1)
-
-    def cheapest_on(
-        self, config: Configuration, stage: str, kinds: list[str], budget: float = math.inf
-    ) -> Configuration | None:
-        """The stage moved to one of `kinds`, at the batch size and the fewest feasible
-        replicas that cost least (ties: the kind listed first, the smaller batch), if that
-        costs less than the stage now and the whole at most `budget`; else None."""
-        now = self.cost(config)
-        best: Configuration | None = None
-        for kind in kinds:
-            # strictly cheaper than the best so far (or the stage now), and within the budget
-            cap = min(budget, (self.cost(best) if best is not None else now) - CENT)
-            most = self._affordable(config, stage, kind, cap)
-            for size in self.profile(stage, kind).batch_sizes:
-                if most < 1:
-                    break
-                moved = config.with_stage(stage, hardware=kind, max_batch=size, replicas=most)
-                candidate = self.fewest_replicas(moved, stage, most)
-                if candidate is not None:
-                    best = candidate
-                    most = candidate[stage].replicas - 1
-        return best
-
-    def downgrade_hardware(
-        self, config: Configuration, stage: str, budget: float = math.inf
-    ) -> Configuration | None:
-        """The stage on the next cheaper hardware, at the batch size there needing the fewest
-        feasible replicas (ties: the smaller batch), if that costs less than the stage now;
-        else None.
-
-        InferLine's DowngradeHW re-adds replicas to keep the stage's throughput; here as many
-        as the load needs (found under the stage's cost now). The batch is chosen again
-        because a batch that fits the SLO on fast hardware may not on slow: kept, the cheaper
-        kind looks infeasible however many replicas it gets, and the search stays on the
-        dearer one (no other InferLine action reaches a cheaper kind at a smaller batch).
-        """
-        price = self.catalogue[config[stage].hardware].cost_per_hour
-        cheaper = [k for k in self.hardware_for(stage) if self.catalogue[k].cost_per_hour < price]
-        return self.cheapest_on(config, stage, cheaper[:1], budget)
-
-    def change_hardware(
-        self, config: Configuration, stage: str, budget: float = math.inf
-    ) -> Configuration | None:
-        """The stage on whichever other kind (dearer ones too) costs least at its best batch
-        size and fewest feasible replicas, if that is less than the stage now; else None."""
-        others = [k for k in self.hardware_for(stage) if k != config[stage].hardware]
-        return self.cheapest_on(config, stage, others, budget)
-
     # -- the algorithm ------------------------------------------------------------------------
     def initial(self) -> Configuration:
         """Every stage on its fastest hardware (lowest batch-1 latency), batch 1, 1 replica."""
@@ -337,6 +187,59 @@ class Planner:
             fastest = min(kinds, key=lambda k: (self.profile(stage, k).latency(1), k))
             chosen[stage] = StageConfig(fastest, 1, 1)
         return Configuration(chosen)
+
+    def batched_start(self, kind: str) -> Configuration | None:
+        """Every stage on `kind` (its fastest kind where `kind` has no profile of its model) at
+        the largest profiled batch size whose service time along the critical path is at most
+        half the SLO (a query may wait for the batch ahead of it), each with the fewest
+        replicas below its throughput; None if batch 1 is already over that."""
+        fastest = self.initial()
+        kinds = {
+            s: kind if kind in self.hardware_for(s) else fastest[s].hardware
+            for s in self.pipeline.names
+        }
+        sizes = sorted(
+            {b for s in self.pipeline.names for b in self.profile(s, kinds[s]).batch_sizes}
+        )
+        chosen: Configuration | None = None
+        for size in sizes:
+            batch = {
+                s: max(
+                    b
+                    for b in self.profile(s, kinds[s]).batch_sizes
+                    if b <= size or b == min(self.profile(s, kinds[s]).batch_sizes)
+                )
+                for s in self.pipeline.names
+            }
+            service = {s: self.profile(s, kinds[s]).latency(batch[s]) for s in self.pipeline.names}
+            if self.frontend_seconds + self.pipeline.critical_path(service) > self.slo / 2:
+                break
+            config = Configuration(
+                {s: StageConfig(kinds[s], batch[s]) for s in self.pipeline.names}
+            )
+            chosen = Configuration(
+                {
+                    s: replace(config[s], replicas=self.least_replicas(config, s))
+                    for s in config.stages
+                }
+            )
+        return chosen
+
+    def starts(self) -> list[tuple[str, Configuration]]:
+        """Where the greedy search starts: InferLine's start (`initial`), then, with
+        `restarts`, a `batched_start` on each hardware kind (most expensive first)."""
+        found = [("the fastest hardware at batch 1", self.initial())]
+        if self.restarts:
+            for kind in sorted(self.catalogue, key=lambda k: (-self.catalogue[k].cost_per_hour, k)):
+                start = self.batched_start(kind)
+                if start is not None and start not in [c for _, c in found]:
+                    found.append(
+                        (
+                            f"{kind} at batch {max(c.max_batch for c in start.stages.values())}",
+                            start,
+                        )
+                    )
+        return found
 
     def plan(self) -> Plan:
         steps: list[str] = []
@@ -357,19 +260,56 @@ class Planner:
                 f"{critical * 1e3:.1f} ms, over the SLO of {self.slo * 1e3:.1f} ms",
                 steps,
             )
+        reason, ends = "", []
+        for index, (label, start) in enumerate(self.starts()):
+            if index:
+                steps.append(f"restart from {label}")
+            feasible = self._make_feasible(start, steps, inferline=not index)
+            if isinstance(feasible, str):
+                reason = reason or feasible
+                continue
+            ends.append(self._descend(feasible, steps))
+        if self.cheapest is None:
+            return self._infeasible(reason, steps)
+        config = self.cheapest
+        if config not in ends[:1]:
+            steps.append(
+                f"the cheapest feasible configuration estimated: ${self.cost(config):.3f}/h"
+            )
+        return Plan(
+            feasible=True,
+            config=config,
+            cost_per_hour=self.cost(config),
+            p99=self.estimate(config).p99,
+            utilisation=self.utilisation(config),
+            steps=steps,
+            estimates=len(self._estimates),
+        )
+
+    def _make_feasible(
+        self, config: Configuration, steps: list[str], inferline: bool
+    ) -> Configuration | str:
+        """`config` with replicas added at the bottleneck until it is feasible, or why not.
+        A start other than InferLine's is given up once its bottleneck has four times the
+        replicas that keep it below its throughput (its batches are then too slow)."""
         while not self.feasible(config):
             stage = self.bottleneck(config)
-            if config[stage].replicas >= MAX_REPLICAS:
-                return self._infeasible(
-                    f"stage {stage!r} would need more than {MAX_REPLICAS} replicas", steps
-                )
-            config = config.with_stage(stage, replicas=config[stage].replicas + 1)
+            count = config[stage].replicas
+            if count >= MAX_REPLICAS:
+                return f"stage {stage!r} would need more than {MAX_REPLICAS} replicas"
+            if not inferline and count >= 4 * self.least_replicas(config, stage):
+                return f"stage {stage!r} misses the SLO at {count} replicas"
+            config = config.with_stage(stage, replicas=count + 1)
             steps.append(f"add a replica to the bottleneck {stage}")
+        return config
+
+    def _descend(self, config: Configuration, steps: list[str]) -> Configuration:
+        """Greedily apply the cheapest feasible action until none is cheaper."""
         actions: dict[str, Action] = {
             "RemoveReplica": self.remove_replica,
             "IncreaseBatch": self.increase_batch,
             "DowngradeHardware": self.downgrade_hardware,
-            "ChangeHardware": self.change_hardware,
+            "Reconfigure": self.reconfigure,
         }
         while True:
             # the cheapest feasible candidate (then the lowest P99, then stage and action order)
@@ -384,21 +324,9 @@ class Planner:
                     if best is None or ranked < best[:4]:
                         best = (*ranked, name, stage, candidate)
             if best is None or best[0] >= self.cost(config) - CENT:
-                break
+                return config
             config = best[6]
             steps.append(f"{best[4]} on {best[5]}: ${best[0]:.3f}/h")
-        if self.cheapest is not None and self.cost(self.cheapest) < self.cost(config) - CENT:
-            config = self.cheapest
-            steps.append(f"the cheapest feasible candidate estimated: ${self.cost(config):.3f}/h")
-        return Plan(
-            feasible=True,
-            config=config,
-            cost_per_hour=self.cost(config),
-            p99=self.estimate(config).p99,
-            utilisation=self.utilisation(config),
-            steps=steps,
-            estimates=len(self._estimates),
-        )
 
     def _infeasible(self, reason: str, steps: list[str]) -> Plan:
         return Plan(False, None, 0.0, float("inf"), {}, reason, steps, len(self._estimates))
