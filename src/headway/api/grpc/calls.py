@@ -5,11 +5,9 @@ the call's view of it, what a connection accepts, and whom it tells.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from headway.api.grpc.frames import Headers
-    from headway.api.grpc.http2 import Http2Connection
+from headway.api.grpc.frames import Headers
 
 # gRPC status codes (the numbers of grpc.StatusCode) this module answers itself.
 INVALID_ARGUMENT, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED = 3, 4, 8
@@ -35,12 +33,20 @@ class Limits:
     connection_window: int = 16 * 2**20
 
 
+class Answers(Protocol):
+    """Where a call's answer goes (`api.grpc.unary.UnaryCalls`, its connection's streams)."""
+
+    def answer(self, stream: Stream, message: bytes) -> None: ...
+
+    def fail(self, stream: Stream, code: int, message: str) -> None: ...
+
+
 class Call:
     """One unary call: its method path, metadata, request message and deadline."""
 
     __slots__ = ("_connection", "_stream", "headers", "message", "path", "received", "timeout")
 
-    def __init__(self, connection: Http2Connection, stream: Stream, message: bytes) -> None:
+    def __init__(self, connection: Answers, stream: Stream, message: bytes) -> None:
         self._connection = connection
         self._stream = stream
         self.path = stream.path
@@ -96,19 +102,6 @@ class Stream:
         self.encoding: bytes | None = None  # grpc-encoding
         self.out: bytes | memoryview = b""  # answer DATA waiting for window
         self.trailers = b""
-
-
-class Http2Server(Protocol):
-    """What a connection tells its server (`api.grpc.server.GrpcServer`)."""
-
-    connections: set[Http2Connection]
-    unanswered: int
-
-    def arrived_since(self, now: float) -> float:
-        """The earliest time bytes read `now` may have arrived (`api.turns.ReadTurns`)."""
-
-    def keep_up(self, now: float) -> None:
-        """Let the app hear its workers' replies during a long turn of reads."""
 
 
 def parse_timeout(value: bytes) -> float | None:

@@ -1,0 +1,327 @@
+"""A connection's HTTP/2 streams as unary gRPC calls: requests read, calls handed over, answers.
+
+`Http2Connection` (`api.grpc.http2`) reads frames and keeps the connection's own state (the
+preface, settings, header blocks, its receive window); each stream's frames come here. A
+stream's headers are checked as a gRPC call's, its DATA gathered into the one request message
+(within the stream's window), and the whole call handed to the `Handler`. A call answers once:
+HEADERS, the response message as DATA within the peer's windows, and trailers (`grpc-status`,
+`grpc-message`); answers that wait for window are sent as WINDOW_UPDATEs arrive (`flush`).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+from urllib.parse import quote
+
+from headway.api.grpc import frames as f
+from headway.api.grpc.calls import (
+    DEADLINE_EXCEEDED,
+    INVALID_ARGUMENT,
+    RESOURCE_EXHAUSTED,
+    UNIMPLEMENTED,
+    Call,
+    Handler,
+    Limits,
+    Stream,
+    parse_timeout,
+)
+from headway.api.grpc.frames import ConnectionFault, Headers, StreamFault
+from headway.api.limits import decode_body
+from headway.errors import HeadwayError, PayloadTooLarge
+
+#: Compressed requests are read; answers are not compressed (a server may always answer so).
+_ACCEPT = (b"grpc-accept-encoding", b"identity,deflate,gzip")
+_OK_HEADERS = f.encode(((b":status", b"200"), (b"content-type", b"application/grpc"), _ACCEPT))
+_OK_TRAILERS = f.encode(((b"grpc-status", b"0"),))
+
+
+class Connection(Protocol):
+    """What the calls need of their connection (`Http2Connection`)."""
+
+    #: Closed (or closing): nothing more is written.
+    closed: bool
+
+    def write(self, data: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Unanswered(Protocol):
+    """Counts the calls handed over and not answered yet (the server, for a graceful stop)."""
+
+    unanswered: int
+
+
+class UnaryCalls:
+    """One connection's streams (see the module docstring)."""
+
+    def __init__(
+        self, connection: Connection, handler: Handler, limits: Limits, server: Unanswered
+    ) -> None:
+        self.connection = connection
+        self.handler = handler
+        self.limits = limits
+        self.server = server
+        self.streams: dict[int, Stream] = {}
+        self._waiting: dict[int, Stream] = {}  # answers waiting for flow-control window
+        #: The highest stream id the client has opened.
+        self.last_stream = 0
+        #: No new stream is taken; the connection closes once the last one is done.
+        self.going_away = False
+        #: The connection's send window, the window a new stream starts with, the largest frame.
+        self.send_window = f.DEFAULT_WINDOW
+        self.stream_send_window = f.DEFAULT_WINDOW
+        self.max_frame = f.DEFAULT_FRAME_SIZE
+
+    # -- requests ---------------------------------------------------------------------------
+    def headers(self, stream_id: int, flags: int, headers: Headers, arrived: float) -> None:
+        """A whole header block on `stream_id` (its bytes `arrived` then at the earliest)."""
+        stream = self.streams.get(stream_id)
+        if stream is not None:  # trailers from the client: they end its request
+            if stream.ended or not flags & f.END_STREAM:
+                raise StreamFault(stream_id, f.PROTOCOL_ERROR, "HEADERS after the request")
+            stream.ended = True
+            self._complete(stream)
+            return
+        if stream_id <= self.last_stream:
+            return  # a stream this side already reset
+        if stream_id % 2 == 0:
+            raise ConnectionFault(f.PROTOCOL_ERROR, f"client stream {stream_id} is even")
+        self.last_stream = stream_id
+        if self.going_away or len(self.streams) >= self.limits.max_streams:
+            raise StreamFault(stream_id, f.REFUSED_STREAM, "too many streams")
+        stream = self.streams[stream_id] = Stream(stream_id, self.stream_send_window, arrived)
+        stream.headers = headers
+        stream.ended = bool(flags & f.END_STREAM)
+        self._check_head(stream)
+        if stream.ended:
+            self._complete(stream)
+
+    def _check_head(self, stream: Stream) -> None:
+        size = 0
+        method = content_type = None
+        for name, value in stream.headers:
+            size += len(name) + len(value) + 32
+            if name == b":path":
+                stream.path = value.decode("latin-1")
+            elif name == b":method":
+                method = value
+            elif name == b"content-type":
+                content_type = value
+            elif name == b"grpc-encoding":
+                stream.encoding = value
+            elif name == b"grpc-timeout":
+                stream.timeout = parse_timeout(value)
+                if stream.timeout is None:
+                    self._refuse(stream, INVALID_ARGUMENT, f"bad grpc-timeout {value!r}")
+                    return
+        if size > self.limits.max_header_list:
+            self._refuse(stream, RESOURCE_EXHAUSTED, f"header list of {size} bytes exceeds "
+                         f"the limit of {self.limits.max_header_list}")  # fmt: skip
+        elif method != b"POST":
+            raise StreamFault(stream.id, f.PROTOCOL_ERROR, "gRPC calls are POST")
+        elif not stream.path:
+            raise StreamFault(stream.id, f.PROTOCOL_ERROR, "no :path")
+        elif content_type is None or not content_type.startswith(b"application/grpc"):
+            self._refuse(stream, INVALID_ARGUMENT, f"content-type {content_type!r} is not gRPC")
+        elif not self.handler.accepts(stream.path):  # at once: a stream may never end
+            self._refuse(stream, UNIMPLEMENTED, f"unknown method {stream.path}")
+
+    def data(self, flags: int, stream_id: int, payload: bytes) -> None:
+        """A DATA frame on `stream_id` (the connection's window has counted it)."""
+        stream = self.streams.get(stream_id)
+        if stream is None:
+            if stream_id == 0 or stream_id > self.last_stream:
+                raise ConnectionFault(f.PROTOCOL_ERROR, f"DATA on idle stream {stream_id}")
+            return  # on a stream this side has finished with: ignored, credited
+        if stream.ended:
+            raise StreamFault(stream_id, f.STREAM_CLOSED, "DATA after END_STREAM")
+        stream.unacked += len(payload)
+        if stream.unacked > self.limits.stream_window:
+            raise StreamFault(stream_id, f.FLOW_CONTROL_ERROR, "DATA beyond the stream window")
+        body = f.unpadded(payload, flags, stream_id)
+        if not stream.answered:
+            stream.size += len(body)
+            if stream.size > self.limits.max_message + 5:
+                self._refuse(stream, RESOURCE_EXHAUSTED, f"request message of {stream.size}+ "
+                             f"bytes exceeds the limit of {self.limits.max_message} bytes")  # fmt: skip
+                return
+            stream.chunks.append(body)
+        if flags & f.END_STREAM:
+            stream.ended = True
+            self._complete(stream)
+        elif stream.unacked >= self.limits.stream_window // 2:
+            self.connection.write(f.window_update(stream_id, stream.unacked))
+            stream.unacked = 0
+
+    def _complete(self, stream: Stream) -> None:
+        """The request is whole: check its one message and hand the call over."""
+        if stream.answered:
+            self.forget(stream.id)
+            return
+        self.server.unanswered += 1
+        chunks = stream.chunks
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        stream.chunks = []
+        if len(data) < 5 or int.from_bytes(data[1:5], "big") != len(data) - 5:
+            self.fail(stream, INVALID_ARGUMENT, "a unary call carries exactly one message")
+            return
+        message = data[5:]
+        if data[0]:  # compressed, as its grpc-encoding says
+            encoding = stream.encoding
+            if encoding not in (b"gzip", b"deflate"):
+                unknown = encoding not in (None, b"identity")
+                self.fail(stream, UNIMPLEMENTED if unknown else INVALID_ARGUMENT,
+                          f"compressed messages are read as gzip or deflate, not {encoding!r}")  # fmt: skip
+                return
+            try:
+                message = decode_body(encoding, message, self.limits.max_message)
+            except HeadwayError as exc:
+                code = RESOURCE_EXHAUSTED if isinstance(exc, PayloadTooLarge) else INVALID_ARGUMENT
+                self.fail(stream, code, exc.message)
+                return
+        self.handler.call(Call(self, stream, message))
+
+    # -- windows ----------------------------------------------------------------------------
+    def initial_window(self, value: int) -> None:
+        """The peer's SETTINGS changed the window streams start with: open ones move too."""
+        delta = value - self.stream_send_window
+        self.stream_send_window = value
+        for stream in self.streams.values():
+            stream.send_window += delta
+
+    def window_update(self, stream_id: int, increment: int) -> None:
+        """WINDOW_UPDATE on a stream."""
+        target = self.streams.get(stream_id)
+        if target is None:
+            if stream_id > self.last_stream:
+                raise ConnectionFault(f.PROTOCOL_ERROR, f"WINDOW_UPDATE on idle stream {stream_id}")
+            return
+        if increment == 0:
+            raise StreamFault(stream_id, f.PROTOCOL_ERROR, "WINDOW_UPDATE of 0")
+        target.send_window += increment
+        if target.send_window > f.MAX_WINDOW:
+            raise StreamFault(stream_id, f.FLOW_CONTROL_ERROR, "stream window overflow")
+        self.flush()
+
+    # -- answering -------------------------------------------------------------------------
+    def answer(self, stream: Stream, message: bytes) -> None:
+        if stream.answered:
+            return
+        self._answered(stream)
+        if self.connection.closed or stream.id not in self.streams:
+            return
+        size = len(message) + 5
+        body = b"\x00" + (size - 5).to_bytes(4, "big") + message
+        window = min(self.send_window, stream.send_window)
+        if size <= window and size <= self.max_frame:  # the common case: one write
+            self.send_window -= size
+            stream.send_window -= size
+            self.connection.write(
+                b"".join((
+                    f.headers_head(stream.id, len(_OK_HEADERS), False), _OK_HEADERS,
+                    f.data_head(stream.id, size), body,
+                    f.headers_head(stream.id, len(_OK_TRAILERS), True), _OK_TRAILERS,
+                ))
+            )  # fmt: skip
+            self._done(stream)
+            return
+        self.connection.write(f.headers_head(stream.id, len(_OK_HEADERS), False) + _OK_HEADERS)
+        stream.out = memoryview(body)
+        self._waiting[stream.id] = stream
+        stream.trailers = f.headers_head(stream.id, len(_OK_TRAILERS), True) + _OK_TRAILERS
+        self.flush()
+
+    def fail(self, stream: Stream, code: int, message: str) -> None:
+        if stream.answered:
+            return
+        self._answered(stream)
+        self._refuse(stream, code, message)
+
+    def _answered(self, stream: Stream) -> None:
+        stream.answered = True
+        if stream.ended:
+            self.server.unanswered -= 1
+
+    def _refuse(self, stream: Stream, code: int, message: str) -> None:
+        """A trailers-only answer; the rest of the request, if any, is not wanted."""
+        stream.answered = True
+        if self.connection.closed or stream.id not in self.streams:
+            return
+        text = quote(message[:2048], safe=" !\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~")
+        block = f.encode((
+            (b":status", b"200"), (b"content-type", b"application/grpc"), _ACCEPT,
+            (b"grpc-status", str(code).encode()), (b"grpc-message", text.encode()),
+        ))  # fmt: skip
+        self.connection.write(f.headers_head(stream.id, len(block), True) + block)
+        if not stream.ended:  # answered before the request ended: stop its sending
+            self.connection.write(f.rst_stream(stream.id, f.NO_ERROR))
+        self.streams.pop(stream.id, None)
+        self._maybe_close()
+
+    def flush(self) -> None:
+        """Send answer DATA that waited for window, as far as the windows now allow."""
+        if not self._waiting:
+            return
+        write = self.connection.write
+        for stream in list(self._waiting.values()):
+            if stream.id not in self.streams:  # reset meanwhile
+                del self._waiting[stream.id]
+                continue
+            while stream.out:
+                if self.send_window <= 0:
+                    return
+                room = min(self.send_window, stream.send_window, self.max_frame)
+                if room <= 0:
+                    break
+                piece, stream.out = stream.out[:room], stream.out[room:]
+                self.send_window -= len(piece)
+                stream.send_window -= len(piece)
+                write(f.data_head(stream.id, len(piece)) + piece)
+            if stream.out:
+                continue
+            write(stream.trailers)
+            stream.trailers = b""
+            del self._waiting[stream.id]
+            self._done(stream)
+
+    # -- ending -----------------------------------------------------------------------------
+    def _done(self, stream: Stream) -> None:
+        if not stream.ended:
+            self.connection.write(f.rst_stream(stream.id, f.NO_ERROR))
+        self.streams.pop(stream.id, None)
+        self._maybe_close()
+
+    def reset(self, stream_id: int, code: int) -> None:
+        """A stream error: RST_STREAM with `code`, and the stream is forgotten."""
+        self.connection.write(f.rst_stream(stream_id, code))
+        self.forget(stream_id)
+
+    def forget(self, stream_id: int) -> None:
+        stream = self.streams.pop(stream_id, None)
+        if stream is not None and stream.ended and not stream.answered:
+            stream.answered = True  # its answer, when it comes, goes nowhere
+            self.server.unanswered -= 1
+        self._maybe_close()
+
+    def _maybe_close(self) -> None:
+        if self.going_away and not self.streams:
+            self.connection.close()
+
+    def sweep(self, now: float) -> None:
+        """Refuse a stream whose request did not arrive within the body timeout."""
+        limits = self.limits
+        for stream in list(self.streams.values()):
+            late = now - stream.opened > limits.body_timeout
+            if late and not stream.ended and not stream.answered:
+                self._refuse(stream, DEADLINE_EXCEEDED, "the request did not arrive within "
+                             f"{limits.body_timeout:g} s (--body-timeout)")  # fmt: skip
+
+    def lost(self) -> None:
+        """The connection is gone: an answer still to come goes nowhere."""
+        for stream in self.streams.values():
+            if not stream.answered and stream.ended:
+                self.server.unanswered -= 1
+            stream.answered = True
+        self.streams.clear()
+        self._waiting.clear()
