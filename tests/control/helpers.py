@@ -1,14 +1,83 @@
-"""What the scheduler's hand-worked tests share: times in milliseconds, seeded estimates and
-requests tagged so a dispatch shows which ones it carries."""
+"""What the scheduler's hand-worked tests share: a scheduler built from its workers and models,
+times in milliseconds, seeded estimates and requests tagged so a dispatch shows which ones it
+carries."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
 from headway.clock import ManualClock
-from headway.control.actions import Dispatch
+from headway.control.actions import LOAD, Dispatch
+from headway.control.profiles import LatencyEstimator
 from headway.control.request import DEFAULT_PRIORITY, Request
 from headway.control.scheduler import Scheduler
+from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
+
+
+def scheduler(
+    clock: ManualClock,
+    placements: dict[int, list[str]],
+    *,
+    sizes: dict[str, float] | None = None,
+    memory_mb: float | dict[int, float | None] | None = None,
+    place: bool = True,
+    policy: SchedulingPolicy = HEADWAY,
+    demand_loading: bool = False,
+    min_samples: int = 3,
+    max_batch: int = 32,
+    batch_delay: float = 0.0,
+    max_queue: int = 4096,
+) -> Scheduler:
+    """Workers (`memory_mb`: each one's memory share, or one for all) and the models on each
+    (`place=False`: known, not yet placed). `sizes`: models' memory in MB; a model in it on no
+    worker is known and not placed. The estimator keeps 10 runs per batch size and answers
+    their 99th percentile; `min_samples` runs (`seed` gives 3) make a model profiled."""
+    estimator = LatencyEstimator(window=10, quantile=99.0, min_samples=min_samples)
+    s = Scheduler(clock, estimator, policy=policy, demand_loading=demand_loading)
+    unplaced = dict(sizes or {})
+
+    def add(key: str, size_mb: float) -> None:
+        s.placement.add_model(
+            key, size_mb=size_mb, max_batch=max_batch, batch_delay=batch_delay, max_queue=max_queue
+        )
+
+    for worker, keys in placements.items():
+        share = memory_mb.get(worker) if isinstance(memory_mb, dict) else memory_mb
+        s.placement.add_worker(worker, memory_mb=share)
+        for key in keys:
+            add(key, unplaced.pop(key, 0.0))
+            if place:
+                s.placed(key, worker)
+    for key, size in unplaced.items():
+        add(key, size)
+    return s
+
+
+def demand(
+    clock: ManualClock,
+    workers: dict[int, float | None],
+    sizes: dict[str, float],
+    *,
+    schedule_ahead: float = 0.0,
+    max_batch: int = 8,
+    full_batches_ahead: bool = True,
+) -> Scheduler:
+    """A demand-loading scheduler: workers with their memory shares, models with their sizes."""
+    policy = dataclasses.replace(
+        HEADWAY, schedule_ahead=schedule_ahead, full_batches_ahead=full_batches_ahead
+    )
+    workers_only: dict[int, list[str]] = {worker: [] for worker in workers}
+    return scheduler(clock, workers_only, sizes=sizes, memory_mb=workers, policy=policy,
+                     demand_loading=True, max_batch=max_batch)  # fmt: skip
+
+
+def loaded(s: Scheduler, load: Dispatch, seconds: float, size_mb: float | None = None) -> None:
+    """The worker reports the LOAD done, as the controller relays it."""
+    assert load.kind == LOAD
+    s.complete(load.id, seconds)
+    s.placed(load.model, load.worker, size_mb=size_mb)
 
 
 def ms(value: float) -> float:

@@ -18,7 +18,7 @@ from headway.control.profiles import LatencyEstimator
 from headway.control.request import Request
 from headway.control.scheduler import Scheduler
 from headway.errors import DeadlineUnmeetable
-from tests.control.helpers import ms
+from tests.control.helpers import ms, scheduler
 
 
 def forest(rows: int) -> float:
@@ -33,12 +33,7 @@ def request(clock: ManualClock, rows: int, deadline_in: float, **options: int) -
 
 
 def server(clock: ManualClock, *models: str) -> Scheduler:
-    s = Scheduler(clock, LatencyEstimator(window=10, quantile=99.0, min_samples=3))
-    s.placement.add_worker(1)
-    for key in models or ("forest",):
-        s.placement.add_model(key, max_batch=32)
-        s.placed(key, 1)
-    return s
+    return scheduler(clock, {1: list(models or ("forest",))}, max_batch=32)
 
 
 def run(s: Scheduler, clock: ManualClock, took: float) -> None:

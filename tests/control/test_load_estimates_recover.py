@@ -16,8 +16,7 @@ from headway.clock import ManualClock
 from headway.control.actions import INFER, LOAD
 from headway.control.load_probes import LOAD_PROBE_DUTY
 from headway.errors import ColdStartTooSlow
-from tests.control.helpers import ms, request, seed, tags
-from tests.control.test_loading import demand, loaded
+from tests.control.helpers import demand, loaded, ms, request, seed, tags
 
 PRE_WARM_LOADS = (ms(120), ms(130), ms(140), ms(146))  # four loads on a machine at load 7
 

@@ -8,52 +8,19 @@ Times are seconds written as milliseconds (`ms(10)`); memory is in MB.
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from headway.clock import ManualClock
 from headway.control.actions import INFER, LOAD, Dispatch
 from headway.control.predictions import DEFAULT_LOAD_SECONDS, RECENT_LOADS
-from headway.control.profiles import LatencyEstimator
 from headway.control.scheduler import Scheduler
-from headway.control.scheduling_policy import HEADWAY
 from headway.control.slots import MAX_IN_FLIGHT
 from headway.errors import ColdStartTooSlow, DeadlineUnmeetable
-from tests.control.helpers import ms, request, seed, tags
-
-
-def demand(
-    clock: ManualClock,
-    workers: dict[int, float | None],
-    sizes: dict[str, float],
-    *,
-    schedule_ahead: float = 0.0,
-    max_batch: int = 8,
-    full_batches_ahead: bool = True,
-) -> Scheduler:
-    """A demand-loading scheduler: workers with their memory shares, models with their sizes."""
-    policy = dataclasses.replace(
-        HEADWAY, schedule_ahead=schedule_ahead, full_batches_ahead=full_batches_ahead
-    )
-    estimator = LatencyEstimator(window=10, quantile=99.0, min_samples=3)
-    s = Scheduler(clock, estimator, policy=policy, demand_loading=True)
-    for worker, share in workers.items():
-        s.placement.add_worker(worker, memory_mb=share)
-    for key, size in sizes.items():
-        s.placement.add_model(key, size_mb=size, max_batch=max_batch)
-    return s
+from tests.control.helpers import demand, loaded, ms, request, seed, tags
 
 
 def actions(dispatches: list[Dispatch]) -> list[tuple[int, str, str]]:
     return [(d.worker, d.kind, d.model) for d in dispatches]
-
-
-def loaded(s: Scheduler, load: Dispatch, seconds: float, size_mb: float | None = None) -> None:
-    """The worker reports the LOAD done, as the controller relays it."""
-    assert load.kind == LOAD
-    s.complete(load.id, seconds)
-    s.placed(load.model, load.worker, size_mb=size_mb)
 
 
 def counters(s: Scheduler) -> dict[str, int]:

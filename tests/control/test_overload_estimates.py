@@ -14,11 +14,10 @@ import numpy as np
 import pytest
 
 from headway.clock import ManualClock
-from headway.control.profiles import LatencyEstimator
 from headway.control.request import Request
 from headway.control.scheduler import Scheduler
 from headway.errors import DeadlineUnmeetable
-from tests.control.helpers import ms
+from tests.control.helpers import ms, scheduler
 
 
 def mlp(rows: int) -> float:
@@ -27,11 +26,7 @@ def mlp(rows: int) -> float:
 
 
 def server(clock: ManualClock) -> Scheduler:
-    s = Scheduler(clock, LatencyEstimator(window=10, quantile=99.0, min_samples=3))
-    s.placement.add_worker(1)
-    s.placement.add_model("mlp", max_batch=64)
-    s.placed("mlp", 1)
-    return s
+    return scheduler(clock, {1: ["mlp"]}, max_batch=64)
 
 
 def request(clock: ManualClock, rows: int, deadline_in: float) -> Request:

@@ -13,35 +13,10 @@ import pytest
 
 from headway.clock import ManualClock
 from headway.control.actions import INFER, LOAD
-from headway.control.profiles import LatencyEstimator
 from headway.control.scheduler import Scheduler
 from headway.control.scheduling_policy import CLIPPER, HEADWAY, POLICIES, SchedulingPolicy
 from headway.errors import ColdStartTooSlow, DeadlineUnmeetable
-from tests.control.helpers import ms, request, seed, tags
-
-
-def scheduler(
-    clock: ManualClock,
-    policy: SchedulingPolicy,
-    placements: dict[int, list[str]],
-    *,
-    models: dict[str, float] | None = None,
-    memory_mb: float | None = None,
-    demand_loading: bool = False,
-    max_batch: int = 8,
-) -> Scheduler:
-    """Workers and the models placed on them; `models`: more models (size MB), not placed."""
-    estimator = LatencyEstimator(window=10, quantile=99.0, min_samples=3)
-    s = Scheduler(clock, estimator, policy=policy, demand_loading=demand_loading)
-    sizes = dict(models or {})
-    for worker, keys in placements.items():
-        s.placement.add_worker(worker, memory_mb=memory_mb)
-        for key in keys:
-            s.placement.add_model(key, size_mb=sizes.pop(key, 0.0), max_batch=max_batch)
-            s.placed(key, worker)
-    for key, size in sizes.items():
-        s.placement.add_model(key, size_mb=size, max_batch=max_batch)
-    return s
+from tests.control.helpers import ms, request, scheduler, seed, tags
 
 
 def run_all(s: Scheduler, clock: ManualClock, step: float = ms(1)) -> list[list[str]]:
@@ -81,7 +56,7 @@ def test_the_policies_by_name() -> None:
 def test_order_within_a_model(
     clock: ManualClock, policy: SchedulingPolicy, order: list[list[str]]
 ) -> None:
-    s = scheduler(clock, policy, {1: ["m"]}, max_batch=1)
+    s = scheduler(clock, {1: ["m"]}, max_batch=1, policy=policy)
     seed(s, "m", {1: ms(1)})
     s.submit(request(clock, "relaxed", 1.0))
     clock.advance(ms(1))
@@ -96,7 +71,7 @@ def test_order_within_a_model(
 def test_order_across_models_on_one_worker(
     clock: ManualClock, policy: SchedulingPolicy, order: list[list[str]]
 ) -> None:
-    s = scheduler(clock, policy, {1: ["a", "b"]}, max_batch=1)
+    s = scheduler(clock, {1: ["a", "b"]}, max_batch=1, policy=policy)
     s.submit(request(clock, "a1", 1.0, model="a"))
     clock.advance(ms(1))
     s.submit(request(clock, "b1", ms(100), model="b"))
@@ -110,7 +85,7 @@ def test_order_across_models_on_one_worker(
 
 @pytest.mark.parametrize(("policy", "sizes"), [(HEADWAY, [8, 8]), (CLIPPER, [1, 2, 3, 4, 5, 1])])
 def test_batch_sizes(clock: ManualClock, policy: SchedulingPolicy, sizes: list[int]) -> None:
-    s = scheduler(clock, policy, {1: ["m"]}, max_batch=8)
+    s = scheduler(clock, {1: ["m"]}, max_batch=8, policy=policy)
     seed(s, "m", {1: ms(1), 8: ms(8)})  # a profile says 8 rows fit easily
     for i in range(16):
         s.submit(request(clock, f"r{i}", 10.0))
@@ -121,7 +96,7 @@ def test_batch_sizes(clock: ManualClock, policy: SchedulingPolicy, sizes: list[i
 
 
 def test_headway_rejects_a_hopeless_request_at_admission(clock: ManualClock) -> None:
-    s = scheduler(clock, HEADWAY, {1: ["m"]})
+    s = scheduler(clock, {1: ["m"]}, max_batch=8, policy=HEADWAY)
     seed(s, "m", {1: ms(10)})
     with pytest.raises(DeadlineUnmeetable):
         s.submit(request(clock, "hopeless", ms(5)))
@@ -129,7 +104,7 @@ def test_headway_rejects_a_hopeless_request_at_admission(clock: ManualClock) -> 
 
 
 def test_clipper_runs_a_hopeless_request_and_answers_it_late(clock: ManualClock) -> None:
-    s = scheduler(clock, CLIPPER, {1: ["m"]})
+    s = scheduler(clock, {1: ["m"]}, max_batch=8, policy=CLIPPER)
     seed(s, "m", {1: ms(10)})
     s.submit(request(clock, "blocker", 1.0))
     [blocker] = s.poll().dispatches
@@ -153,7 +128,7 @@ def test_clipper_runs_a_hopeless_request_and_answers_it_late(clock: ManualClock)
 
 @pytest.mark.parametrize("policy", [HEADWAY, CLIPPER])
 def test_a_cold_start_too_slow(clock: ManualClock, policy: SchedulingPolicy) -> None:
-    s = scheduler(clock, policy, {1: []}, models={"m": 1.0}, demand_loading=True)
+    s = scheduler(clock, {1: []}, sizes={"m": 1.0}, demand_loading=True, max_batch=8, policy=policy)
     seed(s, "m", {1: ms(10)})
     s.loads.observe("m", 1, ms(50))
     if policy.early_reject:
@@ -176,7 +151,9 @@ def test_a_load_that_cannot_end_in_time(
     clock: ManualClock, policy: SchedulingPolicy, loads: bool
 ) -> None:
     policy = dataclasses.replace(policy, schedule_ahead=ms(50))
-    s = scheduler(clock, policy, {1: ["x"]}, models={"m": 1.0}, demand_loading=True)
+    s = scheduler(
+        clock, {1: ["x"]}, sizes={"m": 1.0}, demand_loading=True, max_batch=8, policy=policy
+    )
     seed(s, "x", {1: ms(30)})
     seed(s, "m", {1: ms(10)})
     s.loads.observe("m", 1, ms(50))
@@ -200,11 +177,12 @@ def test_a_load_that_cannot_end_in_time(
 def test_eviction_order(clock: ManualClock, policy: SchedulingPolicy, evicted: list[str]) -> None:
     s = scheduler(
         clock,
-        policy,
         {1: ["a"]},
-        models={"a": 50.0, "b": 30.0, "c": 40.0},
+        sizes={"a": 50.0, "b": 30.0, "c": 40.0},
         memory_mb=100.0,
+        policy=policy,
         demand_loading=True,
+        max_batch=8,
     )
     clock.set(ms(1))
     s.placed("b", 1)  # a is the least recently used; b is idle

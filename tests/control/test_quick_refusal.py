@@ -29,13 +29,12 @@ from headway.control.overload import (
     FrontendLag,
     quick_refusal,
 )
-from headway.control.profiles import LatencyEstimator
 from headway.control.request import DEFAULT_PRIORITY
 from headway.control.scheduler import Scheduler
 from headway.errors import Backlogged, DeadlineUnmeetable
 from headway.repository import Repository
 from headway.testing import FakeEngine
-from tests.control.helpers import ms, request, seed
+from tests.control.helpers import ms, request, scheduler, seed
 
 # -- FrontendLag: CoDel on the frontend's read wait ------------------------------------------
 
@@ -160,10 +159,7 @@ def test_while_shedding_only_requests_that_waited_longest_are_refused() -> None:
 def backlogged_model(clock: ManualClock) -> tuple[Scheduler, int]:
     """One worker busy with a batch of `m` (batches of 4, 10 ms), 8 rows due in 25 ms queued
     behind it; and the running batch's id."""
-    s = Scheduler(clock, LatencyEstimator(window=10, quantile=99.0, min_samples=3))
-    s.placement.add_worker(1)
-    s.placement.add_model("m", max_batch=4)
-    s.placed("m", 1)
+    s = scheduler(clock, {1: ["m"]}, max_batch=4)
     seed(s, "m", {1: ms(5), 2: ms(6), 4: ms(10)})
     s.submit(request(clock, "running", ms(100)))
     [running] = s.poll().dispatches
@@ -213,11 +209,7 @@ def test_a_refusal_of_the_request_alone_or_of_another_priority_is_not_a_backlog(
 def test_behind_another_models_action_only_the_deadline_counts(clock: ManualClock) -> None:
     """Its worker busy with another model's 50 ms action: the wait shrinks as time passes, so
     a request is refused unread only if it is due no later than the one refused."""
-    s = Scheduler(clock, LatencyEstimator(window=10, quantile=99.0, min_samples=3))
-    s.placement.add_worker(1)
-    for key in ("m", "long"):
-        s.placement.add_model(key, max_batch=4)
-        s.placed(key, 1)
+    s = scheduler(clock, {1: ["m", "long"]}, max_batch=4)
     seed(s, "m", {1: ms(5)})
     seed(s, "long", {1: ms(50)})
     s.submit(request(clock, "long", ms(100), model="long"))

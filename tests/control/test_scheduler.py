@@ -13,30 +13,10 @@ import pytest
 
 from headway.clock import ManualClock
 from headway.control.actions import INFER, LOAD, UNLOAD, Dispatch
-from headway.control.profiles import LatencyEstimator
 from headway.control.request import Request, priority_level
 from headway.control.scheduler import Scheduler
 from headway.errors import DeadlineUnmeetable, Overloaded
-from tests.control.helpers import ms, request, seed, tags
-
-
-def scheduler(
-    clock: ManualClock,
-    placements: dict[int, list[str]],
-    *,
-    min_samples: int = 3,
-    place: bool = True,
-    **model_options: float,
-) -> Scheduler:
-    """Workers and the models placed on them (`place=False`: models known, not yet placed)."""
-    s = Scheduler(clock, LatencyEstimator(window=10, quantile=99.0, min_samples=min_samples))
-    for worker, keys in placements.items():
-        s.placement.add_worker(worker)
-        for key in keys:
-            s.placement.add_model(key, **model_options)  # type: ignore[arg-type]
-            if place:
-                s.placed(key, worker)
-    return s
+from tests.control.helpers import ms, request, scheduler, seed, tags
 
 
 def submit(s: Scheduler, *requests: Request) -> None:

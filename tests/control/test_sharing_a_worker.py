@@ -13,11 +13,10 @@ import numpy as np
 import pytest
 
 from headway.clock import ManualClock
-from headway.control.profiles import LatencyEstimator
 from headway.control.request import Request
 from headway.control.scheduler import Scheduler
 from headway.errors import DeadlineUnmeetable
-from tests.control.helpers import ms
+from tests.control.helpers import ms, scheduler, seed
 
 
 def request(clock: ManualClock, model: str, deadline_in: float) -> Request:
@@ -27,14 +26,10 @@ def request(clock: ManualClock, model: str, deadline_in: float) -> Request:
 
 def shared(clock: ManualClock, placements: dict[int, list[str]]) -> Scheduler:
     """Workers, their models, and each model's measured duration (fast: 1 ms, slow: 600 ms)."""
-    s = Scheduler(clock, LatencyEstimator(window=10, quantile=99.0, min_samples=3))
-    for worker, keys in placements.items():
-        s.placement.add_worker(worker)
+    s = scheduler(clock, placements)
+    for keys in placements.values():
         for key in keys:
-            s.placement.add_model(key)
-            s.placed(key, worker)
-            for _ in range(3):
-                s.estimator.observe(key, 1, ms(600) if key == "slow" else ms(1))
+            seed(s, key, {1: ms(600) if key == "slow" else ms(1)})
     return s
 
 

@@ -12,19 +12,14 @@ import pytest
 
 from headway.clock import ManualClock
 from headway.control.admission import admit_unread
-from headway.control.profiles import LatencyEstimator
 from headway.control.scheduler import Scheduler
 from headway.errors import DeadlineUnmeetable
-from tests.control.helpers import ms
+from tests.control.helpers import ms, scheduler, seed
 
 
 def measured(clock: ManualClock, one_row: float) -> Scheduler:
-    s = Scheduler(clock, LatencyEstimator(window=10, quantile=99.0, min_samples=3))
-    s.placement.add_worker(1)
-    s.placement.add_model("m", max_batch=64)
-    s.placed("m", 1)
-    for _ in range(3):
-        s.estimator.observe("m", 1, one_row)
+    s = scheduler(clock, {1: ["m"]}, max_batch=64)
+    seed(s, "m", {1: one_row})
     return s
 
 
@@ -61,8 +56,7 @@ def test_a_request_with_time_for_one_row_is_left_to_admission(clock: ManualClock
 
 
 def test_a_model_never_measured_refuses_only_what_is_already_late(clock: ManualClock) -> None:
-    s = Scheduler(clock, LatencyEstimator(window=10, quantile=99.0, min_samples=3))
-    s.placement.add_model("new", max_batch=8)
+    s = scheduler(clock, {}, sizes={"new": 0.0}, max_batch=8)
     arrived = clock.now()
     clock.advance(ms(49))
     admit_unread("new", arrived + ms(50), now=clock.now(), waited=ms(49),
