@@ -49,6 +49,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import joblib
 import numpy as np
 import yaml
@@ -187,9 +188,52 @@ def planned_estimate(
     return planner.simulate(config).latencies
 
 
-def flow_accuracy(seconds: float, rounds: int) -> dict[str, Any]:
+def model_means(url: str) -> dict[str, tuple[float, float, float, float]]:
+    """Per model on the server: (compute seconds, INFER actions, rows, queued seconds) so far."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    sums: dict[str, list[float]] = {}
+    wanted = {
+        "headway_compute_seconds_sum": 0, "headway_compute_seconds_count": 1,
+        "headway_batch_size_sum": 2, "headway_queue_seconds_sum": 3,
+    }  # fmt: skip
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in wanted and "model" in sample.labels:
+                row = sums.setdefault(sample.labels["model"], [0.0] * 4)
+                row[wanted[sample.name]] = sample.value
+    return {m: (v[0], v[1], v[2], v[3]) for m, v in sums.items()}
+
+
+def under_load(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per model, over a load: the mean INFER time, rows per INFER and queue time per row."""
+    out = {}
+    for model, (compute, actions, rows, queued) in after.items():
+        c0, a0, r0, q0 = before.get(model, (0.0, 0.0, 0.0, 0.0))
+        if actions > a0:
+            out[model] = {
+                "infer_ms": round((compute - c0) / (actions - a0) * 1e3, 3),
+                "batch": round((rows - r0) / (actions - a0), 2),
+                "queued_ms": round((queued - q0) / max(rows - r0, 1) * 1e3, 3),
+            }
+    return out
+
+
+def server_cpu(url: str) -> float:
+    """The server process's CPU seconds so far (its `/metrics`; 0 from a tree older than
+    `process_cpu`, which this script serves for side-by-side runs)."""
+    try:
+        from headway.planning.frontend import process_cpu
+    except ImportError:
+        return 0.0
+    return process_cpu(httpx.get(f"{url}/metrics", timeout=10).text) or 0.0
+
+
+def flow_accuracy(seconds: float, rounds: int, capacity: float | None = None) -> dict[str, Any]:
     """Simulated vs measured P99 of the cascade flow app over HTTP, at each of `LOADS`, for
-    `rounds` rounds in one sitting (one server)."""
+    `rounds` rounds in one sitting (one server); `capacity`: queries/s the loads are shares of
+    (default: the first measurement's)."""
     root = Path(tempfile.mkdtemp(prefix="headway-accuracy-flow-"))
     repo, config = build_flow(root)
     compiled = flow(FLOW_APP).compile()
@@ -203,7 +247,7 @@ def flow_accuracy(seconds: float, rounds: int) -> dict[str, Any]:
         repo, state=root / "state.db", workers=2, grpc_port=0,
         extra=["--config", str(config)], log=root / "server.log",
     )  # fmt: skip
-    capacity: float | None = None
+    report_["capacity_qps"] = capacity
     with server:
         target, requests = Target.parse(server.url), wire(server.url, FLOW_APP)
         run(target, requests, duration=2.0, warmup=0.0, concurrency=4)  # every stage measured
@@ -227,10 +271,13 @@ def flow_accuracy(seconds: float, rounds: int) -> dict[str, Any]:
                 schedule = loadgen_arrivals.schedule(
                     rate, WARMUP_S + seconds, "gamma", cv=1.0, seed=7
                 )
+                cpu_before, models_before = server_cpu(server.url), model_means(server.url)
                 tally = run(
                     target, requests, duration=seconds, warmup=WARMUP_S, schedule=schedule,
                     drain_timeout=30.0,
                 )  # fmt: skip
+                cpu_used = server_cpu(server.url) - cpu_before
+                loaded = under_load(models_before, model_means(server.url))
                 window = schedule >= WARMUP_S  # the load generator's window: warm-up left out
 
                 replay_ = (pipeline, config_, profiles, schedule)
@@ -249,12 +296,17 @@ def flow_accuracy(seconds: float, rounds: int) -> dict[str, Any]:
                     "real_p99_ms": ms(tally.latencies, 99),
                     "send_lateness_p99_ms": figures["send_lateness_ms"]["p99"],
                     "frontend_ms": round(frontend * 1e3, 3),
+                    # the server process's CPU under this load (warm-up included): per query
+                    # sent, and its share of one core
+                    "server_cpu_per_query_ms": round(cpu_used / len(schedule) * 1e3, 3),
+                    "server_cpu_busy": round(cpu_used / (WARMUP_S + seconds), 3),
                     "sim_models_p99_ms": ms(models_only, 99),
                     "sim_p50_ms": ms(fronted, 50),
                     "sim_p99_ms": ms(fronted, 99),
                     "sim_spread_p50_ms": ms(fronted_spread, 50),
                     "sim_spread_p99_ms": ms(fronted_spread, 99),
                     "load_average_1m": os.getloadavg()[0],
+                    "under_load": loaded,
                     "profiles_ms": {
                         m: {b: round(s * 1e3, 3) for b, s in p["cpu1"].seconds.items()}
                         for m, p in profiles.items()
@@ -263,6 +315,7 @@ def flow_accuracy(seconds: float, rounds: int) -> dict[str, Any]:
                 for key in ("sim_models_p99_ms", "sim_p99_ms", "sim_spread_p99_ms"):
                     row[key.replace("_ms", "_error")] = round(row[key] / row["real_p99_ms"] - 1, 3)
                 print(json.dumps({k: v for k, v in row.items() if k != "profiles_ms"}), flush=True)
+                print("  profiles:", json.dumps(row["profiles_ms"]), flush=True)
                 report_["loads"].append(row)
     return report_
 
@@ -274,11 +327,15 @@ def main() -> None:
         "--flow", action="store_true", help="the cascade flow app over HTTP on `headway serve`"
     )
     parser.add_argument("--rounds", type=int, default=1, help="--flow: rounds of the 3 loads")
+    parser.add_argument(
+        "--capacity", type=float, default=None,
+        help="--flow: queries/s the loads are shares of (default: the first measurement's)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     if args.flow:
         out = args.out or Path("bench/.work/planner-accuracy-flow.json")
-        report_ = flow_accuracy(args.seconds, args.rounds)
+        report_ = flow_accuracy(args.seconds, args.rounds, args.capacity)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report_, indent=1))
         return

@@ -120,6 +120,15 @@ def test_the_frontend_time_is_the_servers_cpu_per_query_when_that_is_larger() ->
     assert frontend_time(waits, before, idle) == pytest.approx(0.015)  # the wait is larger
 
 
+def test_a_server_saturated_below_its_cpu_per_query_sets_the_frontend_time() -> None:
+    """Sharing the cores, the loop answered 20 queries/s at most: 50 ms each, not its 25 ms."""
+    before = METRICS.format(a=1.0, b=0.5) + CPU.format(cpu=7.0)
+    after = METRICS.format(a=1.04, b=0.58) + CPU.format(cpu=7.1)
+    waits = [0.040, 0.050, 0.045, 0.045]
+    assert frontend_time(waits, before, after, saturated_qps=20.0) == pytest.approx(0.050)
+    assert frontend_time(waits, before, after, saturated_qps=100.0) == pytest.approx(0.025)
+
+
 def test_without_the_process_cpu_the_frontend_time_is_the_wait_outside_the_models() -> None:
     before, after = METRICS.format(a=1.0, b=0.5), METRICS.format(a=1.04, b=0.58)
     assert frontend_time([0.040, 0.050, 0.045, 0.045], before, after) == pytest.approx(0.015)

@@ -8,10 +8,11 @@ it as a stage ahead of the pipeline's inputs: one replica, one query at a time, 
 the measured time (InferLine profiled its frontend as a stage too).
 
 `headway profile --frontend APP` measures it with the server idle: the app's queries are sent
-one at a time, and the stage's time per query is the larger of two figures from `/metrics`
-(`frontend_time`): the client's wait less the models' time (the server's own per-model
-latency), and the server process's CPU per query, which also counts the event loop's share of
-each model call (dispatch, decoding the answer) and so is what the loop saturates at. It is
+one at a time, then many at a time, and the stage's time per query is the largest of three
+figures (`frontend_time`): the client's wait less the models' time (the server's own
+per-model latency on `/metrics`), the server process's CPU per query (which also counts the
+event loop's share of each model call: dispatch, decoding the answer), and 1 / the queries a
+second the server answered when saturated (the loop's rate when it shares the cores). It is
 kept in the store next to the model profiles, as a row of the model `frontend_model(app)` on
 the hardware `SERVER`, and `headway plan` adds the stage when the store has one for the app.
 """
@@ -93,16 +94,24 @@ def busy_per_query(queries: int, before: str, after: str) -> float:
     return max(0.0, end - start) / queries
 
 
-def frontend_time(latencies: list[float], before: str, after: str) -> float:
-    """The frontend stage's time per query: the larger of the client's wait outside the models
-    (`outside_models`) and the server process's CPU per query (`busy_per_query`).
+def frontend_time(
+    latencies: list[float], before: str, after: str, saturated_qps: float | None = None
+) -> float:
+    """The frontend stage's time per query: the largest of the client's wait outside the
+    models (`outside_models`), the server process's CPU per query (`busy_per_query`), both of
+    queries sent one at a time, and 1 / `saturated_qps`, the queries a second the server
+    answered with many in flight.
 
-    The second is what bounds the stage's capacity: the event loop also spends CPU on each model
-    call (dispatching it, decoding its answer), which the models' latency holds and the first
-    therefore leaves out, so the event loop saturates at 1 / its CPU per query, not at 1 / the
-    wait outside the models. Queries sent one at a time make both exact per query."""
-    return max(outside_models(latencies, before, after),
-               busy_per_query(len(latencies), before, after))  # fmt: skip
+    The wait outside the models leaves out the event loop's CPU for each model call
+    (dispatching it, decoding its answer: the models' latency holds it), so the loop saturates
+    well before 1 / that wait; its CPU per query is the loop's time where it has a core to
+    itself; and where it shares the cores with its workers and the client (and whatever else
+    runs), only the saturated rate shows how many queries a second it gets through."""
+    times = [outside_models(latencies, before, after),
+             busy_per_query(len(latencies), before, after)]  # fmt: skip
+    if saturated_qps:
+        times.append(1 / saturated_qps)
+    return max(times)
 
 
 def outside_models(latencies: list[float], before: str, after: str) -> float:

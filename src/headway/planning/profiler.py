@@ -30,6 +30,7 @@ from headway.control.models import READY
 from headway.errors import ConfigError
 from headway.launcher import ServerProcess
 from headway.loadgen.client import Target, http_request, run
+from headway.loadgen.tally import Tally
 from headway.loadgen.workload import Body, random_tensor
 from headway.planning.frontend import frontend_row, frontend_time
 from headway.planning.pipeline import Hardware
@@ -40,6 +41,8 @@ from headway.store.profiles import MeasuredProfile
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+#: Queries in flight when measuring the frontend's saturated rate: a max batch of every model.
+SATURATING = 16
 
 Progress = Callable[[MeasuredProfile], None]
 
@@ -159,12 +162,19 @@ def measure_frontend(
 
 
 def frontend_of(
-    url: str, app: str, rows: Sequence[Any], *, seconds: float = 5.0, warmup: float = 2.0
+    url: str,
+    app: str,
+    rows: Sequence[Any],
+    *,
+    seconds: float = 5.0,
+    warmup: float = 2.0,
+    saturate: float = 2.0,
 ) -> MeasuredProfile:
     """The time per query of `app` outside its models on the idle server at `url`: `rows`
     (rotated) are sent four at a time for `warmup` seconds (every model measured, none
-    cold), then one at a time for `seconds`; the stage's time per query is
-    `headway.planning.frontend.frontend_time` of the server's `/metrics` around them."""
+    cold), one at a time for `seconds`, then `SATURATING` at a time for `saturate` seconds;
+    the stage's time per query is `headway.planning.frontend.frontend_time` of the server's
+    `/metrics` around the second and the queries a second of the third."""
     if not rows:
         raise ConfigError(f"no sample rows to send to app {app!r}")
     target = Target.parse(url)
@@ -174,15 +184,23 @@ def frontend_of(
     ]
     run(target, bodies, duration=warmup, warmup=0.0, concurrency=4)
     before = httpx.get(f"{url}/metrics", timeout=10).text
-    tally = run(target, bodies, duration=seconds, warmup=0.0, concurrency=1)
+    alone = _answered(app, run(target, bodies, duration=seconds, warmup=0.0, concurrency=1))
     after = httpx.get(f"{url}/metrics", timeout=10).text
+    saturated = None
+    if saturate > 0:
+        full = run(target, bodies, duration=saturate, warmup=0.0, concurrency=SATURATING)
+        saturated = _answered(app, full).ok / saturate
+    return frontend_row(app, frontend_time(alone.latencies, before, after, saturated), alone.ok)
+
+
+def _answered(app: str, tally: Tally) -> Tally:
     failed = tally.rejected + tally.errors + tally.transport_errors + tally.timeouts
     if failed:
         raise ConfigError(
             f"app {app!r} failed {failed} of {tally.ok + failed} queries while measuring its "
             "frontend: check that it answers these rows"
         )
-    return frontend_row(app, frontend_time(tally.latencies, before, after), tally.ok)
+    return tally
 
 
 def _plain(row: Any) -> Any:
