@@ -307,3 +307,18 @@ def test_batched_start_takes_the_largest_batch_within_half_the_slo() -> None:
     assert p.batched_start("cpu4") == Configuration(  # cpu4 profiles neither: the fastest kinds
         {"s0": StageConfig("gpu", 4, 1), "s1": StageConfig("gpu", 4, 1)}
     )
+
+
+def test_fewer_replicas_than_a_configuration_that_missed_are_refused_without_an_estimate() -> None:
+    p = planner(100, 25, 1.0, 0.5)
+    # on cpu1 a query takes 10 ms, then 20 ms for the half that reach s1: over 25 ms
+    missed = Configuration({"s0": StageConfig("cpu1", 1, 2), "s1": StageConfig("cpu1", 1, 3)})
+    assert not p.feasible(missed)
+    estimated = len(p._estimates)
+    fewer = missed.with_stage("s1", replicas=2)
+    assert max(p.utilisation(fewer).values()) < 1
+    assert not p.feasible(fewer)
+    assert len(p._estimates) == estimated  # refused without a replay
+    more = missed.with_stage("s0", replicas=3)
+    assert not p.feasible(more)
+    assert len(p._estimates) == estimated + 1  # more replicas somewhere: estimated

@@ -147,22 +147,31 @@ class Moves:
     ) -> Configuration | None:
         """The stage on one of `kinds`, at the batch size and the fewest feasible replicas that
         cost least (ties: the kind listed first, the smaller batch), if that costs less than
-        the stage now and the whole at most `budget`; else None."""
-        now = self.cost(config)
-        best: Configuration | None = None
-        for kind in kinds:
-            # strictly cheaper than the best so far (or the stage now), and within the budget
-            cap = min(budget, (self.cost(best) if best is not None else now) - CENT)
-            most = self._affordable(config, stage, kind, cap)
+        the stage now and the whole at most `budget`; else None.
+
+        The (kind, batch) pairs are tried cheapest first by the fewest replicas that keep the
+        stage below its throughput (a lower bound on their cost), each only within the cost
+        of the best found so far: once one is feasible, the pairs whose bound is over it cost
+        no estimate."""
+        options = []
+        for order, kind in enumerate(kinds):
+            price = self.catalogue[kind].cost_per_hour
             for size in self.profile(stage, kind).batch_sizes:
-                if most < 1:
-                    break
-                moved = config.with_stage(stage, hardware=kind, max_batch=size, replicas=most)
-                candidate = self.fewest_replicas(moved, stage, most)
-                if candidate is not None:
-                    best = candidate
-                    most = candidate[stage].replicas - 1
-        return best
+                moved = config.with_stage(stage, hardware=kind, max_batch=size, replicas=1)
+                options.append((self.least_replicas(moved, stage) * price, order, size, kind))
+        cap = min(budget, self.cost(config) - CENT)  # cheaper than the stage now
+        best: tuple[float, int, int, Configuration] | None = None
+        for _, order, size, kind in sorted(options):
+            most = self._affordable(config, stage, kind, cap)
+            moved = config.with_stage(stage, hardware=kind, max_batch=size, replicas=max(most, 1))
+            candidate = self.fewest_replicas(moved, stage, most) if most >= 1 else None
+            if candidate is None:
+                continue
+            ranked = (self.cost(candidate), order, size, candidate)
+            if best is None or ranked[:3] < best[:3]:
+                best = ranked
+                cap = ranked[0]  # a tie can still win on the kind's order or a smaller batch
+        return best[3] if best is not None else None
 
     def downgrade_hardware(
         self, config: Configuration, stage: str, budget: float = math.inf

@@ -113,6 +113,8 @@ class Planner(Moves):
         #: also search from a `batched_start` on every hardware kind (`starts`)
         self.restarts = restarts
         self._estimates: dict[tuple[tuple[str, int, int], ...], Estimate] = {}
+        #: (kind, batch) per stage -> replica counts whose estimate missed the SLO
+        self._missing: dict[tuple[tuple[str, int], ...], list[tuple[int, ...]]] = {}
         #: the cheapest configuration found feasible so far (the first of equal cost)
         self.cheapest: Configuration | None = None
         duration = float(self.arrivals[-1] - self.arrivals[0]) if len(self.arrivals) > 1 else 1.0
@@ -164,12 +166,22 @@ class Planner(Moves):
     def feasible(self, config: Configuration) -> bool:
         """The estimated P99 meets the SLO, and no stage (the frontend included) is loaded to
         its throughput or beyond: such a stage's queue grows for ever, but can grow slowly
-        enough to stay short over a planning trace that ends first."""
+        enough to stay short over a planning trace that ends first.
+
+        More replicas never make a query later (the search's bisections rely on it), so a
+        configuration with the same kinds and batches as one whose estimate missed the SLO,
+        and no more replicas at any stage, misses it too: refused without an estimate."""
         if self.frontend_utilisation >= 1.0:
             return False
         if any(u >= 1.0 for u in self.utilisation(config).values()):
             return False
+        shape = tuple((config[n].hardware, config[n].max_batch) for n in self.pipeline.names)
+        counts = tuple(config[n].replicas for n in self.pipeline.names)
+        misses = self._missing.setdefault(shape, [])
+        if any(all(c <= m for c, m in zip(counts, missed, strict=True)) for missed in misses):
+            return False  # no more replicas anywhere than a configuration that missed the SLO
         if self.estimate(config).p99 > self.slo:
+            misses.append(counts)
             return False
         cost = self.cost(config)
         if self.cheapest is None or cost < self.cost(self.cheapest) - CENT:
@@ -271,8 +283,10 @@ class Planner(Moves):
             ends.append(self._descend(feasible, steps))
         if self.cheapest is None:
             return self._infeasible(reason, steps)
-        config = self.cheapest
-        if config not in ends[:1]:
+        config = min(ends, key=self.cost) if ends else self.cheapest  # the first end of equals
+        if self.cost(self.cheapest) < self.cost(config) - CENT:
+            config = self.cheapest
+        if config is not ends[0]:
             steps.append(
                 f"the cheapest feasible configuration estimated: ${self.cost(config):.3f}/h"
             )
