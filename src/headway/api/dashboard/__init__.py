@@ -82,7 +82,9 @@ def snapshot(controller: Controller, apps: AppRegistry) -> dict[str, Any]:
                 if worker in m.workers
             ),
         }
-        for worker, (used, budget, _) in sorted(controller.scheduler.placement.worker_memory().items())
+        for worker, (used, budget, _) in sorted(
+            controller.scheduler.placement.worker_memory().items()
+        )
     ]
     return {"time": time.time(), "models": models, "workers": workers, "apps": apps.summary(),
             "operators": operators(apps)}  # fmt: skip
