@@ -2,7 +2,7 @@
 
 A cascade: model `a` for every query, a filter on its answer, then model `b` (the filter is
 fused into `b`'s stage, since the join reads `a`'s answer too). A query the filter drops is
-not sent to `b`'s stage at all; the stub controller (`tests/flows/test_deadline.py`) records
+not sent to `b`'s stage at all; the stub controller (`tests/flows/stub_controller.py`) records
 every call, and would fail one to a stage it was not told of.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tests.flows.test_deadline import StubController
+from tests.flows.stub_controller import StubController
 
 from headway.apps.config import AppConfig
 from headway.flows import Flow, LocalServices, Model, Row

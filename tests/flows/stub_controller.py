@@ -1,0 +1,57 @@
+"""A stand-in for the scheduler under a flow app, on an injected `ManualClock`: each model call
+takes a stated number of clock seconds, and a model marked `refuses` is refused at once when its
+call is given less time than it takes (as the scheduler refuses a request its profile says
+cannot meet its deadline)."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+from headway.clock import ManualClock
+from headway.control.models import Prediction
+from headway.errors import DeadlineUnmeetable
+
+
+class StubController:
+    """What a FlowApplication with two repository-model stages needs of a Controller."""
+
+    def __init__(self, seconds: dict[str, float], refuses: frozenset[str] = frozenset()) -> None:
+        self.clock = ManualClock()
+        self.repository = SimpleNamespace(models={})
+        self.measuring = SimpleNamespace(warming=set())
+        self.seconds = seconds
+        self.refuses = refuses
+        #: Each call: the model, when it was made, and the seconds it was given.
+        self.calls: list[tuple[str, float, float]] = []
+        #: The calls withdrawn (`Controller.cancel`): the model of each.
+        self.withdrawn: list[str] = []
+
+    def cancel(self, future: asyncio.Future[Prediction], name: str, version: Any = None) -> bool:
+        self.withdrawn.append(name)
+        future.cancel()
+        return True
+
+    def served(self, name: str, version: int | None = None) -> None:
+        return None
+
+    def submit(
+        self, name: str, tensors: dict[str, np.ndarray], *, version: Any, timeout: float
+    ) -> asyncio.Future[Prediction]:
+        self.calls.append((name, self.clock.now(), timeout))
+        seconds = self.seconds[name]
+        if name in self.refuses and seconds > timeout:
+            raise DeadlineUnmeetable(f"model {name!r} takes {seconds * 1000:g} ms")
+        future: asyncio.Future[Prediction] = asyncio.get_running_loop().create_future()
+        rows = len(next(iter(tensors.values())))
+
+        def finish() -> None:
+            self.clock.advance(seconds)  # runs the app's deadline timer if it falls due
+            if not future.done():
+                future.set_result(Prediction(name, 1, {"y": np.full((rows, 1), 2.0)}))
+
+        asyncio.get_running_loop().call_soon(finish)
+        return future
