@@ -220,6 +220,28 @@ def under_load(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[
     return out
 
 
+def slowdowns(
+    url: str, alone: dict[str, dict[str, float]], loaded: dict[str, dict[str, float]]
+) -> dict[str, float]:
+    """Per repository model: its stage's mean INFER time under load over that on the idle
+    server (the stage model that calls it, from the app's description)."""
+    stages = httpx.get(f"{url}/apps/{FLOW_APP}", timeout=10).json()["flow"]["stages"]
+    out = {}
+    for stage in stages:
+        if stage["models"] and stage["served_as"]:
+            name = stage["served_as"][0]
+            if name in alone and name in loaded:
+                out[stage["models"][0]] = loaded[name]["infer_ms"] / alone[name]["infer_ms"]
+    return out
+
+
+def scaled(profile: LatencyProfile, factor: float) -> LatencyProfile:
+    return LatencyProfile(
+        {b: t * factor for b, t in profile.seconds.items()},
+        {b: t * factor for b, t in profile.p99.items()},
+    )
+
+
 def server_cpu(url: str) -> float:
     """The server process's CPU seconds so far (its `/metrics`; 0 from a tree older than
     `process_cpu`, which this script serves for side-by-side runs)."""
@@ -259,7 +281,9 @@ def flow_accuracy(seconds: float, rounds: int, capacity: float | None = None) ->
                     profile_kind(Repository.scan(repo), Hardware("cpu1", 0.05), batch_sizes=SIZES)
                 )
                 profiles = profiles_from_rows(measured)
+                idle = model_means(server.url)
                 frontend = frontend_of(server.url, FLOW_APP, rows, seconds=3.0, warmup=0.5).mean
+                alone = under_load(idle, model_means(server.url))  # the stages, idle server
                 if capacity is None:  # the loads are shares of the first measured capacity
                     capacity = min(
                         1 / frontend,
@@ -284,6 +308,15 @@ def flow_accuracy(seconds: float, rounds: int, capacity: float | None = None) ->
                 models_only = planned_estimate(*replay_, 0.0, False)[window]
                 fronted = planned_estimate(*replay_, frontend, False)[window]
                 fronted_spread = planned_estimate(*replay_, frontend, True)[window]
+                # a diagnostic, not the product's: each model's profile scaled by how much
+                # slower its stage's INFER ran under this load than on the idle server
+                slowdown = slowdowns(server.url, alone, loaded)
+                slowed = {
+                    m: {"cpu1": scaled(p["cpu1"], slowdown.get(m, 1.0))}
+                    for m, p in profiles.items()
+                }
+                as_loaded = planned_estimate(pipeline, config_, slowed, schedule, frontend, False)
+                as_loaded = as_loaded[window]
                 figures = report.summarize(tally, seconds)
                 row: dict[str, Any] = {
                     "round": round_,
@@ -305,6 +338,9 @@ def flow_accuracy(seconds: float, rounds: int, capacity: float | None = None) ->
                     "sim_p99_ms": ms(fronted, 99),
                     "sim_spread_p50_ms": ms(fronted_spread, 50),
                     "sim_spread_p99_ms": ms(fronted_spread, 99),
+                    "slowdown": {m: round(f, 3) for m, f in slowdown.items()},
+                    "sim_slowed_p50_ms": ms(as_loaded, 50),
+                    "sim_slowed_p99_ms": ms(as_loaded, 99),
                     "load_average_1m": os.getloadavg()[0],
                     "under_load": loaded,
                     "profiles_ms": {
@@ -312,7 +348,9 @@ def flow_accuracy(seconds: float, rounds: int, capacity: float | None = None) ->
                         for m, p in profiles.items()
                     },
                 }
-                for key in ("sim_models_p99_ms", "sim_p99_ms", "sim_spread_p99_ms"):
+                for key in (
+                    "sim_models_p99_ms", "sim_p99_ms", "sim_spread_p99_ms", "sim_slowed_p99_ms"
+                ):  # fmt: skip
                     row[key.replace("_ms", "_error")] = round(row[key] / row["real_p99_ms"] - 1, 3)
                 print(json.dumps({k: v for k, v in row.items() if k != "profiles_ms"}), flush=True)
                 print("  profiles:", json.dumps(row["profiles_ms"]), flush=True)
