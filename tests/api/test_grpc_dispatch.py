@@ -10,7 +10,7 @@ from pathlib import Path
 
 import hpack
 import numpy as np
-from tests.api.test_http2 import HEADERS, Server, Wire
+from tests.api.http2_wire import HEADERS, Server, Wire
 
 from headway.api.app import HeadwayApp
 from headway.api.grpc import frames as f

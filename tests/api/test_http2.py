@@ -15,57 +15,11 @@ from typing import Any
 import hpack
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.api.http2_wire import HEADERS, PATH, Server, Wire
 
 from headway.api.grpc import frames as f
 from headway.api.grpc.calls import Call, Limits
 from headway.api.grpc.http2 import Http2Connection
-
-PATH = b"/inference.GRPCInferenceService/ModelInfer"
-HEADERS = [
-    (b":method", b"POST"),
-    (b":scheme", b"http"),
-    (b":path", PATH),
-    (b":authority", b"localhost"),
-    (b"content-type", b"application/grpc"),
-    (b"te", b"trailers"),
-]
-
-
-class Wire:
-    """The connection's transport: what it writes, and whether it closed."""
-
-    def __init__(self) -> None:
-        self.written = bytearray()
-        self.closed = False
-
-    def write(self, data: bytes) -> None:
-        self.written += data
-
-    def close(self) -> None:
-        self.closed = True
-
-    def get_extra_info(self, name: str) -> None:
-        return None
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-
-class Server:
-    def __init__(self) -> None:
-        self.connections: set[Http2Connection] = set()
-        self.unanswered = 0
-        self.turns = 0
-        self.floor: float | None = None  # when bytes read now may have arrived
-
-    def arrived_since(self, now: float) -> float:
-        return now if self.floor is None else self.floor
-
-    def keep_up(self, now: float) -> None:
-        self.turns += 1
 
 
 class Echo:
