@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import joblib
@@ -113,6 +114,15 @@ def test_import_then_plan_then_simulate_the_plan(profiled: Path, tmp_path: Path)
     result = runner.invoke(cli, [*args, "--simulate", str(plan_path)])
     assert result.exit_code == 0, result.output
     assert "200 queries" in result.output and "within 1000 ms" in result.output
+
+    # the estimate draws each action from the profiles' mean and p99 unless told --no-spread
+    def estimate(*flags: str) -> str:  # its p50 and p99, not how fast the simulation ran
+        output = runner.invoke(cli, [*args, "--simulate", str(plan_path), *flags]).output
+        found = re.search(r"p50 [\d.]+ ms, p99 [\d.]+ ms", output)
+        assert found is not None, output
+        return found.group()
+
+    assert estimate() == estimate("--spread") != estimate("--no-spread")
 
 
 @pytest.mark.integration

@@ -252,10 +252,11 @@ def pipeline_for(
 )
 @click.option(
     "--spread/--no-spread",
-    default=False,
+    default=True,
     show_default=True,
-    help="Estimate with each action's duration drawn from its profile's mean and p99 at that "
-    "batch size, instead of the mean alone (InferLine's estimator).",
+    help="Estimate with each action's duration drawn from a log-normal of its profile's mean "
+    "and p99 at that batch size; --no-spread: each action takes its mean (InferLine's "
+    "estimator), which leaves out the models' own tail.",
 )
 @click.option("--rpc-ms", default=0.0, show_default=True, type=click.FloatRange(min=0))
 @click.option(
