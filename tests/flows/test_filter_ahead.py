@@ -18,9 +18,10 @@ from tests.flows.stub_controller import StubController
 
 from headway.apps.config import AppConfig
 from headway.flows import Flow, LocalServices, Model, Row
+from headway.flows.deadline import QueryDeadline
 from headway.flows.lookups import Lookups
 from headway.flows.operators import Filter, Map
-from headway.flows.query_runner import filter_ahead
+from headway.flows.query_runner import Trace, filter_ahead
 from headway.flows.serving import FlowApplication
 from headway.flows.types import Schema, Table
 from headway.repository import ModelConfig
@@ -72,6 +73,27 @@ def test_a_query_the_fused_filter_drops_makes_no_call_to_that_stage() -> None:
     assert (operators["filter:unsure"]["rows_in"], operators["filter:unsure"]["rows_out"]) == (1, 0)
     assert operators["model:b"]["calls"] == 0
     assert controller.clock.now() == pytest.approx(0.01)  # only a's time passed
+
+
+def test_with_fusion_off_a_filters_own_stage_runs_in_the_frontend() -> None:
+    controller = StubController({"a": 0.01})  # y = 2.0: the filter drops the row
+    controller.repository = Repository()  # type: ignore[assignment]
+    config = AppConfig(
+        "cascade", (), slo_ms=100.0, default_output=-1, flow=f"{__file__}:cascade", fusion=False
+    )
+    app = FlowApplication(config, controller, Lookups(), flow=cascade())  # type: ignore[arg-type]
+    assert "filter:unsure" in [s.name for s in app.plan.stages]  # a stage of its own
+    kept = Table.build(app.flow.nodes[2].shape.schema, [(1.0, 1.0)], (0,))
+    filter_stage = next(s for s in app.plan.stages if s.name == "filter:unsure")
+
+    async def run() -> Table:
+        deadline = QueryDeadline.starting(controller.clock, 0.0, 100.0)
+        return await app.runner._action(filter_stage, kept, Trace(), deadline)
+
+    assert asyncio.run(run()) == kept  # kept (y < 1.5), and no call: the stub has no model
+    assert controller.calls == []
+    operators = {o["operator"]: o for o in app.statistics()["operators"]}
+    assert (operators["filter:unsure"]["rows_in"], operators["filter:unsure"]["rows_out"]) == (1, 1)
 
 
 def test_only_the_leading_filters_run_ahead_and_only_the_rows_they_keep_are_sent() -> None:

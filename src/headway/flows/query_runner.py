@@ -153,12 +153,12 @@ class QueryRunner:
         except Exception:
             self.stats.failed_stage(stage.operators)
             raise
-        if not sent.rows:  # nothing to send: the operators make their empty table here
-            out = run_action(ops, sent, self.services)
-            if ahead:  # the stage ran, here: its filters dropped every row
+        if not sent.rows or len(ahead) == len(ops):  # nothing to send, or nothing left to run
+            out = run_action(ops, sent, self.services) if not sent.rows else sent
+            if ahead:  # the stage ran, here
                 ended = clock.now()
-                self.stats.action(stage.operators, len(table), 0, ahead, ended - started)
-                trace.stage(stage, started, ended, len(table), 0)
+                self.stats.action(stage.operators, len(table), len(out), ahead, ended - started)
+                trace.stage(stage, started, ended, len(table), len(out))
             return out
         try:
             if served_directly(stage):
@@ -254,7 +254,7 @@ def filter_ahead(ops: list[tuple[Operator, str]], table: Table) -> tuple[Table, 
     A fused stage's filters ahead of its model run here, before dispatch: a query whose rows
     they all drop is not sent to the stage's worker at all (a cascade's confident queries make
     no second round trip, nor wait in the slow model's queue), and a query's dropped rows do
-    not cross the process boundary. The worker runs its whole chain as compiled, so those
+    not cross the process boundary; a stage of filters only (fusion off) is run here whole. The worker runs its whole chain as compiled, so those
     filters run there again on the rows they kept: a filter's function must be deterministic
     (as fusion already assumes: results are the same with it on or off)."""
     seconds: list[float] = []
