@@ -1,9 +1,9 @@
-"""Placement: which workers there are, which models, and which worker holds or loads which.
+"""Placement: which workers there are, which models, which worker holds which, what each runs.
 
-The scheduler's membership and topology, apart from its queues and decisions: workers join
-and die, models are registered and forgotten, LOADs and UNLOADs place and unplace them, and
-each worker's memory share counts what it holds. The scheduler holds one `Placement` and
-reads its `models` and `workers` directly on the request path.
+The scheduler's workers' side, apart from its queues and decisions: workers join and die,
+models are registered and forgotten, LOADs and UNLOADs place and unplace them, each worker's
+memory share counts what it holds, and its timeline the actions in flight on it. The scheduler
+holds one `Placement` and reads its `models` and `workers` directly on the request path.
 """
 
 from __future__ import annotations
@@ -21,12 +21,18 @@ from headway.control.slots import ModelSlot, WorkerSlot
 class Placement:
     """The workers (`WorkerSlot`s) and models (`ModelSlot`s) the scheduler knows, by id and key."""
 
-    def __init__(self, clock: Clock, *, fifo: bool = False) -> None:
+    def __init__(self, clock: Clock, *, fifo: bool = False, track_changes: bool = False) -> None:
         self.clock = clock
         #: Queue order of new models: first come, first served instead of by deadline.
         self.fifo = fifo
         self.models: dict[str, ModelSlot] = {}
         self.workers: dict[int, WorkerSlot] = {}
+        #: The actions sent and not yet finished, by id.
+        self.inflight: dict[int, Dispatch] = {}
+        #: With `track_changes`: the workers an action started or ended on since the caller
+        #: last looked (and cleared it).
+        self.changed: set[int] = set()
+        self._track_changes = track_changes
 
     # -- membership ---------------------------------------------------------------------------
     def add_model(
@@ -60,11 +66,13 @@ class Placement:
         self.workers[worker] = WorkerSlot(worker, WorkerMemory(memory_mb), free_at=self.clock.now())
 
     def remove_worker(self, worker: int) -> tuple[WorkerSlot, list[ModelSlot]] | None:
-        """A worker died: forget it; returns its slot and the models it held or was loading
-        (None: unknown)."""
+        """A worker died: forget it and its actions in flight; returns its slot and the models
+        it held or was loading (None: unknown)."""
         slot = self.workers.pop(worker, None)
         if slot is None:
             return None
+        for dispatch in slot.inflight:
+            self.inflight.pop(dispatch.id, None)
         held: list[ModelSlot] = []
         for model in self.models.values():
             if worker in model.replicas or worker in model.loading:
@@ -103,6 +111,27 @@ class Placement:
         model = self.models.get(dispatch.model)
         if dispatch.kind == LOAD and model is not None:
             model.loading.add(dispatch.worker)
+
+    # -- timelines ----------------------------------------------------------------------------
+    def launch(self, worker: WorkerSlot, dispatch: Dispatch, now: float) -> None:
+        """`dispatch` is on its way to `worker`: in flight until it finishes."""
+        worker.start(dispatch, now)
+        self.inflight[dispatch.id] = dispatch
+        if self._track_changes:
+            self.changed.add(worker.id)
+
+    def finish(self, dispatch_id: int, now: float) -> Dispatch | None:
+        """The action `dispatch_id` ended (done, failed or refused); None if it is not in
+        flight (its worker died meanwhile, or it was reported already)."""
+        dispatch = self.inflight.pop(dispatch_id, None)
+        if dispatch is None:
+            return None
+        worker = self.workers.get(dispatch.worker)
+        if worker is not None:
+            worker.finish(dispatch, now)
+            if self._track_changes:
+                self.changed.add(worker.id)
+        return dispatch
 
     # -- questions ----------------------------------------------------------------------------
     def replicas(self, key: str) -> set[int]:

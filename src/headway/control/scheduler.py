@@ -2,9 +2,9 @@
 
 Pure logic with an injected clock (Clockwork's "consolidate choice"): it decides, the
 controller carries its decisions out. Its parts live beside it: `placement` (which worker holds
-which model), `queued` (the queues and their drop times and cold starts), `slots`,
-`predictions`, `admission`, `infer_choice`; this module ties them together, decides, and keeps
-the actions in flight.
+which model, and the actions in flight), `queued` (the queues and their drop times and cold
+starts), `slots`, `predictions`, `admission`, `infer_choice`; this module ties them together
+and decides.
 """
 
 from __future__ import annotations
@@ -79,11 +79,13 @@ class Scheduler:
         #: The counters' events per model: (model key, event, reason) -> count (for metrics).
         self.events: Counter[tuple[str, str, str]] = Counter()
         #: The workers and models, and which holds which; its dicts are read here directly.
-        self.placement = Placement(clock, fifo=not policy.deadline_order)
+        self.placement = Placement(
+            clock, fifo=not policy.deadline_order, track_changes=policy.full_batches_ahead
+        )
         self._models = self.placement.models
         self._workers = self.placement.workers
         #: workers to look at for a full batch ahead (see `_full_batches_ahead`)
-        self._recheck: set[int] = set()
+        self._recheck = self.placement.changed
         self._queued = QueuedWork(
             self._models,
             self.predictions,
@@ -94,7 +96,6 @@ class Scheduler:
         self._waiting = self._queued.waiting
         self._drops = self._queued.drops
         self._push = self._queued.push
-        self._inflight: dict[int, Dispatch] = {}
         self._ids = itertools.count(1)
         #: Moves on whenever work ahead of a new request may have shrunk (an action sent or
         #: ended, a request withdrawn or dropped, a placement changed): `backlogged` is kept
@@ -132,8 +133,6 @@ class Scheduler:
             return [], []
         slot, held = lost
         self.epoch += 1
-        for dispatch in slot.inflight:
-            self._inflight.pop(dispatch.id, None)
         sent = [request for dispatch in slot.inflight for request in dispatch.requests]
         retried, failed = self._queued.retry(sent, self.retries)
         for model in held:
@@ -252,7 +251,8 @@ class Scheduler:
             if worker is None or not worker.alive or worker.inflight or worker.control:
                 continue
             dispatch = self._infer(model, [request], request.rows, service)
-            self._launch(worker, dispatch, now)
+            self.placement.launch(worker, dispatch, now)
+            self.epoch += 1
             return dispatch
         return None
 
@@ -289,16 +289,9 @@ class Scheduler:
     def _start(
         self, worker: WorkerSlot, dispatch: Dispatch, now: float, decisions: Decisions
     ) -> None:
-        self._launch(worker, dispatch, now)
-        decisions.dispatches.append(dispatch)
-
-    def _launch(self, worker: WorkerSlot, dispatch: Dispatch, now: float) -> None:
-        """`dispatch` is on its way to `worker`: in flight until it completes."""
-        worker.start(dispatch, now)
-        self._inflight[dispatch.id] = dispatch
+        self.placement.launch(worker, dispatch, now)
         self.epoch += 1
-        if self.policy.full_batches_ahead:
-            self._recheck.add(worker.id)
+        decisions.dispatches.append(dispatch)
 
     def _full_batches_ahead(self, now: float, decisions: Decisions) -> None:
         """Send busy workers their next full batch ahead (`infer_choice.full_batch_ahead`).
@@ -390,10 +383,11 @@ class Scheduler:
     # -- results ------------------------------------------------------------------------------
     def complete(self, dispatch_id: int, duration: float | None) -> Dispatch | None:
         """An action finished (`duration`: seconds the worker measured; None if it failed)."""
-        dispatch = self._finish(dispatch_id)
+        now = self.clock.now()
+        dispatch = self.placement.finish(dispatch_id, now)
         if dispatch is None:
             return None
-        now = self.clock.now()
+        self.epoch += 1
         if dispatch.kind == LOAD and duration is not None:
             unseen_changed = self.predictions.observe_load(dispatch.model, duration)
             if self.demand_loading and unseen_changed:
@@ -415,26 +409,15 @@ class Scheduler:
     def refused(self, dispatch_id: int) -> Dispatch | None:
         """The worker refused an INFER that reached it after its latest start: requeue its
         requests (the next poll drops those that can no longer make it)."""
-        dispatch = self._finish(dispatch_id)
+        dispatch = self.placement.finish(dispatch_id, self.clock.now())
         if dispatch is None:
             return None
+        self.epoch += 1
         self.count(dispatch.model, "refusals")
         model = self._models.get(dispatch.model)
         if model is not None:
             for request in dispatch.requests:
                 self._push(model, request)
-        return dispatch
-
-    def _finish(self, dispatch_id: int) -> Dispatch | None:
-        dispatch = self._inflight.pop(dispatch_id, None)
-        if dispatch is None:
-            return None
-        self.epoch += 1
-        worker = self._workers.get(dispatch.worker)
-        if worker is not None:
-            worker.finish(dispatch, self.clock.now())
-            if self.policy.full_batches_ahead:
-                self._recheck.add(worker.id)
         return dispatch
 
     # -- statistics ---------------------------------------------------------------------------
