@@ -110,6 +110,13 @@ def test_import_then_plan_then_simulate_the_plan(profiled: Path, tmp_path: Path)
     assert plan["cost_per_hour"] == pytest.approx(0.1)
     assert plan["stages"]["slow"]["scale"] == 0.3
     assert 0 < plan["stages"]["fast"]["utilisation"] < 1
+    assert any(step.startswith("restart from gpu-like") for step in plan["steps"])
+    alone = tmp_path / "inferline.yaml"
+    result = runner.invoke(cli, [*args, "--no-restarts", "-o", str(alone)])
+    assert result.exit_code == 0, result.output
+    inferline = yaml.safe_load(alone.read_text())
+    assert not any(step.startswith("restart") for step in inferline["steps"])
+    assert inferline["cost_per_hour"] >= plan["cost_per_hour"]
 
     result = runner.invoke(cli, [*args, "--simulate", str(plan_path)])
     assert result.exit_code == 0, result.output

@@ -258,6 +258,13 @@ def pipeline_for(
     "and p99 at that batch size; --no-spread: each action takes its mean (InferLine's "
     "estimator), which leaves out the models' own tail.",
 )
+@click.option(
+    "--restarts/--no-restarts",
+    default=True,
+    show_default=True,
+    help="Also search from every hardware kind at large batches and keep the cheapest plan "
+    "found (--no-restarts: InferLine's search from the fastest hardware at batch 1 alone).",
+)
 @click.option("--rpc-ms", default=0.0, show_default=True, type=click.FloatRange(min=0))
 @click.option(
     "--frontend-ms",
@@ -280,6 +287,7 @@ def plan_command(
     samples: Path | None,
     repository: Path | None,
     spread: bool,
+    restarts: bool,
     rpc_ms: float,
     frontend_ms: float | None,
     seed: int,
@@ -307,6 +315,7 @@ def plan_command(
             rpc_seconds=rpc_ms / 1e3,
             spread=spread,
             frontend_seconds=frontend or 0.0,
+            restarts=restarts,
         )
         if simulate_plan is not None:
             _estimate(console, planner, read_plan(simulate_plan).configuration(), arrivals)
