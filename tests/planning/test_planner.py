@@ -207,16 +207,21 @@ def test_reconfigure_reaches_a_kind_beyond_the_next_cheaper() -> None:
     # DowngradeHardware finds nothing and its greedy loop stops on the GPU-like kind ($3/h);
     # one cpu1 worker (10 ms a query, one every 20 ms) meets it for $0.1/h
     profiles = {"m0": {"gpu": flat(2.5), "cpu4": flat(40), "cpu1": flat(10)}}
-    p = Planner(chain(1.0), profiles, CATALOGUE, steady(50), 30 * MS, restarts=False)
+    args = (chain(1.0), profiles, CATALOGUE, steady(50), 30 * MS)
+    p = Planner(*args, restarts=False)
     on_gpu = Configuration({"s0": StageConfig("gpu", 1, 1)})
     assert p.feasible(on_gpu)
     assert p.downgrade_hardware(on_gpu, "s0") is None
     assert p.increase_batch(on_gpu, "s0") is None and p.remove_replica(on_gpu, "s0") is None
     on_cpu1 = Configuration({"s0": StageConfig("cpu1", 1, 1)})
     assert p.reconfigure(on_gpu, "s0") == on_cpu1
-    plan = p.plan()
+    assert Planner(*args, restarts=False).plan().config == on_gpu  # InferLine's search stays
+    plan = Planner(*args).plan()
     assert plan.config == on_cpu1 and plan.cost_per_hour == pytest.approx(0.1)
-    assert plan.steps == ["Reconfigure on s0: $0.100/h"]
+    reconfigured = plan.steps.index(
+        "restart from the fastest hardware at batch 1, with Reconfigure"
+    )
+    assert plan.steps[reconfigured + 1] == "Reconfigure on s0: $0.100/h"
 
 
 def test_reconfigure_moves_to_a_dearer_kind_when_fewer_replicas_cost_less() -> None:

@@ -4,8 +4,9 @@
    path's service time alone exceeds the SLO, no configuration can meet it: infeasible.
    Otherwise add a replica to the bottleneck -- the stage with the least throughput for the
    share of queries it sees -- until the estimator's P99 meets the SLO.
-2. Then, greedily, try on every stage each action below, estimate each candidate, and apply the
-   cheapest feasible one, until no candidate is both feasible and cheaper:
+2. Then, greedily, try on every stage each of InferLine's three actions below, estimate each
+   candidate, and apply the cheapest feasible one, until no candidate is both feasible and
+   cheaper:
    - IncreaseBatch: of every larger profiled batch size, the one at which the fewest replicas
      are feasible (ties: the smaller batch). A larger batch alone costs the same; InferLine
      raises it because the throughput it adds lets replicas go (mechanisms.md section 3.3), so
@@ -17,19 +18,20 @@
      the batch size there needing the fewest feasible replicas (ties: the smaller batch), if
      they cost less than the stage now. The batch is chosen again because slower
      hardware may meet the SLO only at a smaller batch.
-   - Reconfigure (not InferLine's): any kind with a profile of the model (dearer ones and the
-     stage's own included) at any batch size, with the fewest feasible replicas, whichever
-     costs least, if less than the stage now. InferLine's actions move one step at a time:
-     when the next cheaper kind cannot meet the SLO at all, a kind beyond it is never tried,
-     and a stage moved early to a slow kind at a small batch, or to a batch too large for a
-     later SLO share, never comes back to a fast kind or a smaller batch with fewer replicas.
-
-3. With `restarts` (the default), run step 2 again from a `batched_start` on each hardware
-   kind: every stage on that kind at the largest batch whose service time along the critical
-   path is within half the SLO, with as many replicas as the load needs. A greedy descent
-   that takes the cheapest move first can leave the stages in a corner no single move gets
-   out of (a stage at a batch whose latency leaves the next too little of the SLO); starting
-   from large batches on each kind reaches configurations the descent from batch 1 does not.
+   - Reconfigure (not InferLine's; in the descents of step 3): any kind with a profile of
+     the model (dearer ones and the stage's own included) at any batch size, with the fewest
+     feasible replicas, whichever costs least, if less than the stage now. InferLine's
+     actions move one step at a time: when the next cheaper kind cannot meet the SLO at all,
+     a kind beyond it is never tried, and a stage moved early to a slow kind at a small batch,
+     or to a batch too large for a later SLO share, never comes back.
+3. With `restarts` (the default), run step 2 again with Reconfigure too, from InferLine's
+   start and from a `batched_start` on each hardware kind: every stage on that kind at the
+   largest batch whose service time along the critical path is within half the SLO, with as
+   many replicas as the load needs. A greedy descent that takes the cheapest move first can
+   leave the stages in a corner no single move gets out of (a stage at a batch whose latency
+   leaves the next too little of the SLO); starting from large batches on each kind reaches
+   configurations the descent from batch 1 does not, and InferLine's own descent stays one of
+   the searches, so the plan never costs more than InferLine's.
 
 The answer is the cheapest feasible configuration the search estimated: a descent's end or
 any candidate on the way. Within a step, each action searches only replica counts that could
@@ -237,20 +239,20 @@ class Planner(Moves):
             )
         return chosen
 
-    def starts(self) -> list[tuple[str, Configuration]]:
-        """Where the greedy search starts: InferLine's start (`initial`), then, with
-        `restarts`, a `batched_start` on each hardware kind (most expensive first)."""
-        found = [("the fastest hardware at batch 1", self.initial())]
-        if self.restarts:
-            for kind in sorted(self.catalogue, key=lambda k: (-self.catalogue[k].cost_per_hour, k)):
-                start = self.batched_start(kind)
-                if start is not None and start not in [c for _, c in found]:
-                    found.append(
-                        (
-                            f"{kind} at batch {max(c.max_batch for c in start.stages.values())}",
-                            start,
-                        )
-                    )
+    def starts(self) -> list[tuple[str, Configuration, bool]]:
+        """The greedy descents to run, as (label, start, with Reconfigure): InferLine's search
+        (`initial`, its three actions); then, with `restarts`, the same start with Reconfigure
+        too, and a `batched_start` on each hardware kind (most expensive first) with it."""
+        fastest = self.initial()
+        found = [("the fastest hardware at batch 1", fastest, False)]
+        if not self.restarts:
+            return found
+        found.append(("the fastest hardware at batch 1, with Reconfigure", fastest, True))
+        for kind in sorted(self.catalogue, key=lambda k: (-self.catalogue[k].cost_per_hour, k)):
+            start = self.batched_start(kind)
+            if start is not None and start not in [c for _, c, _ in found]:
+                batch = max(c.max_batch for c in start.stages.values())
+                found.append((f"{kind} at batch {batch}", start, True))
         return found
 
     def plan(self) -> Plan:
@@ -273,14 +275,14 @@ class Planner(Moves):
                 steps,
             )
         reason, ends = "", []
-        for index, (label, start) in enumerate(self.starts()):
+        for index, (label, start, reconfigure) in enumerate(self.starts()):
             if index:
                 steps.append(f"restart from {label}")
-            feasible = self._make_feasible(start, steps, inferline=not index)
+            feasible = self._make_feasible(start, steps, inferline=index < 2)
             if isinstance(feasible, str):
                 reason = reason or feasible
                 continue
-            ends.append(self._descend(feasible, steps))
+            ends.append(self._descend(feasible, steps, reconfigure))
         if self.cheapest is None:
             return self._infeasible(reason, steps)
         config = min(ends, key=self.cost) if ends else self.cheapest  # the first end of equals
@@ -317,14 +319,15 @@ class Planner(Moves):
             steps.append(f"add a replica to the bottleneck {stage}")
         return config
 
-    def _descend(self, config: Configuration, steps: list[str]) -> Configuration:
+    def _descend(self, config: Configuration, steps: list[str], reconfigure: bool) -> Configuration:
         """Greedily apply the cheapest feasible action until none is cheaper."""
         actions: dict[str, Action] = {
             "RemoveReplica": self.remove_replica,
             "IncreaseBatch": self.increase_batch,
             "DowngradeHardware": self.downgrade_hardware,
-            "Reconfigure": self.reconfigure,
         }
+        if reconfigure:
+            actions["Reconfigure"] = self.reconfigure
         while True:
             # the cheapest feasible candidate (then the lowest P99, then stage and action order)
             best: tuple[float, float, int, int, str, str, Configuration] | None = None
