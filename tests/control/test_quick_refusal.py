@@ -22,7 +22,9 @@ from headway.control.overload import (
     INTERVAL_S,
     LATE,
     MEMORY_S,
+    MIN_SHARE,
     NO_BACKLOG,
+    SHARE,
     SHED,
     TARGET_S,
     Backlog,
@@ -93,6 +95,47 @@ def test_shedding_resumes_at_once_within_its_memory_of_the_last() -> None:
     assert not lag.observe(ms(20), later)
 
 
+def test_the_longer_shedding_lasts_the_smaller_the_share_of_a_deadline_that_sheds() -> None:
+    """CoDel's control law: the share halves each interval of shedding, down to its floor, so
+    a frontend that stays behind serves ever fresher requests until its reads keep up."""
+    lag = FrontendLag()
+    t = 10.0
+    lag.observe(ms(20), t)
+    assert lag.observe(ms(20), t + INTERVAL_S)
+    assert lag.share == SHARE
+    shares = []
+    for step in range(1, 6):
+        assert lag.observe(ms(20), t + INTERVAL_S + step * (INTERVAL_S + ms(1)))
+        shares.append(lag.share)
+    assert shares == [SHARE / 2, SHARE / 4, MIN_SHARE, MIN_SHARE, MIN_SHARE]
+    assert MIN_SHARE == SHARE / 4
+
+
+def test_a_lag_whose_floor_is_the_first_share_never_sheds_harder() -> None:
+    """The inline engine's: a wait as long as a model run on the loop is not shed harder."""
+    lag = FrontendLag(min_share=SHARE)
+    for step in range(6):
+        lag.observe(ms(20), 10.0 + step * (INTERVAL_S + ms(1)))
+    assert lag.shedding and lag.share == SHARE
+
+
+def test_shedding_resumed_within_its_memory_keeps_its_share_and_a_new_episode_starts_over() -> None:
+    lag = FrontendLag()
+    t = 10.0
+    for step in range(4):  # behind for three intervals: the share at its floor
+        lag.observe(ms(20), t + step * (INTERVAL_S + ms(1)))
+    assert lag.share == MIN_SHARE
+    stopped = t + 3 * (INTERVAL_S + ms(1)) + ms(1)
+    assert not lag.observe(ms(1), stopped)  # caught up for a moment
+    assert lag.observe(ms(20), stopped + ms(2))  # behind again at once: as hard as before
+    assert lag.share == MIN_SHARE
+    assert not lag.observe(ms(1), stopped + ms(3))
+    later = stopped + ms(3) + MEMORY_S + ms(1)  # long after: a new episode, from the start
+    assert not lag.observe(ms(20), later)
+    assert lag.observe(ms(20), later + INTERVAL_S + ms(1))
+    assert lag.share == SHARE
+
+
 # -- quick_refusal ----------------------------------------------------------------------------
 
 
@@ -106,6 +149,7 @@ def verdict(
     service: float | None = ms(2),
     backlog: Backlog = NONE,
     shedding: bool = False,
+    share: float = SHARE,
 ) -> str | None:
     arrived = 100.0
     return quick_refusal(
@@ -115,6 +159,7 @@ def verdict(
         deadline=arrived + timeout,
         backlog=backlog,
         shedding=shedding,
+        share=share,
     )
 
 
@@ -151,6 +196,10 @@ def test_while_shedding_only_requests_that_waited_longest_are_refused() -> None:
     assert verdict(TARGET_S * 0.9, timeout=ms(8), shedding=True) is None  # within the target
     assert verdict(ms(30), timeout=1.0, shedding=True) is None  # a generous deadline waits
     assert verdict(ms(30)) is None  # not shedding: a wait alone is admission's business
+    # shedding for longer, at a smaller share: a shorter wait sheds, never one within target
+    assert verdict(ms(10), shedding=True, share=MIN_SHARE) == SHED  # over 1/8 of 50 ms
+    assert verdict(ms(6), shedding=True, share=MIN_SHARE) is None
+    assert verdict(TARGET_S, timeout=ms(20), shedding=True, share=MIN_SHARE) is None
 
 
 # -- the scheduler's backlog summary ---------------------------------------------------------
@@ -269,14 +318,22 @@ def test_the_controller_counts_each_quick_refusal_by_model_and_reason(tmp_path: 
             last = controller.quick_refusal("m", None, timeout=ms(50), priority=None,
                                             waited=ms(40))  # fmt: skip
         assert last == SHED
+        # behind for longer still: a request that waited a fifth of its deadline is shed too
+        assert controller.quick_refusal("m", None, timeout=ms(50), priority=None,
+                                        waited=ms(10)) is None  # fmt: skip
+        for _ in range(4):
+            clock.advance(INTERVAL_S / 2)
+            last = controller.quick_refusal("m", None, timeout=ms(50), priority=None,
+                                            waited=ms(10))  # fmt: skip
+        assert last == SHED
         # a priority of its own is left to admission
         assert controller.quick_refusal("m", None, timeout=ms(50), priority=1,
                                         waited=ms(60)) is None  # fmt: skip
         stats = controller.stats["m@1"]
-        assert stats.errors["deadline"] == 1 and stats.errors["shed"] == 1
+        assert stats.errors["deadline"] == 1 and stats.errors["shed"] == 2
         events = controller.scheduler.events
         assert events["m@1", "refused_unread", LATE] == 1
-        assert events["m@1", "refused_unread", SHED] == 1
+        assert events["m@1", "refused_unread", SHED] == 2
         assert controller.submit("m", {"x": np.zeros((1, 2), np.float32)}) is not None
         await controller.stop()
 

@@ -106,7 +106,9 @@ class Controller:
         self.ready_timeout = ready_timeout
         #: Refusals before a request is decoded (`control/unread.py`), asked by the transports
         #: of every request: bound here, so asking makes no call more.
-        self.unread = UnreadRefusals(self.scheduler, self.clock, self.stats, self.served)
+        self.unread = UnreadRefusals(
+            self.scheduler, self.clock, self.stats, self.served, inline=engine.runs_inline
+        )
         self.lag = self.unread.lag
         self.refuse_late = self.unread.refuse_late
         self.may_refuse_unread = self.unread.may_refuse_unread

@@ -13,7 +13,8 @@ refusal with a prepared 503. Three reasons, cheapest to tell first:
   queued ahead, all of which are ahead of this one too, and this one has no more time
   (`Scheduler.backlogged`);
 - `SHED`: the frontend is behind (CoDel on its read wait, `FrontendLag`), and this request
-  waited longer than its share of the target.
+  waited longer than the lag's share of its timeout, a share that shrinks the longer the
+  frontend stays behind (CoDel's control law).
 
 What is not refused here goes through admission as before; these are its shortcuts, not a
 second policy, except `SHED`, which keeps the frontend's own queue short.
@@ -40,9 +41,14 @@ INTERVAL_S = 0.05
 #: Shedding that ended less than this long ago starts again as soon as the wait is above the
 #: target (CoDel's memory of its last dropping state): overload comes back at once.
 MEMORY_S = 1.0
-#: While shedding, a request is refused if it waited more than this share of its own timeout
-#: (and more than the target): a request with a generous deadline is not shed for a short wait.
+#: When shedding starts, a request is refused if it waited more than this share of its own
+#: timeout (and more than the target): a request with a generous deadline is not shed for a
+#: short wait.
 SHARE = 0.5
+#: Each interval that shedding goes on halves the share, down to this one. A frontend behind
+#: for longer than a stall must refuse more of what it reads, or its turns of reads stay as
+#: long as the wait that sheds, and what it serves is late by the time it is answered.
+MIN_SHARE = 0.125
 
 
 class FrontendLag:
@@ -50,30 +56,43 @@ class FrontendLag:
 
     Shedding starts once every request read for `interval` s waited longer than `target`
     (at once, if it last stopped within `memory` s), and stops at the first request read
-    within the target. Pure logic: `observe` is told the time. While `calm` (not shedding, no
-    wait above the target since the last one within it), observing a wait within the target
-    changes nothing, so the frontend need not ask."""
+    within the target. While it sheds, `share` (of a request's timeout, the wait above which
+    it is shed) starts at SHARE and halves each `interval`, down to `min_share`: the longer the
+    frontend stays behind, the harder it sheds (CoDel's control law); resumed within its
+    memory, shedding goes on where it stopped, and the share keeps halving. Pure logic: `observe` is told the
+    time. While `calm` (not shedding, no wait above the target since the last one within it),
+    observing a wait within the target changes nothing, so the frontend need not ask."""
 
     __slots__ = (
         "_above_since",
+        "_next_step",
         "_stopped_at",
         "calm",
         "interval",
         "memory",
+        "min_share",
+        "share",
         "shedding",
         "target",
     )
 
     def __init__(
-        self, target: float = TARGET_S, interval: float = INTERVAL_S, memory: float = MEMORY_S
+        self,
+        target: float = TARGET_S,
+        interval: float = INTERVAL_S,
+        memory: float = MEMORY_S,
+        min_share: float = MIN_SHARE,
     ) -> None:
         self.target = target
+        self.min_share = min_share
         self.interval = interval
         self.memory = memory
         self.shedding = False
         self.calm = True
         self._above_since: float | None = None  # when the wait last went above the target
         self._stopped_at = float("-inf")  # when shedding last stopped
+        self._next_step = float("inf")  # when the share halves next, while shedding
+        self.share = SHARE
 
     def observe(self, waited: float, now: float) -> bool:
         """A request read at `now` waited `waited` s: whether the frontend is shedding."""
@@ -88,9 +107,16 @@ class FrontendLag:
         if not self.shedding:
             if self._above_since is None:
                 self._above_since = now
-            if now - self._above_since >= self.interval or now - self._stopped_at < self.memory:
-                self.shedding = True
-        return self.shedding
+            if now - self._stopped_at >= self.memory:  # else overload is back: resume as it was
+                if now - self._above_since < self.interval:
+                    return False
+                self.share = SHARE
+                self._next_step = now + self.interval
+            self.shedding = True
+        if now >= self._next_step:
+            self.share = max(self.min_share, self.share / 2)
+            self._next_step = now + self.interval
+        return True
 
 
 class Backlog(NamedTuple):
@@ -123,6 +149,7 @@ def quick_refusal(
     deadline: float,
     backlog: Backlog,
     shedding: bool,
+    share: float = SHARE,
     target: float = TARGET_S,
 ) -> str | None:
     """Why a request read `waited` s after it arrived, with `timeout` s from arrival to its
@@ -130,12 +157,13 @@ def quick_refusal(
 
     `service`: the predicted seconds to run one row of its model (None: not known yet);
     `backlog`: what its model's queued work cannot meet (`Scheduler.backlogged`);
-    `shedding`: the frontend is behind (`FrontendLag`)."""
+    `shedding`: the frontend is behind (`FrontendLag`), and sheds a request that waited more
+    than `share` of its timeout."""
     left = timeout - waited
     if read_too_late(left, timeout, service):
         return LATE
     if deadline >= backlog.floor and (deadline <= backlog.until or left <= backlog.left):
         return BACKLOG
-    if shedding and waited > target and waited > SHARE * timeout:
+    if shedding and waited > target and waited > share * timeout:
         return SHED
     return None

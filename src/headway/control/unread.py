@@ -16,8 +16,10 @@ from headway.control.admission import admit_unread
 from headway.control.model_stats import ModelStats
 from headway.control.models import READY, ModelState
 from headway.control.overload import (
+    MIN_SHARE,
     NO_BACKLOG,
     NOTICEABLE_WAIT_S,
+    SHARE,
     SHED,
     FrontendLag,
     quick_refusal,
@@ -39,13 +41,17 @@ class UnreadRefusals:
         clock: Clock,
         stats: Mapping[str, ModelStats],
         served: Served,
+        *,
+        inline: bool = False,
     ) -> None:
         self.scheduler = scheduler
         self.clock = clock
         self.stats = stats
         self.served = served
-        #: The frontend's read wait, watched for overload (`overload.FrontendLag`).
-        self.lag = FrontendLag()
+        #: The frontend's read wait, watched for overload (`overload.FrontendLag`). With the
+        #: inline engine (`inline`) a model's run holds the loop, and a wait as long as a run
+        #: is that run's, not a backlog of reads: shedding does not grow harder there.
+        self.lag = FrontendLag(min_share=SHARE if inline else MIN_SHARE)
 
     def refuse_late(
         self, model: ModelState, *, timeout: float | None, waited: float, now: float
@@ -116,6 +122,7 @@ class UnreadRefusals:
             deadline=now - waited + timeout,
             backlog=scheduler.backlogged(key),
             shedding=shedding,
+            share=self.lag.share,
         )
         if reason is not None:
             stats = self.stats[key]
