@@ -26,7 +26,7 @@ class FlowStageAdapter(Adapter):
     (`headway.flows.tensors`)."""
 
     def load(self) -> None:
-        from headway.flows.flow import Options
+        from headway.flows.graph import Options
         from headway.flows.source import load_flow
 
         spec = str(self.options.get("flow"))

@@ -33,7 +33,7 @@ from headway.control.overload import NOTICEABLE_WAIT_S
 from headway.errors import HeadwayError
 
 if TYPE_CHECKING:
-    from headway.api.http import HttpServer
+    from headway.api.host import ConnectionHost
 
 log = logging.getLogger("headway.http")
 
@@ -100,7 +100,7 @@ class HttpConnection(asyncio.Protocol):
     sweep), and a connection over the cap is answered 503 and closed. Each refusal answers once,
     after the answers already due, and closes."""
 
-    def __init__(self, server: HttpServer) -> None:
+    def __init__(self, server: ConnectionHost[HttpConnection]) -> None:
         self.server = server
         self.app = server.app
         self.loop = server.loop

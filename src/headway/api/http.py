@@ -62,7 +62,9 @@ class HttpServer(ReadTurns):
         self.app = app
         #: Infer requests refused under overload before they are routed (`api.refusals`);
         #: None for an app that is not Headway's (the tests' stand-ins).
-        self.refusals = QuickRefusals(app) if isinstance(app, HeadwayApp) else None
+        self.refusals: QuickRefusals | None = (
+            QuickRefusals(app) if isinstance(app, HeadwayApp) else None
+        )
         self.host = host
         self.port = port
         self.keep_alive = keep_alive

@@ -32,7 +32,7 @@ POLICY_ONLY: dict[str, tuple[str, ...]] = {
     "split": ("fixed",),
     "active": ("fixed",),
 }
-#: A flow application's keys: `flow` and the compiler's switches (`headway.flows.flow.Options`).
+#: A flow application's keys: `flow` and the compiler's switches (`headway.flows.graph.Options`).
 FLOW_OPTIONS = ("fusion", "compete", "compete_replicas", "batching")
 FLOW_KEYS = ("flow", *FLOW_OPTIONS)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from headway.flows.flow import Flow, Node, Options
+from headway.flows.graph import FlowGraph, Node, Options
 from headway.flows.operators import Filter, Model, Operator
 
 ACTION, FRONTEND, SOURCE = "action", "frontend", "source"
@@ -56,7 +56,7 @@ class Plan:
     side has an array column does not batch (a NULL array has no shape to batch with). Without
     fusion every operator is its own stage."""
 
-    flow: Flow
+    flow: FlowGraph
     options: Options
     stages: tuple[Stage, ...]
     sink: int
@@ -106,7 +106,7 @@ def is_action(op: Operator | None) -> bool:
     )
 
 
-def compile_flow(flow: Flow, options: Options) -> Plan:
+def compile_flow(flow: FlowGraph, options: Options) -> Plan:
     """Group the flow's nodes into stages (see the module docstring)."""
     sink = flow.sink
     readers = flow.consumers()

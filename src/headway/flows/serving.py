@@ -18,7 +18,8 @@ from headway.apps.config import AppConfig, ModelRef
 from headway.control.controller import Controller
 from headway.errors import ConfigError, DeadlineUnmeetable
 from headway.flows.deadline import QueryDeadline, explanation
-from headway.flows.flow import Flow, Options
+from headway.flows.flow import Flow
+from headway.flows.graph import Options
 from headway.flows.lookups import Lookups
 from headway.flows.plan import Plan
 from headway.flows.query_runner import QueryRunner, Trace

@@ -1,0 +1,42 @@
+"""What a client connection needs of the server that accepted it.
+
+`api.http.HttpServer` creates its connections (`api.connection.HttpConnection`), and each one
+reads its server's limits and turn of reads and counts what it has in flight there. Naming that
+as a protocol lets the connection type its server without importing `api.http`, which imports
+the connection: the two modules stay one-way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from headway.api.app import HeadwayApp
+    from headway.api.busy_poll import BusyPoller
+    from headway.api.refusals import QuickRefusals
+
+Connection = TypeVar("Connection")
+
+
+class ConnectionHost(Protocol[Connection]):
+    """The server as its connections see it (`api.http.HttpServer` is one)."""
+
+    app: HeadwayApp
+    loop: asyncio.AbstractEventLoop
+    refusals: QuickRefusals | None
+    poller: BusyPoller | None
+    connections: set[Connection]
+    max_connections: int
+    header_timeout: float
+    body_timeout: float
+    unanswered: int  # requests handed to the app and not yet answered
+    stopping: bool
+    # the turn of reads (`api.turns.ReadTurns`)
+    turn_open: bool
+    turn_floor: float
+    caught_up: float
+
+    def arrived_since(self, now: float) -> float: ...
+
+    def keep_up(self, now: float) -> None: ...
