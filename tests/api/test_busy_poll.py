@@ -84,7 +84,7 @@ def test_arm_for_never_shortens_a_window_and_disarm_ends_it_at_the_next_turn(
 
 
 def test_the_server_polls_for_a_reply_only_when_it_is_all_it_waits_for_and_due_soon() -> None:
-    from tests.api.test_http_server import EchoApp, serve
+    from tests.api.echo_server import EchoApp, serve
 
     from headway.api.http import HttpServer
 

@@ -14,7 +14,7 @@ import zlib
 
 import orjson
 import pytest
-from tests.api.test_http_server import LIMIT, EchoApp, connect, request, response, serve
+from tests.api.echo_server import LIMIT, EchoApp, connect, request, response, serve
 
 from headway.api.http import HttpServer
 from headway.api.limits import (

@@ -12,7 +12,7 @@ import pytest
 
 from headway.api.http import HttpServer
 from headway.cli.serve import ServeSettings, build_app
-from tests.api.test_http_server import response
+from tests.api.echo_server import response
 from tests.integration import models
 
 pytestmark = pytest.mark.integration
