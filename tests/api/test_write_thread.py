@@ -20,7 +20,7 @@ import pytest
 import uvloop
 
 from headway.api.http import HttpServer
-from headway.api.write_thread import OffloadedTransport
+from headway.api.write_thread import OffloadedTransport, WriteThread
 
 LOOPS = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
 
@@ -277,3 +277,50 @@ def test_a_lone_answer_is_written_by_the_loop_without_the_thread() -> None:
         writer.close()
 
     run(test, "uvloop")
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_end_of_file_close_and_the_threads_socket_wait_for_the_sends_before_them(
+    loop: str,
+) -> None:
+    async def main() -> None:
+        running = asyncio.get_running_loop()
+        writer = WriteThread(running, quiet=lambda: False)  # as under load: all to the thread
+        outs, peers = [], []
+        for _ in range(2):
+            ours, theirs = socket.socketpair()
+            transport, _ = await running.create_connection(asyncio.Protocol, sock=ours)
+            outs.append(writer.wrap(transport))  # type: ignore[arg-type]
+            peers.append(theirs)
+        eof, lost = outs
+        before = open_descriptors()
+        for out in outs:  # in one turn: the writes are in flight when the rest comes
+            out.write(b"a" * 100_000)
+            out.write(b"b" * 100_000)
+        eof.write_eof()
+        eof.close()
+        lost.transport.close()
+        lost.lost()  # the loop lost it: its duplicate closes after the two sends
+        assert eof._in_flight() and lost._in_flight() and lost._socket is not None
+        received = await asyncio.gather(*(asyncio.to_thread(read_all, p) for p in peers))
+        assert received == [b"a" * 100_000 + b"b" * 100_000] * 2  # then end of file
+        for _ in range(100):
+            if lost._socket is None and not eof._in_flight():
+                break
+            await asyncio.sleep(0.01)
+        assert lost._socket is None and eof.transport.is_closing()
+        await writer.stop()
+        assert open_descriptors() < before
+        for peer in peers:
+            peer.close()
+
+    with asyncio.Runner(loop_factory=LOOPS[loop]) as runner:
+        runner.run(main())
+
+
+def read_all(sock: socket.socket) -> bytes:
+    sock.settimeout(10)
+    chunks = []
+    while chunk := sock.recv(1 << 16):
+        chunks.append(chunk)
+    return b"".join(chunks)

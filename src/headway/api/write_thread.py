@@ -142,15 +142,16 @@ class OffloadedTransport(asyncio.Transport):
         return self.queued != self.sent + self.returned
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        if not self._in_flight():
+        if self.queued == self.sent + self.returned:  # nothing in flight (`_in_flight`, inlined)
             self.stalled = False
-            if self.writer.quiet() or self.transport.get_write_buffer_size():
+            if (
+                self.writer.quiet()
+                or self.transport.get_write_buffer_size()
+                or (self._socket is None and not self._duplicate())
+            ):
                 self.transport.write(data)
                 return
-            if self._socket is None and not self._duplicate():
-                self.transport.write(data)
-                return
-        self.writer.add(self, bytes(data))
+        self.writer.add(self, data)  # (what is not bytes, the thread hands back to the loop)
 
     def _duplicate(self) -> bool:
         """The thread's own descriptor of the socket, so that the loop's closing it never
