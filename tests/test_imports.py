@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-SOURCE = Path(__file__).resolve().parents[1] / "src"
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "src"
 
 
 def module_names() -> dict[str, Path]:
@@ -168,3 +169,32 @@ def test_the_runtime_knows_of_control_only_the_engine_contract() -> None:
         if package(target) == "control"
     }
     assert reached <= {"headway.control.engine", "headway.control"}
+
+
+def imported_test_modules(path: Path) -> set[str]:
+    """The test modules (`tests/**/test_*.py`) that the file at `path` imports, anywhere in it."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        for name in names:
+            module = ROOT.joinpath(*name.split(".")).with_suffix(".py")
+            if name.startswith("tests.") and module.stem.startswith("test_") and module.exists():
+                found.add(name)
+    return found
+
+
+def test_no_test_module_imports_another() -> None:
+    """What tests share lives in helper modules (`tests/api/echo_server.py`,
+    `tests/integration/oip_client.py`, `tests/processes.py`, ...): a test module that imports
+    another collects nothing of it but ties the two files' helpers and tests together."""
+    importers = sorted(
+        f"{path.relative_to(ROOT)} -> {', '.join(sorted(imported))}"
+        for path in (ROOT / "tests").rglob("*.py")
+        if (imported := imported_test_modules(path))
+    )
+    assert importers == []

@@ -17,6 +17,9 @@ import pytest
 #: Each node's settings: a small object store, idle workers not started ahead of need, and
 #: workers at normal priority (Ray's default nice 15 starves them on a busy machine).
 NODE = {"num_cpus": 8, "object_store_memory": 100 * 2**20}
+#: Seconds a server on the cluster may take to start: each replica is an actor that starts a
+#: process and imports its framework, on a 2-core machine shared with other work.
+START_S = 240.0
 RAY_ENV = {
     "RAY_worker_niceness": "0",
     "RAY_enable_worker_prestart": "0",

@@ -15,10 +15,9 @@ import httpx
 import pytest
 
 from headway.launcher import ServerProcess
-from tests.cluster.conftest import NODE
-from tests.cluster.test_ray_serving import START_S, index, metric
+from tests.cluster.conftest import NODE, START_S
 from tests.integration import models
-from tests.integration.test_faults import BODY
+from tests.integration.oip_client import BODY, index, metric
 
 pytestmark = pytest.mark.ray
 

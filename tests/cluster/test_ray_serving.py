@@ -3,8 +3,6 @@ engine, models placed on the nodes that have the resources they declare, replica
 
 from __future__ import annotations
 
-import os
-import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,14 +14,12 @@ import pytest
 
 from headway.datatypes import numpy_dtype
 from headway.launcher import ServerProcess
+from tests.cluster.conftest import START_S
 from tests.integration import models
-from tests.integration.test_serving import infer_json, outputs_of
+from tests.integration.oip_client import index, infer_json, metric, outputs_of
+from tests.processes import command, descendants
 
 pytestmark = pytest.mark.ray
-
-#: Seconds a server on the cluster may take to start: each replica is an actor that starts a
-#: process and imports its framework, on a 2-core machine shared with other work.
-START_S = 240.0
 
 PLACED = {
     "on-accel": "resources: {custom: {accel: 1}}\n",
@@ -58,22 +54,6 @@ def ray_server(
         yield server.start(timeout=START_S)
     finally:
         server.stop()
-
-
-def index(server: ServerProcess) -> dict[str, dict[str, Any]]:
-    entries = httpx.post(f"{server.url}/v2/repository/index", timeout=10).json()
-    return {entry["name"]: entry for entry in entries}
-
-
-def metric(server: ServerProcess, name: str) -> list[tuple[dict[str, str], float]]:
-    """Each sample of a metric: its labels and value."""
-    samples = []
-    for line in httpx.get(f"{server.url}/metrics", timeout=10).text.splitlines():
-        match = re.match(rf"^{name}(?:{{(.*)}})? (\S+)$", line)
-        if match:
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1) or ""))
-            samples.append((labels, float(match.group(2))))
-    return samples
 
 
 def test_answers_equal_the_local_engines_for_each_installed_framework(
@@ -185,33 +165,6 @@ def test_without_an_address_the_server_starts_ray_and_stops_it_at_exit(tmp_path:
     assert server.process.returncode == 0
     left = {pid: command(pid) for pid in ray_processes if command(pid)}
     assert not left, f"Ray processes outlived the server: {left}"
-
-
-def command(pid: int) -> str:
-    """The command line of a live process ('' once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            return cmdline.read().replace(b"\0", b" ").decode(errors="replace")[:200]
-    except OSError:
-        return ""
-
-
-def descendants(pid: int) -> set[int]:
-    """Every process below `pid` (Linux /proc)."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-    found: set[int] = set()
-    frontier = {pid}
-    while frontier:
-        frontier = {child for child, parent in parents.items() if parent in frontier} - found
-        found |= frontier
-    return found
 
 
 def test_applications_work_unchanged_on_ray(

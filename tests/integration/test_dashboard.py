@@ -15,7 +15,7 @@ import pytest
 from headway.launcher import ServerProcess
 from tests.integration import models
 from tests.integration.browser import chromium_page
-from tests.integration.test_serving import infer_json
+from tests.integration.oip_client import infer_json
 
 pytestmark = pytest.mark.integration
 

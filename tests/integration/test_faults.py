@@ -9,32 +9,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
-import orjson
 import pytest
 
 from headway.launcher import ServerProcess
 from tests.integration import models
+from tests.integration.oip_client import BODY
+from tests.processes import children
 
 pytestmark = pytest.mark.integration
-
-BODY = orjson.dumps(
-    {"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}
-)
-
-
-def children(pid: int) -> set[int]:
-    """PIDs whose parent is `pid` (Linux /proc)."""
-    found = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.add(int(entry))
-    return found
 
 
 @pytest.fixture

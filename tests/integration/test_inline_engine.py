@@ -16,15 +16,10 @@ import pytest
 
 from headway.launcher import ServerProcess
 from tests.integration import models
-from tests.integration.test_faults import children
+from tests.integration.oip_client import body
+from tests.processes import children
 
 pytestmark = pytest.mark.integration
-
-
-def body(rows: np.ndarray, **extra: object) -> dict[str, object]:
-    tensor = {"name": "input-0", "shape": list(rows.shape), "datatype": "FP64",
-              "data": rows.reshape(-1).tolist()}  # fmt: skip
-    return {"inputs": [tensor], **extra}
 
 
 def test_inline_engine_serves_in_process_with_deadlines(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from headway.launcher import ServerProcess
-from tests.integration.test_serving import infer_json
+from tests.integration.oip_client import infer_json
 
 pytestmark = pytest.mark.integration
 

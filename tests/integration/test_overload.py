@@ -17,7 +17,7 @@ import pytest
 
 from headway.launcher import ServerProcess
 from tests.integration import models
-from tests.integration.test_inline_engine import body
+from tests.integration.oip_client import body
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ import pytest
 
 from headway.launcher import ServerProcess
 from tests.integration import models
-from tests.integration.test_serving import infer_json
+from tests.integration.oip_client import infer_json
 
 pytestmark = pytest.mark.integration
 

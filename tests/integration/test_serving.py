@@ -12,34 +12,11 @@ import numpy as np
 import orjson
 import pytest
 
-from headway.datatypes import numpy_dtype, oip_datatype
+from headway.datatypes import numpy_dtype
 from headway.launcher import ServerProcess
+from tests.integration.oip_client import infer_json, outputs_of
 
 pytestmark = pytest.mark.integration
-
-
-def infer_json(
-    url: str, model: str, rows: np.ndarray, name: str = "input-0", **extra: Any
-) -> httpx.Response:
-    body = {
-        "inputs": [
-            {
-                "name": name,
-                "shape": list(rows.shape),
-                "datatype": oip_datatype(rows.dtype),
-                "data": rows.reshape(-1).tolist(),
-            }
-        ],
-        **extra,
-    }
-    return httpx.post(f"{url}/v2/models/{model}/infer", content=orjson.dumps(body), timeout=30)
-
-
-def outputs_of(response: httpx.Response) -> dict[str, np.ndarray]:
-    assert response.status_code == 200, response.text
-    return {
-        o["name"]: np.asarray(o["data"]).reshape(o["shape"]) for o in response.json()["outputs"]
-    }
 
 
 @pytest.mark.parametrize(

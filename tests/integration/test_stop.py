@@ -14,12 +14,9 @@ from headway.api.http import HttpServer
 from headway.cli.serve import ServeSettings, build_app
 from tests.api.echo_server import response
 from tests.integration import models
+from tests.integration.oip_client import BODY
 
 pytestmark = pytest.mark.integration
-
-BODY = orjson.dumps(
-    {"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP32", "data": [1] * 4}]}
-)
 
 
 def test_an_inference_that_outlives_the_grace_is_answered_503_and_the_stop_completes(

@@ -21,7 +21,7 @@ from headway.planning.plan_file import PlanFile, PlannedStage, write_plan
 from headway.repository import Repository
 from headway.runtime.engines.local import LocalEngine
 from tests.integration import models
-from tests.integration.test_serving import infer_json
+from tests.integration.oip_client import infer_json
 
 pytestmark = pytest.mark.integration
 
