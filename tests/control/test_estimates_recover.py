@@ -80,7 +80,7 @@ def test_the_warm_up_sweep_lets_the_demo_request_in(clock: ManualClock) -> None:
         swept.append(rows)
     assert swept == [2, 4, 8, 16, 32]
     s.submit(request(clock, 50, 1.0))  # ~60 ms now, along the line through 16 and 32 rows
-    assert s.service_time("forest", 50) == pytest.approx(forest(50), rel=0.01)
+    assert s.predictions.service_time("forest", 50) == pytest.approx(forest(50), rel=0.01)
 
 
 def test_the_sweep_stops_at_a_size_that_takes_half_the_slo(clock: ManualClock) -> None:

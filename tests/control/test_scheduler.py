@@ -506,7 +506,7 @@ def test_complete_feeds_the_estimator_and_the_rpc_overhead(clock: ManualClock) -
     s.complete(dispatch.id, ms(10))  # the worker measured 10 ms; 2 ms went elsewhere
     assert s.estimator.estimate("m", 2) == pytest.approx(ms(10))
     assert s.statistics()["overhead_s"] == pytest.approx(ms(2))
-    assert s.service_time("m", 2) == pytest.approx(ms(12))
+    assert s.predictions.service_time("m", 2) == pytest.approx(ms(12))
     assert s.statistics()["models"]["m"]["estimates_s"] == {2: pytest.approx(ms(10))}
     assert s.complete(dispatch.id, ms(10)) is None  # completed once only
 
@@ -522,12 +522,14 @@ def test_an_unprofiled_models_estimate_is_stretched_until_it_has_min_samples(
     s = scheduler(clock, {1: ["m"]}, min_samples=3)
     s.estimator.observe("m", 1, ms(1))  # its load's warm-up run, say
     # 1 ms measured once: 2 x 1 ms + 2 ms, no RPC overhead measured yet.
-    assert s.service_time("m", 1) == pytest.approx(ms(4))
-    assert s.service_time("m", 4) == pytest.approx(ms(10))  # 4 ms extrapolated, stretched
+    assert s.predictions.service_time("m", 1) == pytest.approx(ms(4))
+    assert s.predictions.service_time("m", 4) == pytest.approx(
+        ms(10)
+    )  # 4 ms extrapolated, stretched
     s.estimator.observe("m", 1, ms(1))
-    assert s.service_time("m", 1) == pytest.approx(ms(4))
+    assert s.predictions.service_time("m", 1) == pytest.approx(ms(4))
     s.estimator.observe("m", 1, ms(1))  # three measurements: its own window is trusted
-    assert s.service_time("m", 1) == pytest.approx(ms(1))
+    assert s.predictions.service_time("m", 1) == pytest.approx(ms(1))
 
 
 def test_failed_action_leaves_estimates_and_aimd_alone(clock: ManualClock) -> None:

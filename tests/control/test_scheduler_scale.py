@@ -55,7 +55,7 @@ def test_a_few_slow_loads_do_not_make_every_cold_start_hopeless(clock: ManualClo
         for _ in range(3):  # enough loads for each model's own estimate to be trusted
             s.loads.observe(key, 1, 1.0 if i == 0 else ms(20))  # one slow model among 12
     assert UNSEEN_LOAD_QUANTILE == 90.0
-    assert s.load_time("never") == pytest.approx(ms(20))  # the maximum would say 1 s
+    assert s.predictions.load_time("never") == pytest.approx(ms(20))  # the maximum would say 1 s
     s.submit(request(clock, "r1", ms(100), "never"))  # 20 + 10 <= 100: admitted
     with pytest.raises(ColdStartTooSlow, match="takes ~1000 ms"):
         s.submit(request(clock, "r2", ms(100), "m0"))  # its own estimate still counts

@@ -240,7 +240,7 @@ class Scheduler:
             return None
         if not self.estimator.profiled(model.key):
             return None
-        service = self.service_time(model.key, request.rows)
+        service = self.predictions.service_time(model.key, request.rows)
         now = self.clock.now()
         if service is None or now + service > request.deadline:
             return None  # the queue's path says why
@@ -255,14 +255,6 @@ class Scheduler:
             self.epoch += 1
             return dispatch
         return None
-
-    def service_time(self, key: str, rows: int) -> float | None:
-        """Predicted seconds from dispatch to answer for `rows` rows (RPC overhead included)."""
-        return self.predictions.service_time(key, rows)
-
-    def load_time(self, key: str) -> float | None:
-        """Predicted seconds to LOAD `key` (see `Predictions.load_time`)."""
-        return self.predictions.load_time(key)
 
     # -- decisions ----------------------------------------------------------------------------
     def poll(self) -> Decisions:
@@ -350,7 +342,7 @@ class Scheduler:
         model.loading.add(worker.id)
         self.count(model.key, "loads")
         dispatch = Dispatch(next(self._ids), worker.id, LOAD, model.key, evict=victims)
-        dispatch.expected = self.load_time(model.key) or DEFAULT_LOAD_SECONDS
+        dispatch.expected = self.predictions.load_time(model.key) or DEFAULT_LOAD_SECONDS
         return dispatch
 
     def _batch(self, model: ModelSlot, start: float) -> Dispatch:
@@ -360,7 +352,8 @@ class Scheduler:
             model.drop_at = float("inf")
         elif self.policy.early_reject:
             self._drops.refresh(model)
-        return self._infer(model, requests, rows, self.service_time(model.key, rows))
+        expected = self.predictions.service_time(model.key, rows)
+        return self._infer(model, requests, rows, expected)
 
     def _infer(
         self, model: ModelSlot, requests: list[Request], rows: int, expected: float | None
