@@ -28,7 +28,7 @@ from headway.api.grpc import messages
 from headway.api.grpc.codec import decode_infer, encode_infer
 from headway.api.grpc.status import grpc_status
 from headway.api.oip import InferRequest
-from headway.api.parameters import schedule_policy
+from headway.api.parameters import NO_POLICY, schedule_policy
 from headway.api.statistics import statistics
 from headway.api.tracing import Trace
 from headway.control.models import Prediction
@@ -146,7 +146,8 @@ class InferenceService:
         decoded = decode_infer(request)
         if trace is not None:
             trace.mark_decoded(self.controller.clock.now())
-        timeout, priority = schedule_policy(decoded.parameters)
+        parameters = decoded.parameters
+        timeout, priority = schedule_policy(parameters) if parameters else NO_POLICY
         remaining = context.time_remaining()
         if remaining is not None:  # the client's own deadline
             timeout = remaining if timeout is None else min(timeout, remaining)
