@@ -254,9 +254,10 @@ def filter_ahead(ops: list[tuple[Operator, str]], table: Table) -> tuple[Table, 
     A fused stage's filters ahead of its model run here, before dispatch: a query whose rows
     they all drop is not sent to the stage's worker at all (a cascade's confident queries make
     no second round trip, nor wait in the slow model's queue), and a query's dropped rows do
-    not cross the process boundary; a stage of filters only (fusion off) is run here whole. The worker runs its whole chain as compiled, so those
-    filters run there again on the rows they kept: a filter's function must be deterministic
-    (as fusion already assumes: results are the same with it on or off)."""
+    not cross the process boundary; a stage of filters alone (fusion off) runs here whole. The
+    worker runs its chain as compiled, so those filters run there again on the rows they
+    kept: a filter's function must be deterministic (as fusion already assumes: results are
+    the same with it on or off)."""
     seconds: list[float] = []
     for op, label in ops:
         if not isinstance(op, Filter):
