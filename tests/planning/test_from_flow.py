@@ -6,7 +6,16 @@ import numpy as np
 import pytest
 
 from headway.flows import Flow, LocalServices, Model, Row, Table
-from headway.planning.from_flow import measure_scales, pipeline_from_flow
+from headway.flows.placement import FRONTEND_ROW_S
+from headway.flows.plan import Plan
+from headway.planning.from_flow import (
+    is_stage_model,
+    measure,
+    measure_scales,
+    pipeline_from_flow,
+    stage_model,
+    stage_profiles,
+)
 from headway.planning.pipeline import Stage
 
 
@@ -81,3 +90,56 @@ def test_a_stage_no_sample_reached_keeps_a_small_share() -> None:
 def test_a_query_none_of_whose_rows_reach_a_model_runs() -> None:
     # the model operator meets an empty table: answered with no rows, not a reshape error
     assert len(cascade().local([0.9], services())) == 0
+
+
+def pick(table: Table) -> list[float]:
+    return [p if r is None else r for p, r in zip(table.column("p"), table.column("r"),
+                                                  strict=True)]  # fmt: skip
+
+
+def picked() -> Plan:
+    """examples/flows/cascade.py's shape: after the join of the two answers, a model-less map
+    (`map:pick`), a stage of its own."""
+    flow = Flow("cascade", {"x": float})
+    scored = flow.map(Model("fast", {"p": float})).map(both, names=["x", "p"], batching=True)
+    slow = scored.filter(unsure).map(Model("slow", {"q": float}, inputs={"input-0": "x"}))
+    joined = scored.join(slow.map(twice, names=["r"], batching=True), how="left")
+    joined.map(pick, names=["answer"], batching=True)
+    return flow.compile()
+
+
+def test_a_model_less_stage_kept_on_a_worker_is_planned_behind_both_branches() -> None:
+    compiled = picked()
+    (stage,) = [s for s in compiled.stages if s.name == "map:pick"]
+    slow_time = {stage.id: FRONTEND_ROW_S * 5}  # over the threshold: the server keeps it there
+    pipeline = pipeline_from_flow(compiled, None, slow_time)
+    assert [(s.name, s.model, s.parents) for s in pipeline.stages] == [
+        ("fast", "fast", ()),
+        ("slow", "slow", ("fast",)),
+        ("map:pick", "(flow cascade stage map:pick)", ("fast", "slow")),
+    ]  # before: fast and slow only, the hop to pick's worker in no estimate
+    assert is_stage_model(stage_model(compiled, stage)) and not is_stage_model("fast")
+    profiles = stage_profiles(compiled, slow_time, ["cpu1", "cpu2"])
+    assert set(profiles) == {"(flow cascade stage map:pick)"}
+    assert profiles["(flow cascade stage map:pick)"]["cpu2"].latency(4) == pytest.approx(
+        FRONTEND_ROW_S * 5 * 4
+    )  # its rows' time: a batch of 4 rows takes four rows' time
+
+
+def test_a_cheap_or_unmeasured_model_less_stage_is_not_planned() -> None:
+    compiled = picked()
+    (stage,) = [s for s in compiled.stages if s.name == "map:pick"]
+    for timed in (None, {}, {stage.id: FRONTEND_ROW_S}):  # the frontend runs a cheap one
+        assert pipeline_from_flow(compiled, None, timed).names == ["fast", "slow"]
+        assert stage_profiles(compiled, timed or {}, ["cpu1"]) == {}
+
+
+def test_samples_measure_a_model_less_stages_share_and_time_per_row() -> None:
+    compiled = picked()
+    (stage,) = [s for s in compiled.stages if s.name == "map:pick"]
+    found = measure(compiled, [i / 10 for i in range(10)], services())
+    assert found.scales[stage.id] == 1.0  # every query's row reaches the join and pick
+    assert set(found.row_seconds) == {stage.id} and found.row_seconds[stage.id] > 0
+    assert measure_scales(compiled, [i / 10 for i in range(10)], services()) == {
+        k: v for k, v in found.scales.items() if k != stage.id
+    }

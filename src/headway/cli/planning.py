@@ -26,9 +26,9 @@ from headway.planning.description import (
     read_profile_rows,
 )
 from headway.planning.envelope import envelope, window_lengths
-from headway.planning.from_flow import measure_scales, pipeline_from_flow
+from headway.planning.from_flow import measure, pipeline_from_flow, stage_profiles
 from headway.planning.frontend import frontend_seconds
-from headway.planning.pipeline import Catalogue, Configuration, Pipeline, Stage
+from headway.planning.pipeline import Catalogue, Configuration, Pipeline, Profiles, Stage
 from headway.planning.plan_file import plan_document, read_plan, write_plan
 from headway.planning.planner import Planner
 from headway.planning.profiler import BATCH_SIZES, measure_frontend, profile, subset
@@ -175,15 +175,21 @@ def _describe(row: MeasuredProfile) -> str:
 
 
 def pipeline_for(
-    config: Path, app: str, repository: Path | None = None, samples: Path | None = None
-) -> Pipeline:
+    config: Path,
+    app: str,
+    repository: Path | None = None,
+    samples: Path | None = None,
+    kinds: Catalogue | None = None,
+) -> tuple[Pipeline, Profiles]:
     """The pipeline named `app` in the config, else one built from the application: a flow
-    app's model stages (scale factors measured on `samples` when given, its models run
-    in-process from `repository`); an exp4 ensemble asks every model for each query (parallel
-    stages); a one-model app is one stage."""
+    app's worker stages (scale factors, and the time per row of its model-less actions,
+    measured on `samples` when given, its models run in-process from `repository`; the
+    model-less actions that stay on a worker come with their profiles on every kind of
+    `kinds`); an exp4 ensemble asks every model for each query (parallel stages); a one-model
+    app is one stage."""
     pipelines = load_planning(config)[1]
     if app in pipelines:
-        return pipelines[app]
+        return pipelines[app], {}
     apps = load_config(config)
     if app not in apps:
         raise click.ClickException(
@@ -194,15 +200,16 @@ def pipeline_for(
     if declared.flow is not None:
         flow = load_flow(declared.flow, f"app {app!r}")
         compiled = flow.compile(flow_options(declared, flow.options))
-        scales = None
-        if samples is not None:
-            rows = read_document(samples)
-            if not isinstance(rows, list):
-                raise click.ClickException(f"{samples}: expected a list of input rows")
-            scales = measure_scales(compiled, rows, LocalServices(repository=repository))
-        return pipeline_from_flow(compiled, scales)
+        if samples is None:
+            return pipeline_from_flow(compiled), {}
+        rows = read_document(samples)
+        if not isinstance(rows, list):
+            raise click.ClickException(f"{samples}: expected a list of input rows")
+        found = measure(compiled, rows, LocalServices(repository=repository))
+        timed = stage_profiles(compiled, found.row_seconds, kinds or [])
+        return pipeline_from_flow(compiled, found.scales, found.row_seconds), timed
     if declared.policy == "exp4" or len(declared.models) == 1:
-        return Pipeline(app, tuple(Stage(ref.name, ref.name) for ref in declared.refs))
+        return Pipeline(app, tuple(Stage(ref.name, ref.name) for ref in declared.refs)), {}
     raise click.ClickException(
         f"app {app!r} picks one of {len(declared.models)} models per query ({declared.policy}): "
         f"declare its stages under pipelines.{app} in {config}"
@@ -298,11 +305,11 @@ def plan_command(
     console = Console()
     try:
         kinds = _catalogue(config, catalogue)
-        pipeline = pipeline_for(config, app, repository, samples)
+        pipeline, timed = pipeline_for(config, app, repository, samples, kinds)
         rows = measured(Store(state)) if state.exists() else []
         for path in profiles:
             rows += read_profile_rows(path)
-        known = profiles_from_rows(rows)
+        known = {**profiles_from_rows(rows), **timed}
         arrivals = read_arrivals(trace)
         frontend = frontend_ms / 1e3 if frontend_ms is not None else frontend_seconds(rows, app)
         planner = Planner(

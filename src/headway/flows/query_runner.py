@@ -1,6 +1,7 @@
 """One query of a flow app through its compiled stages: action stages through the controller
-(a stage's own model, a fused chain, or competing copies), select operators through their
-policy, the other frontend stages (union, anyof, join, lookup, groupby, agg) in this process.
+(a stage's own model, a fused chain, or competing copies; a model-less stage measured to be
+cheap runs here, `flows.placement`), select operators through their policy, the other
+frontend stages (union, anyof, join, lookup, groupby, agg) in this process.
 Each call gets the time left of the query's deadline."""
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ from headway.control.models import READY, Prediction
 from headway.errors import HeadwayError, ModelError
 from headway.flows.deadline import QueryDeadline
 from headway.flows.flow import Flow
-from headway.flows.local import run_action, run_stage
+from headway.flows.local import run_action, run_chain, run_stage
 from headway.flows.lookups import Lookups
 from headway.flows.operators import Filter, Model, Operator, Shape, encode_inputs, select_rows
+from headway.flows.placement import in_frontend
 from headway.flows.plan import ACTION, SOURCE, Plan, Stage
 from headway.flows.racing import Call, first, race, retrieve, withdraw
 from headway.flows.relational import AnyOf
@@ -153,8 +155,16 @@ class QueryRunner:
         except Exception:
             self.stats.failed_stage(stage.operators)
             raise
-        if not sent.rows or len(ahead) == len(ops):  # nothing to send, or nothing left to run
-            out = run_action(ops, sent, self.services) if not sent.rows else sent
+        if not sent.rows or len(ahead) == len(ops) or in_frontend(stage, self.stats.operators):
+            try:  # nothing to send, nothing left to run, or a model-less stage cheap enough
+                if sent.rows and len(ahead) < len(ops):
+                    out, _, rest = run_chain(ops[len(ahead) :], sent, self.services)
+                    ahead = [*ahead, *rest]
+                else:
+                    out = run_action(ops, sent, self.services) if not sent.rows else sent
+            except Exception:
+                self.stats.failed_stage(stage.operators)
+                raise
             if ahead:  # the stage ran, here
                 ended = clock.now()
                 self.stats.action(stage.operators, len(table), len(out), ahead, ended - started)

@@ -16,6 +16,7 @@ import yaml
 
 from headway.errors import ConfigError
 from headway.planning.description import read_document
+from headway.planning.from_flow import is_stage_model
 from headway.planning.pipeline import Catalogue, Configuration, Pipeline, StageConfig
 from headway.planning.planner import Plan, Planner
 from headway.repository import Repository
@@ -54,10 +55,14 @@ class PlanFile:
 def apply_plan(plan: PlanFile, repository: Repository) -> int:
     """Give each planned model its replicas and max batch size in `repository` (in place);
     returns the worker processes the plan needs (a replica is a worker process). A model that
-    several stages call gets their replicas together and the largest of their batch sizes."""
+    several stages call gets their replicas together and the largest of their batch sizes.
+    A flow's model-less worker stage (`from_flow.stage_model`) is no repository model: it is
+    served as the flow's own stage model, which the plan does not size."""
     replicas: dict[str, int] = {}
     batches: dict[str, int] = {}
     for stage in plan.stages:
+        if is_stage_model(stage.model):
+            continue
         replicas[stage.model] = replicas.get(stage.model, 0) + stage.replicas
         batches[stage.model] = max(batches.get(stage.model, 1), stage.max_batch_size)
     for model, count in replicas.items():
