@@ -6,6 +6,7 @@ cannot meet its deadline)."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -14,6 +15,17 @@ import numpy as np
 from headway.clock import ManualClock
 from headway.control.models import Prediction
 from headway.errors import DeadlineUnmeetable
+from headway.repository import ModelConfig
+
+
+class StubRepository:
+    """What a flow app's stage models need of the repository: each model's config."""
+
+    def __init__(self) -> None:
+        self.models: dict[str, ModelConfig] = {}
+
+    def get(self, name: str) -> ModelConfig:
+        return ModelConfig(name, 1, "sklearn", Path("."))
 
 
 class StubController:

@@ -9,12 +9,11 @@ every call, and would fail one to a stage it was not told of.
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from tests.flows.stub_controller import StubController
+from tests.flows.stub_controller import StubController, StubRepository
 
 from headway.apps.config import AppConfig
 from headway.flows import Flow, LocalServices, Model, Row
@@ -24,7 +23,6 @@ from headway.flows.operators import Filter, Map
 from headway.flows.query_runner import Trace, filter_ahead
 from headway.flows.serving import FlowApplication
 from headway.flows.types import Schema, Table
-from headway.repository import ModelConfig
 
 
 def unsure(row: Row) -> bool:
@@ -40,16 +38,6 @@ def cascade() -> Flow:
     return flow
 
 
-class Repository:
-    """What the app's stage models need of the repository: each model's config."""
-
-    def __init__(self) -> None:
-        self.models: dict[str, ModelConfig] = {}
-
-    def get(self, name: str) -> ModelConfig:
-        return ModelConfig(name, 1, "sklearn", Path("."))
-
-
 def test_the_compiler_fuses_the_filter_into_the_second_models_stage() -> None:
     names = [s.name for s in cascade().compile().stages]
     assert "filter:unsure+model:b" in names
@@ -57,7 +45,7 @@ def test_the_compiler_fuses_the_filter_into_the_second_models_stage() -> None:
 
 def test_a_query_the_fused_filter_drops_makes_no_call_to_that_stage() -> None:
     controller = StubController({"a": 0.01})  # answers y = 2.0: sure, so unsure() drops it
-    controller.repository = Repository()  # type: ignore[assignment]
+    controller.repository = StubRepository()  # type: ignore[assignment]
     config = AppConfig("cascade", (), slo_ms=100.0, default_output=-1, flow=f"{__file__}:cascade")
     app = FlowApplication(config, controller, Lookups(), flow=cascade())  # type: ignore[arg-type]
 
@@ -77,7 +65,7 @@ def test_a_query_the_fused_filter_drops_makes_no_call_to_that_stage() -> None:
 
 def test_with_fusion_off_a_filters_own_stage_runs_in_the_frontend() -> None:
     controller = StubController({"a": 0.01})  # y = 2.0: the filter drops the row
-    controller.repository = Repository()  # type: ignore[assignment]
+    controller.repository = StubRepository()  # type: ignore[assignment]
     config = AppConfig(
         "cascade", (), slo_ms=100.0, default_output=-1, flow=f"{__file__}:cascade", fusion=False
     )

@@ -10,12 +10,11 @@ rule's input is exact (no test here depends on how fast the machine is).
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from tests.flows.stub_controller import StubController
+from tests.flows.stub_controller import StubController, StubRepository
 
 from headway.adapters import adapter_class
 from headway.apps.config import AppConfig
@@ -31,7 +30,6 @@ from headway.flows.placement import (
     runs_in_frontend,
 )
 from headway.flows.serving import FlowApplication
-from headway.repository import ModelConfig
 
 
 def unsure(row: Row) -> bool:
@@ -50,14 +48,6 @@ def cascade() -> Flow:
                                             names=["yb"]))  # fmt: skip
     first.join(second, how="left").map(pick, names=["answer"], batching=True)
     return flow
-
-
-class Repository:
-    def __init__(self) -> None:
-        self.models: dict[str, ModelConfig] = {}
-
-    def get(self, name: str) -> ModelConfig:
-        return ModelConfig(name, 1, "sklearn", Path("."))
 
 
 class WorkerStub(StubController):
@@ -84,7 +74,7 @@ class WorkerStub(StubController):
 
 def deployed() -> tuple[FlowApplication, WorkerStub, str]:
     controller = WorkerStub({"a": 0.01})  # y = 2.0: sure, so b is not called
-    controller.repository = Repository()  # type: ignore[assignment]
+    controller.repository = StubRepository()  # type: ignore[assignment]
     config = AppConfig("cascade", (), slo_ms=100.0, default_output=-1, flow=f"{__file__}:cascade")
     app = FlowApplication(config, controller, Lookups(), flow=cascade())  # type: ignore[arg-type]
     stage = next(s for s in app.plan.stages if s.name == "map:pick")

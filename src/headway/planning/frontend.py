@@ -1,7 +1,7 @@
 """The server's own time per query, outside the models: the frontend stage of an estimate.
 
 A query over HTTP spends time the model profiles do not hold: reading and decoding the request,
-the flow's operators that run in the server (a join, a filter not fused into a model's stage),
+the flow's operators that run in the server (a join, a filter, a cheap stage with no model),
 encoding the answer, and the client's side of the loopback. The server spends it on its one
 event loop, so under load queries queue for it as they queue for a model. The estimator models
 it as a stage ahead of the pipeline's inputs: one replica, one query at a time, each taking
