@@ -118,8 +118,9 @@ def cli() -> None:
     "--write-thread/--no-write-thread",
     default=ServeSettings.write_thread,
     show_default=True,
-    help="Send answers from a thread beside the event loop, a loop turn's answers at a time, "
-    "so the kernel's send runs on another core (many connections). Native HTTP server only.",
+    help="Experimental: send answers from a thread beside the event loop, a loop turn's "
+    "answers at a time, so the kernel's send runs on another core (see docs/operations.md). "
+    "Native HTTP server only.",
 )
 @click.option(
     "--max-body-mb",
