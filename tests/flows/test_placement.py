@@ -10,6 +10,7 @@ rule's input is exact (no test here depends on how fast the machine is).
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -146,3 +147,12 @@ def test_the_rule_needs_enough_rows_and_a_small_time_per_row() -> None:
     assert not in_frontend(stage, operators)
     assert runs_in_frontend(FRONTEND_ROW_S) and not runs_in_frontend(FRONTEND_ROW_S * 1.01)
     assert not runs_in_frontend(None)
+
+
+def test_a_high_variance_model_less_stage_stays_on_its_workers() -> None:
+    stage = next(s for s in cascade().compile().stages if s.name == "map:pick")
+    varied = replace(stage, high_variance=True)
+    app, _, _ = deployed()
+    measured(app, MEASURED_ROWS, FRONTEND_ROW_S / 10)
+    assert in_frontend(stage, app.stats.operators)
+    assert not in_frontend(varied, app.stats.operators)  # its mean hides its slow calls

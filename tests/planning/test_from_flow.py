@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -132,6 +134,17 @@ def test_a_cheap_or_unmeasured_model_less_stage_is_not_planned() -> None:
     for timed in (None, {}, {stage.id: FRONTEND_ROW_S}):  # the frontend runs a cheap one
         assert pipeline_from_flow(compiled, None, timed).names == ["fast", "slow"]
         assert stage_profiles(compiled, timed or {}, ["cpu1"]) == {}
+
+
+def test_a_high_variance_model_less_stage_is_planned_however_cheap() -> None:
+    compiled = picked()
+    (stage,) = [s for s in compiled.stages if s.name == "map:pick"]
+    varied = replace(compiled, stages=tuple(
+        replace(s, high_variance=True) if s is stage else s for s in compiled.stages
+    ))  # fmt: skip
+    cheap = {stage.id: FRONTEND_ROW_S / 10}
+    assert pipeline_from_flow(varied, None, cheap).names == ["fast", "slow", "map:pick"]
+    assert pipeline_from_flow(compiled, None, cheap).names == ["fast", "slow"]
 
 
 def test_samples_measure_a_model_less_stages_share_and_time_per_row() -> None:

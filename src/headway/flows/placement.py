@@ -8,8 +8,8 @@ starts on a worker (its code's time is unknown, and a slow function must not sta
 even once), and once its operators have seen `MEASURED_ROWS` rows (the flow's per-operator
 statistics: timed on the worker, then in the frontend), it runs in the frontend while their
 mean time per row, summed over the stage's operators, is at most `FRONTEND_ROW_S`; a stage
-whose time grows past that goes back to a worker. A stage of filters alone always runs in
-the frontend (`query_runner.filter_ahead`).
+whose time grows past that goes back to a worker. A high-variance stage stays on its workers.
+A stage of filters alone always runs in the frontend (`query_runner.filter_ahead`).
 """
 
 from __future__ import annotations
@@ -59,5 +59,11 @@ def runs_in_frontend(seconds_per_row: float | None) -> bool:
 
 def in_frontend(stage: Stage, operators: Mapping[str, Timed]) -> bool:
     """Whether `stage` is model-less and runs in the frontend for the next query, given its
-    operators' statistics by label (`FlowStats.operators`)."""
-    return model_less(stage) and runs_in_frontend(row_seconds(stage, operators))
+    operators' statistics by label (`FlowStats.operators`). A high-variance stage stays on its
+    workers: its user said its time varies (its mean hides the slow calls that would stall
+    the loop), and its copies compete there."""
+    return (
+        model_less(stage)
+        and not stage.high_variance
+        and runs_in_frontend(row_seconds(stage, operators))
+    )

@@ -113,14 +113,19 @@ def worker_stages(
 ) -> list[FlowStage]:
     """The compiled flow's stages that run on a worker, in order: those that call a model, and
     the model-less actions whose measured seconds per row (`row_seconds`, per stage id) keep
-    them there (`headway.flows.placement`). A model-less stage not measured is left out: the
-    server moves a cheap one into the frontend after its first rows, and its time is unknown."""
+    them there, and the high-variance ones (`headway.flows.placement`). A model-less stage not
+    measured is left out: the server moves a cheap one into the frontend after its first rows,
+    and its time is unknown."""
     timed = row_seconds or {}
     return [
         s
         for s in plan.stages
         if (s.kind == ACTION and s.models)
-        or (model_less(s) and s.id in timed and not runs_in_frontend(timed[s.id]))
+        or (
+            model_less(s)
+            and s.id in timed
+            and (s.high_variance or not runs_in_frontend(timed[s.id]))
+        )
     ]
 
 
