@@ -1,10 +1,11 @@
 """Answers sent from a thread beside the event loop's, a loop turn's answers at a time.
 
-On loopback a socket send runs the receiver's side of TCP in the sender's system call, and at
-many connections that send is the largest part of the frontend's one Python thread. The
-answers of one loop turn are handed to `WriteThread` in one handoff; it sends them with the
-GIL released during each system call, so that the kernel's work runs on another core while the
-loop reads and answers on.
+On loopback a socket send runs the receiver's side of TCP in the sender's system call, on the
+frontend's one Python thread. The answers of one loop turn are handed to `WriteThread` in one
+handoff; it sends them with the GIL released during each system call, so that the kernel's work
+can run on another core while the loop reads and answers on. Off by default
+(`headway serve --write-thread`): each send also hands the GIL back and forth between the two
+threads, and docs/decisions.md has what that cost where it was measured.
 
 A connection's transport is wrapped in an `OffloadedTransport`, which keeps what the event
 loop's transport promises: answers leave in order; what the kernel does not take at once (a
