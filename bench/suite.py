@@ -197,10 +197,12 @@ class Suite:
                 harness.CALM.wait()
             sweep: dict[str, Any] = {}
             for multiple in self.args.overload_multiples:
+                counted = _refusal_counts(endpoint)
                 out = overload(endpoint, self.payloads(system, "wide", slo=True), capacity,
                                SLO_MS, before=self.d.before, burst=self.d.burst,
                                after=self.d.after, server=server, drain=self.d.drain,
                                multiple=multiple)  # fmt: skip
+                out["server_refusals"] = _counts_since(_refusal_counts(endpoint), counted)
                 sweep[f"{multiple:g}"] = out
                 answered = out["rejection_latency_ms"]
                 self.log(f"  {system.name} overload {multiple:g}x, {out['offered_rps']} req/s: "
@@ -208,7 +210,8 @@ class Suite:
                          f"{answered['p50']} p99 {answered['p99']} ms), recovery "
                          f"{out.get('recovery_s')} s, send lateness p99 "
                          f"{out['send_lateness_ms']['p99']} ms, loadgen {out['loadgen_cores']} "
-                         f"cores, load {out['loadavg']}")  # fmt: skip
+                         f"cores, load {out['loadavg']}; server's refusals "
+                         f"{out['server_refusals']}")  # fmt: skip
             # the scenario's own figures are those at 2x (else the first multiple run)
             out = dict(sweep.get("2", next(iter(sweep.values()))))
             out["capacity_run"] = figures
@@ -349,3 +352,33 @@ def _brief(f: dict[str, Any]) -> str:
         f"{f.get('throughput_rps')} req/s{good} p50 {lat.get('p50')} p99 {lat.get('p99')} ms"
         f" (not ok {bad}; server {f.get('server_cores')} cores, other {f.get('other_cores')})"
     )
+
+
+_REFUSAL_EVENTS = ("dropped", "rejected_at_admission", "refused_unread", "refusals")
+
+
+def _refusal_counts(endpoint: Endpoint) -> dict[str, float]:
+    """The server's refusal counters from /metrics by event and reason (Headway only; {}
+    elsewhere): where an overload's 503s were decided."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"{endpoint.url}/metrics", timeout=5) as response:
+            text = response.read().decode()
+    except OSError:
+        return {}
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        for event in _REFUSAL_EVENTS:
+            if line.startswith(f"headway_{event}_total{{"):
+                labels, _, value = line.rpartition(" ")
+                reason = labels.partition('reason="')[2].partition('"')[0]
+                name = f"{event}:{reason}" if reason else event
+                counts[name] = counts.get(name, 0.0) + float(value)
+    return counts
+
+
+def _counts_since(now: dict[str, float], before: dict[str, float]) -> dict[str, int]:
+    return {
+        k: int(v - before.get(k, 0.0)) for k, v in sorted(now.items()) if v > before.get(k, 0.0)
+    }

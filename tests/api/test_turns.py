@@ -24,6 +24,7 @@ class Loop:
 class App:
     def __init__(self) -> None:
         self.catch_ups = 0
+        self.loop_held_until = float("-inf")  # when a model's run on the loop last ended
 
     def catch_up(self) -> None:
         self.catch_ups += 1
@@ -46,6 +47,21 @@ def test_reads_after_a_pause_count_from_now_and_back_to_back_turns_from_the_last
     turns.loop.end_turn()
     later = turns._turn_ended + 1.0
     assert turns.arrived_since(later) == later  # the loop was idle: it woke for these bytes
+
+
+def test_reads_after_a_model_ran_on_the_loop_count_from_the_turn_before_it() -> None:
+    # The inline engine runs a batch between two turns of reads: what is read after it may
+    # have waited in the kernel all through the run, so it is not fresh (it was, before).
+    turns = Turns()
+    assert turns.arrived_since(100.0) == 100.0
+    turns.loop.end_turn()
+    ran_until = turns._turn_ended + 0.020  # a 20 ms batch, then the next turn's reads
+    turns.app.loop_held_until = ran_until
+    read = ran_until + BACK_TO_BACK_S / 2
+    assert turns.arrived_since(read) == 100.0
+    turns.loop.end_turn()
+    idle = max(turns._turn_ended, ran_until) + 1.0  # then a pause: the loop woke for them
+    assert turns.arrived_since(idle) == idle
 
 
 def test_a_long_turn_lets_the_app_catch_up_every_catch_up_interval() -> None:

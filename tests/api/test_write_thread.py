@@ -42,6 +42,8 @@ class SleepyApp:
         for task in self.tasks:
             task.cancel()
 
+    loop_held_until = float("-inf")
+
     def catch_up(self) -> None:
         pass
 

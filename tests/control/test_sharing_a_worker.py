@@ -24,9 +24,12 @@ def request(clock: ManualClock, model: str, deadline_in: float) -> Request:
     return Request(model, {"x": np.zeros((1, 4))}, 1, now, now + deadline_in, token=model)
 
 
-def shared(clock: ManualClock, placements: dict[int, list[str]]) -> Scheduler:
-    """Workers, their models, and each model's measured duration (fast: 1 ms, slow: 600 ms)."""
-    s = scheduler(clock, placements)
+def shared(
+    clock: ManualClock, placements: dict[int, list[str]], *, inline: bool = False
+) -> Scheduler:
+    """Workers, their models, and each model's measured duration (fast: 1 ms, slow: 600 ms);
+    `inline`: they run on the event loop that admits (`--engine inline`)."""
+    s = scheduler(clock, placements, inline=inline)
     for keys in placements.values():
         for key in keys:
             seed(s, key, {1: ms(600) if key == "slow" else ms(1)})
@@ -63,6 +66,26 @@ def test_a_models_own_batch_in_flight_is_left_to_the_queue_check(clock: ManualCl
     [(dropped, error)] = s.poll().rejected  # its own batch ran on: dropped, never late
     assert dropped.deadline == pytest.approx(ms(750))
     assert "deadline passed while queued" in str(error)
+
+
+def test_inline_a_models_own_batch_in_flight_counts_in_full_at_admission(
+    clock: ManualClock,
+) -> None:
+    """With the model on the event loop, a batch in flight has not started while the loop
+    reads (it runs between turns of reads): all of it runs before a request read now, so one
+    that cannot wait it out is refused at arrival, not decoded, queued and dropped later (the
+    case above, which admits it, drops it 100 ms on). The refusal is remembered as a backlog,
+    so the next such request is refused before it is decoded."""
+    s = shared(clock, {1: ["slow"]}, inline=True)
+    s.submit(request(clock, "slow", 1.0))
+    assert len(s.poll().dispatches) == 1
+    clock.advance(ms(50))
+    with pytest.raises(DeadlineUnmeetable, match=r"busy for ~600\.0 ms more"):
+        s.submit(request(clock, "slow", ms(700)))
+    clock.advance(ms(10))  # the loop reads on; the batch still waits for the turn to end
+    backlog = s.backlogged("slow")
+    assert backlog.left == pytest.approx(ms(700))  # what the refused one had: no less
+    s.submit(request(clock, "slow", ms(1300)))  # it can wait the batch out: admitted
 
 
 def test_an_idle_replica_takes_the_request_whatever_the_busy_one_runs(clock: ManualClock) -> None:

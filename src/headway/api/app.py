@@ -122,6 +122,12 @@ class HeadwayApp:
         if self.tracing is not None:
             self.tracing.shutdown()  # exports the spans still batched
 
+    @property
+    def loop_held_until(self) -> float:
+        """When a model's run last ended that held the event loop (`--engine inline`), in
+        `time.monotonic()`: bytes read after it may have waited for it in the kernel."""
+        return self.controller.loop_held_until
+
     def catch_up(self) -> None:
         """The HTTP server is deep in a long turn of reads: answer what the workers finished
         meanwhile (`Controller.catch_up`)."""

@@ -38,13 +38,16 @@ class ReadTurns:
         a frontend that falls behind would see stale requests as fresh and admit them, to be
         answered late at the client (under open-loop overload, every one of them). When turns
         follow each other without a pause, bytes read in this turn may have arrived as early
-        as the previous turn's first read; after a pause the loop woke for them, so now. The
-        bound is at most one turn too early: a fraction of a millisecond unless overloaded.
+        as the previous turn's first read; after a pause the loop woke for them, so now. A model
+        run on the loop (`--engine inline`) is no pause: turns around it are back to back, or
+        everything that arrived during runs would look fresh when read. The bound is at most
+        one turn too early: a fraction of a millisecond unless overloaded.
         """
         if not self.turn_open:
             self.turn_open = True
             self.loop.call_soon(self._turn_over)
-            busy = now - self._turn_ended < BACK_TO_BACK_S
+            ended = max(self._turn_ended, self.app.loop_held_until)
+            busy = now - ended < BACK_TO_BACK_S
             self.turn_floor = self._turn_started if busy else now
             self._turn_started = self.caught_up = now
         return self.turn_floor

@@ -66,7 +66,11 @@ class Controller:
         #: With a memory budget, models load on demand and are evicted to fit it.
         self.on_demand = memory_budget_mb is not None
         self.scheduler = Scheduler(
-            self.clock, LatencyEstimator(), policy=policy, demand_loading=self.on_demand
+            self.clock,
+            LatencyEstimator(),
+            policy=policy,
+            demand_loading=self.on_demand,
+            inline=engine.runs_inline,
         )
         self.cache = PredictionCache(cache_bytes)
         self._cached = CachedAnswers(self.cache)
@@ -344,6 +348,11 @@ class Controller:
             raise
         self._kick()
         return future
+
+    @property
+    def loop_held_until(self) -> float:
+        """When an action last ended that held the event loop (`Engine.held_until`)."""
+        return self.engine.held_until
 
     def catch_up(self) -> None:
         """Hear the workers' waiting replies now, and send what they free up.

@@ -81,6 +81,10 @@ class Engine(Protocol):
     on_exit: OnExit
     #: Whether `run_now` can run an action inside the caller (an in-process worker).
     runs_inline: bool = False
+    #: When (`time.monotonic()`) an action that held the event loop last ended, for an engine
+    #: that runs actions on it (inline); never, else. The frontend's reads date their bytes
+    #: from it: what arrived while the loop ran a model waited for that run.
+    held_until: float = float("-inf")
 
     async def start(self) -> None:
         """Start the workers; each reports through `on_ready` once it can take actions."""

@@ -21,8 +21,18 @@ from headway.control.slots import ModelSlot, WorkerSlot
 class Placement:
     """The workers (`WorkerSlot`s) and models (`ModelSlot`s) the scheduler knows, by id and key."""
 
-    def __init__(self, clock: Clock, *, fifo: bool = False, track_changes: bool = False) -> None:
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        fifo: bool = False,
+        track_changes: bool = False,
+        inline: bool = False,
+    ) -> None:
         self.clock = clock
+        #: The workers run their actions on the event loop that asks `busy_wait` (`--engine
+        #: inline`): an action in flight has not started when asked, and runs before any other.
+        self.inline = inline
         #: Queue order of new models: first come, first served instead of by deadline.
         self.fifo = fifo
         self.models: dict[str, ModelSlot] = {}
@@ -151,7 +161,9 @@ class Placement:
         """Predicted seconds until a live worker holding `model` is free of other models'
         actions (0: one is idle, or runs only `model`'s batches: those the queue check and
         the drop times account for, and under overload they must be kept fed, not second-
-        guessed by a pessimistic estimate of the batch in flight)."""
+        guessed by a pessimistic estimate of the batch in flight). Inline, the batches in
+        flight have not started (they run between turns of reads, and this is asked in one):
+        all of each runs before a new request's, so their predicted time counts in full."""
         key, wait = model.key, None
         for w in model.replicas:  # a loop, not generators: it runs on every request
             worker = self.workers.get(w)
@@ -162,7 +174,9 @@ class Placement:
                     busy = max(0.0, worker.free_at - now)
                     break
             else:
-                return 0.0  # a replica runs only this model's batches, or nothing
+                if not self.inline:
+                    return 0.0  # a replica runs only this model's batches, or nothing
+                busy = sum(action.expected or 0.0 for action in worker.inflight)
             wait = busy if wait is None or busy < wait else wait
         return 0.0 if wait is None else wait
 

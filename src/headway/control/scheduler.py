@@ -61,6 +61,7 @@ class Scheduler:
         demand_loading: bool = False,
         retries: int = 1,
         overhead_window: int = 64,
+        inline: bool = False,
     ) -> None:
         self.clock = clock
         self.predictions = Predictions(
@@ -80,7 +81,10 @@ class Scheduler:
         self.events: Counter[tuple[str, str, str]] = Counter()
         #: The workers and models, and which holds which; its dicts are read here directly.
         self.placement = Placement(
-            clock, fifo=not policy.deadline_order, track_changes=policy.full_batches_ahead
+            clock,
+            fifo=not policy.deadline_order,
+            track_changes=policy.full_batches_ahead,
+            inline=inline,
         )
         self._models = self.placement.models
         self._workers = self.placement.workers
@@ -191,8 +195,9 @@ class Scheduler:
         if floor is None:
             return
         now = self.clock.now()
-        # behind only this model's work, the wait does not shrink as time passes
-        alone = self.placement.busy_wait(model, now) == 0.0
+        # behind only this model's work, the wait does not shrink as time passes; inline,
+        # nothing ahead runs while the loop reads, so no wait does
+        alone = self.placement.inline or self.placement.busy_wait(model, now) == 0.0
         model.note_backlog(
             self.epoch, floor, request.deadline, request.deadline - now if alone else float("-inf")
         )

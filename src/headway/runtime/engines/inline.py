@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections import deque
 
 from headway.control.engine import (
@@ -84,7 +85,9 @@ class InlineEngine(Engine):
             future = self._loop.run_in_executor(None, self.state.handle, action, tensors)
             future.add_done_callback(lambda done: self._reply(done.result()))
             return
-        self._reply(self.state.handle(action, tensors))
+        answer = self.state.handle(action, tensors)
+        self.held_until = time.monotonic()
+        self._reply(answer)
 
     def _reply(self, result: Answer) -> None:
         if not self._stopping:
