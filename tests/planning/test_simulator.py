@@ -125,3 +125,11 @@ def test_spread_draws_durations_with_the_profiled_mean_and_p99() -> None:
         chain(1.0), one_stage(1), {"m0": {"cpu1": profile}}, arrivals[:2000], seed=4, spread=True
     )
     assert np.array_equal(estimate.latencies[:2000], again.latencies)
+
+
+def test_the_estimate_counts_the_rows_each_stages_batches_carried() -> None:
+    profiles = {"m0": {"cpu1": flat(10, sizes=(1, 2, 3), per_row_ms=2)}}
+    arrivals = np.array([0.0, 1.0, 2.0, 3.0]) * MS
+    estimate = simulate(chain(1.0), one_stage(2), profiles, arrivals)
+    # batches of 1, 2 and 1 rows (as above); the warm-up runs before the trace are not counted
+    assert estimate.batch == {"s0": pytest.approx(4 / 3)}

@@ -7,6 +7,10 @@ planner). A latency is what the server would see -- dispatch to answer, the RPC 
 so the estimator can use it as a stage's service time. Throughput per replica is
 batch / mean latency. Kinds with a GPU are skipped: their profiles are imported from a file.
 
+`under_load_of` measures both under the load a plan will serve, on a running server: each model's
+time per batch size as the server saw it, and the event loop's wall time per query
+(`headway.planning.in_place`).
+
 `measure_frontend` measures the other part of a query's time, the server's own (HTTP, the
 flow's operators, encoding): it serves the app with `headway serve` and sends it queries one
 at a time (`headway.planning.frontend`).
@@ -18,7 +22,8 @@ import asyncio
 import json
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +34,13 @@ from headway.control.controller import Controller
 from headway.control.models import READY
 from headway.errors import ConfigError
 from headway.launcher import ServerProcess
+from headway.loadgen import arrivals
 from headway.loadgen.client import Target, http_request, run
 from headway.loadgen.tally import Tally
 from headway.loadgen.workload import Body, random_tensor
 from headway.planning.frontend import frontend_row, frontend_time
-from headway.planning.pipeline import Hardware
+from headway.planning.in_place import loaded_profiles, scheduled
+from headway.planning.pipeline import Hardware, LatencyProfile
 from headway.repository import Repository, TensorSpec
 from headway.runtime.engines.local import LocalEngine
 from headway.runtime.worker import FRAMEWORKS_ENV
@@ -191,6 +198,52 @@ def frontend_of(
         full = run(target, bodies, duration=saturate, warmup=0.0, concurrency=SATURATING)
         saturated = _answered(app, full).ok / saturate
     return frontend_row(app, frontend_time(alone.latencies, before, after, saturated), alone.ok)
+
+
+@dataclass(frozen=True)
+class UnderLoad:
+    """What a run at a planned rate measured: each model's profile under it, and the server's
+    event loop's wall time per query (its run and its waits for a core)."""
+
+    profiles: dict[str, LatencyProfile]
+    frontend: float
+    queries: int
+
+
+def under_load_of(
+    url: str,
+    pid: int,
+    app: str,
+    rows: Sequence[Any],
+    idle: Mapping[str, LatencyProfile],
+    rate: float,
+    *,
+    seconds: float = 8.0,
+    seed: int = 11,
+) -> UnderLoad:
+    """Send `app` on the server at `url` (process `pid`) `rows` (rotated) open loop, gamma
+    arrivals (CV 1) at `rate` queries/s for `seconds`, and read what they cost: each model of
+    `idle` (its profile alone, on the kind the server's workers are) as the server's batch
+    statistics saw it (`headway.planning.in_place.loaded_profiles`; a flow's models through
+    the stage models that serve them), and the loop thread's run and run-queue wait per query.
+    """
+    target = Target.parse(url)
+    path = f"{target.prefix}/apps/{app}/predict"
+    bodies = [
+        http_request(target, path, Body(json.dumps({"input": _plain(r)}).encode())) for r in rows
+    ]
+    described = httpx.get(f"{url}/apps/{app}", timeout=10).json()
+    stages = (described.get("flow") or {}).get("stages", [])
+    served_as = {
+        s["models"][0]: s["served_as"][0] for s in stages if s["models"] and s["served_as"]
+    }
+    sent = arrivals.schedule(rate, seconds, "gamma", cv=1.0, seed=seed)
+    before, loop_before = httpx.get(f"{url}/v2/models/stats", timeout=10).json(), scheduled(pid)
+    _answered(app, run(target, bodies, duration=seconds, warmup=0.0, schedule=sent))
+    after, loop_after = httpx.get(f"{url}/v2/models/stats", timeout=10).json(), scheduled(pid)
+    loop = sum(loop_after) - sum(loop_before)
+    profiles = loaded_profiles(idle, before, after, served_as)
+    return UnderLoad(profiles, loop / len(sent), len(sent))
 
 
 def _answered(app: str, tally: Tally) -> Tally:

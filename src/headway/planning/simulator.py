@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
@@ -35,6 +35,8 @@ class Estimate:
     busy: dict[str, float]  # stage -> share of its replicas' time spent computing
     duration: float  # seconds from the first arrival to the last
     complete: bool = True  # False: stopped early, too many queries were late (`give_up`)
+    #: stage -> rows per INFER the trace's batches carried (the warm-up runs left out)
+    batch: dict[str, float] = field(default_factory=dict)
 
     @property
     def p99(self) -> float:
@@ -162,6 +164,11 @@ def simulate(
     ) as sim:
         started = sim.start()
         warm_up = dict(sim.engine.computing)  # the warm-up runs are not the trace's
+        stats = sim.controller.stats
+        keys = {name: sim.controller.model(name).config.key for name in order}
+        warm_batches = {
+            n: (stats[k].batch_size.count, stats[k].batch_size.total) for n, k in keys.items()
+        }
         if scaling is not None:
             scaling.start(sim, arrivals, started - first)
         index = {name: i for i, name in enumerate(order)}
@@ -189,6 +196,11 @@ def simulate(
             for key in [sim.controller.model(name).config.key]
         }
         serving = {name: len(sim.controller.model(name).workers) for name in order}
+        batch = {}
+        for name, key in keys.items():
+            actions = stats[key].batch_size.count - warm_batches[name][0]
+            if actions:
+                batch[name] = (stats[key].batch_size.total - warm_batches[name][1]) / actions
     latencies = run.latencies
     duration = float(arrivals[-1] - first) if len(arrivals) > 1 else 1.0
     done = latencies + arrivals - first
@@ -198,4 +210,5 @@ def simulate(
         reached={name: int(reaches[:, i].sum()) for i, name in enumerate(order)},
         busy={name: computing[name] / (span * max(serving[name], 1)) for name in order},
         duration=duration,
+        batch=batch,
     )

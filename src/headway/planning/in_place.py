@@ -1,0 +1,128 @@
+"""Profiles taken in place: each model's time per batch size as the serving server saw it.
+
+`headway.planning.profiler` times each model alone, one batch at a time. Where the server's
+event loop, its other workers and the client share the machine's cores, a model's batches
+take longer under load than alone (its worker waits for a core, and so does each hop), and an
+estimate made from the idle profile falls short of the real tail. InferLine profiled each
+model on hardware of its own; where the replicas share the hardware, the profile to plan
+with is the one taken under the load the plan will serve.
+
+The server counts, per model and batch size, the INFER actions it ran and their times
+(Triton's batch statistics, `GET /v2/models/stats`: the round trip to the worker, its run,
+and splitting the answer). Between two reads taken around a run at the planned load, their
+sum per action is the model's time per batch under that load, in the profiler's own terms
+(dispatch to answer, the RPC included; a full batch the scheduler sends ahead to a busy
+worker also waits there behind the batch it runs, which a max batch the load rarely fills
+makes rare). A batch size the load formed too rarely to measure
+keeps its idle time scaled by how much slower the measured sizes ran: contention is taken
+to slow every size alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from headway.errors import ConfigError
+from headway.planning.pipeline import LatencyProfile
+
+#: Actions of one batch size below which its mean under load is not trusted.
+LEAST_ACTIONS = 5
+#: The parts of an INFER action's time the server reports per batch size.
+PARTS = ("compute_input", "compute_infer", "compute_output")
+
+#: batch size -> (INFER actions, their seconds in total)
+BatchSeconds = dict[int, tuple[int, float]]
+
+
+def batch_seconds(stats: Mapping[str, Any]) -> dict[str, BatchSeconds]:
+    """Per served model (by name, its default version), per batch size: the INFER actions so
+    far and their seconds from dispatch to answer, from a `GET /v2/models/stats` body."""
+    out: dict[str, BatchSeconds] = {}
+    for model in stats.get("model_stats", []):
+        sizes = out.setdefault(model["name"], {})
+        for entry in model.get("batch_stats", []):
+            count = int(entry[PARTS[0]]["count"])
+            seconds = sum(int(entry[part]["ns"]) for part in PARTS) / 1e9
+            held = sizes.get(int(entry["batch_size"]), (0, 0.0))
+            sizes[int(entry["batch_size"])] = (held[0] + count, held[1] + seconds)
+    return out
+
+
+def between(
+    before: Mapping[str, BatchSeconds], after: Mapping[str, BatchSeconds]
+) -> dict[str, BatchSeconds]:
+    """What ran between two `batch_seconds` reads."""
+    out: dict[str, BatchSeconds] = {}
+    for name, sizes in after.items():
+        earlier = before.get(name, {})
+        ran = {}
+        for size, (count, seconds) in sizes.items():
+            count0, seconds0 = earlier.get(size, (0, 0.0))
+            if count > count0:
+                ran[size] = (count - count0, seconds - seconds0)
+        out[name] = ran
+    return out
+
+
+def under_load(
+    idle: LatencyProfile, ran: BatchSeconds, least: int = LEAST_ACTIONS
+) -> LatencyProfile:
+    """`idle`, the model's profile taken alone, as the load that `ran` (the model's actions
+    between two reads) found it: each batch size run at least `least` times takes its mean
+    under the load; every other size of `idle` its idle time times the slow-down of the
+    measured ones (their time under load over their idle time, weighted by actions). P99s
+    are the idle ones scaled by the same factor as the size's mean, so a spread estimate
+    keeps the shape of the idle tail. Refused when no size ran `least` times."""
+    measured = {size: seconds / count for size, (count, seconds) in ran.items() if count >= least}
+    if not measured:
+        raise ConfigError(f"no batch size ran at least {least} times under the load: run it longer")
+    actions = {size: ran[size][0] for size in measured}
+    idle_time = sum(actions[s] * idle.latency(s) for s in measured)
+    slower = sum(actions[s] * measured[s] for s in measured) / idle_time
+    seconds = {size: idle.latency(size) * slower for size in idle.batch_sizes}
+    seconds.update(measured)
+    p99 = {
+        size: tail * seconds.get(size, idle.latency(size) * slower) / idle.latency(size)
+        for size, tail in idle.p99.items()
+    }
+    return LatencyProfile(seconds, p99)
+
+
+def loaded_profiles(
+    idle: Mapping[str, LatencyProfile],
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    served_as: Mapping[str, str],
+    least: int = LEAST_ACTIONS,
+) -> dict[str, LatencyProfile]:
+    """Each model of `idle` (model -> its profile alone, on the hardware the server's workers
+    are) under the load run between the stats bodies `before` and `after`; `served_as` names
+    the served model whose actions are each model's (a flow's stage model runs a repository
+    model; a model missing from it is served under its own name)."""
+    ran = between(batch_seconds(before), batch_seconds(after))
+    out = {}
+    for model, profile in idle.items():
+        name = served_as.get(model, model)
+        if name not in ran:
+            raise ConfigError(f"the server reports no model {name!r} (serving {model!r})")
+        try:
+            out[model] = under_load(profile, ran[name], least)
+        except ConfigError as error:
+            raise ConfigError(f"model {model!r}: {error}") from None
+    return out
+
+
+def scheduled(pid: int) -> tuple[float, float]:
+    """Seconds the main thread of process `pid` has run, and has waited runnable for a core,
+    so far (Linux's `/proc/PID/schedstat`). The server's event loop is its main thread: under
+    load, the two together are the loop's wall time, what its queue of queries waits on."""
+    fields = Path(f"/proc/{pid}/schedstat").read_text().split()
+    return int(fields[0]) / 1e9, int(fields[1]) / 1e9
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of `pid` (the server's workers), from `/proc`."""
+    found = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in found.read_text().split()] if found.exists() else []

@@ -1,0 +1,104 @@
+"""Profiles taken in place: the server's own batch statistics turned into a profile under load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import yaml
+from sklearn.datasets import load_digits
+
+from headway.api.statistics import statistics
+from headway.errors import ConfigError
+from headway.launcher import ServerProcess
+from headway.planning.in_place import batch_seconds, between, loaded_profiles, under_load
+from headway.planning.pipeline import LatencyProfile
+from headway.planning.profiler import under_load_of
+from headway.sim import ModelProfile, ServerSimulation
+from tests.integration import models
+from tests.planning.helpers import MS
+
+RPC = 1 * MS  # one way: each action's round trip is 2 ms more than its run
+
+
+def test_the_servers_batch_statistics_give_each_sizes_time_from_dispatch_to_answer() -> None:
+    # max batch 4: the two rows that queue are not a full batch, so none is sent ahead to the
+    # busy worker (`infer_choice.full_batch_ahead`), where it would wait in the worker's queue
+    model = ModelProfile({1: 10 * MS, 2: 16 * MS}, load_seconds=0.0, size_mb=0.0, max_batch=4)
+    with ServerSimulation({"m": model}, rpc_seconds=RPC, slo_ms=10_000) as sim:
+        sim.start()
+        before = statistics(sim.controller)  # the warm-up runs are before it
+        # 0 runs alone (its batch leaves at 0); 1 and 2 queue behind it and go as one batch
+        # of 2; 3 arrives to an idle worker and runs alone
+        sim.run(np.array([0.0, 1.0, 2.0, 100.0]) * MS, ["m"] * 4)
+        after = statistics(sim.controller)
+    ran = between(batch_seconds(before), batch_seconds(after))
+    assert ran["m"][1][0] == 2 and ran["m"][2][0] == 1
+    # each action: its run plus the round trip (2 ms), on the simulation's exact clock
+    assert ran["m"][1][1] == pytest.approx(2 * 12 * MS)
+    assert ran["m"][2][1] == pytest.approx(18 * MS)
+    idle = {"model": LatencyProfile({1: 10 * MS, 2: 16 * MS, 4: 20 * MS})}
+    profile = loaded_profiles(idle, before, after, {"model": "m"}, least=1)["model"]
+    assert profile.seconds[1] == pytest.approx(12 * MS)
+    assert profile.seconds[2] == pytest.approx(18 * MS)
+    # 4 never ran: its idle time times the measured sizes' slow-down, (24 + 18) / (20 + 16)
+    assert profile.seconds[4] == pytest.approx(20 * MS * 42 / 36)
+
+
+def test_sizes_not_formed_under_load_keep_their_idle_shape() -> None:
+    idle = LatencyProfile({1: 10 * MS, 4: 20 * MS}, {1: 15 * MS, 4: 40 * MS})
+    # batch 1 ran 10 times at 15 ms under load: 1.5x its idle time
+    profile = under_load(idle, {1: (10, 150 * MS)}, least=5)
+    assert profile.seconds == pytest.approx({1: 15 * MS, 4: 30 * MS})
+    # p99s scaled as their size's mean was, so a spread estimate keeps the idle tail's shape
+    assert profile.p99 == pytest.approx({1: 22.5 * MS, 4: 60 * MS})
+
+
+def test_a_size_run_too_few_times_is_not_measured() -> None:
+    idle = LatencyProfile({1: 10 * MS, 2: 12 * MS})
+    # batch 2 ran 3 times (fewer than `least`): only batch 1 (20 ms, 2x) is a measurement
+    profile = under_load(idle, {1: (5, 100 * MS), 2: (3, 90 * MS)}, least=5)
+    assert profile.seconds == pytest.approx({1: 20 * MS, 2: 24 * MS})
+
+
+def test_no_size_measured_under_load_is_refused() -> None:
+    idle = LatencyProfile({1: 10 * MS})
+    with pytest.raises(ConfigError, match="ran at least 5 times"):
+        under_load(idle, {1: (4, 40 * MS)}, least=5)
+
+
+def test_a_model_the_server_does_not_report_is_named() -> None:
+    idle = {"forest": LatencyProfile({1: 10 * MS})}
+    with pytest.raises(ConfigError, match="no model 'stage-2'"):
+        loaded_profiles(idle, {"model_stats": []}, {"model_stats": []}, {"forest": "stage-2"})
+
+
+@pytest.mark.integration
+def test_a_served_app_under_load_gives_its_models_profile_and_the_loops_time(
+    tmp_path: Path,
+) -> None:
+    models.digits_logreg(tmp_path / "repo")
+    config = tmp_path / "headway.yaml"
+    config.write_text(yaml.safe_dump({"apps": {"digits": {"models": ["digits-logreg"]}}}))
+    rows = load_digits().data[:8].tolist()
+    idle = {"digits-logreg": LatencyProfile({1: 1 * MS, 4: 2 * MS})}
+    server = ServerProcess(
+        tmp_path / "repo", state=tmp_path / "state.db", workers=1, grpc_port=0,
+        extra=["--config", str(config)], log=tmp_path / "server.log",
+    )  # fmt: skip
+    with server:
+        assert server.process is not None
+        answer = httpx.post(f"{server.url}/apps/digits/predict", json={"input": rows[0]})
+        assert answer.status_code == 200, answer.text
+        before = httpx.get(f"{server.url}/v2/models/stats").json()
+        found = under_load_of(server.url, server.process.pid, "digits", rows, idle, 100, seconds=1)
+        after = httpx.get(f"{server.url}/v2/models/stats").json()
+    ran = between(batch_seconds(before), batch_seconds(after))["digits-logreg"]
+    assert sum(size * count for size, (count, _) in ran.items()) == found.queries > 50
+    # the profile at the size the load formed most is the server's mean for it
+    size, (count, seconds) = max(ran.items(), key=lambda item: item[1][0])
+    assert found.profiles["digits-logreg"].seconds[size] == pytest.approx(seconds / count)
+    assert set(idle["digits-logreg"].seconds) <= set(found.profiles["digits-logreg"].seconds)
+    assert 0 < found.frontend < 1.0  # the loop's wall time per query
