@@ -10,11 +10,10 @@ and decides.
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from typing import Any
 
 from headway.clock import Clock
-from headway.control.actions import INFER, LOAD, Counters, Decisions, Dispatch, earliest
+from headway.control.actions import INFER, LOAD, Decisions, Dispatch, Tally, earliest
 from headway.control.admission import admit
 from headway.control.cold_starts import load_wait
 from headway.control.infer_choice import full_batch_ahead, hold_until, most_urgent, take_batch
@@ -76,9 +75,9 @@ class Scheduler:
         self.policy = policy
         self.demand_loading = demand_loading
         self.retries = retries
-        self.counters = Counters()
-        #: The counters' events per model: (model key, event, reason) -> count (for metrics).
-        self.events: Counter[tuple[str, str, str]] = Counter()
+        #: What it caused, in all (`counters`) and per model and reason (`events`, for metrics).
+        tally = Tally()
+        self.counters, self.events, self.count = tally.counters, tally.events, tally.count
         #: The workers and models, and which holds which; its dicts are read here directly.
         self.placement = Placement(
             clock,
@@ -149,12 +148,6 @@ class Scheduler:
         dispatch = Dispatch(next(self._ids), worker, kind, key, payload=payload)
         self.placement.control(dispatch)
         return dispatch
-
-    def count(self, model: str, event: str, reason: str = "", n: int = 1) -> None:
-        """Count `n` of `event` (a `Counters` field) in all and for `model` (`events`)."""
-        if n:
-            setattr(self.counters, event, getattr(self.counters, event) + n)
-            self.events[model, event, reason] += n
 
     def submit(self, request: Request) -> None:
         """Admit a request or raise at once: Overloaded (queue full) or DeadlineUnmeetable."""
