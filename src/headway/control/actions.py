@@ -34,6 +34,10 @@ class Dispatch:
     #: deadlines of the requests it carries (None: no limit).
     earliest: float = 0.0
     latest: float | None = None
+    #: Set when it ends: the later of its sending and the end of the action before it on its
+    #: worker, heard then (`WorkerSlot.finish`); from there to its end is its run and the
+    #: round trip, not the wait behind the action before it.
+    startable_at: float = 0.0
     evict: list[str] = field(default_factory=list)
 
 

@@ -387,7 +387,9 @@ class Scheduler:
         if dispatch.kind == INFER and duration is not None:
             if all(r.measured for r in dispatch.requests):
                 self.estimator.observe(dispatch.model, dispatch.rows, duration)
-            self.predictions.observe_round_trip(now - dispatch.sent_at - duration)
+            # from when it could start: one sent ahead waited for the batch before it, which
+            # is that batch's run, not the round trip every prediction adds
+            self.predictions.observe_round_trip(now - dispatch.startable_at - duration)
             served = self._models.get(dispatch.model)
             if served is not None:
                 served.finished_at = now
