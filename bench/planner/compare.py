@@ -61,6 +61,7 @@ from headway.planning.description import (
 )
 from headway.planning.envelope import max_count
 from headway.planning.pipeline import profile_of
+from headway.planning.planner import SCREEN
 from headway.planning.workloads import ArrivalSpec, arrival_times
 
 HERE = Path(__file__).parent
@@ -221,13 +222,23 @@ def cell(
     test_queries: int,
     check_local: bool = False,
     restarts: bool = True,
+    screen: int = SCREEN,
 ) -> dict[str, object]:
     slo = slo_ms / 1e3
     plan_seconds = plan_queries / rate
     planning = arrival_times(ArrivalSpec(rate, plan_seconds, cv=cv, seed=1))
     test = arrival_times(ArrivalSpec(rate, test_queries / rate, cv=cv, seed=2))
     started = time.perf_counter()
-    planner = Planner(pipeline, profiles, catalogue, planning, slo, seed=1, restarts=restarts)
+    planner = Planner(
+        pipeline,
+        profiles,
+        catalogue,
+        planning,
+        slo,
+        seed=1,
+        restarts=restarts,
+        screen=screen or None,
+    )
     plan = planner.plan()
     planning_seconds = time.perf_counter() - started
     row: dict[str, object] = {
@@ -238,6 +249,7 @@ def cell(
         "test_queries": len(test),
         "planning_s": round(planning_seconds, 2),
         "estimates": plan.estimates,
+        "screened_queries": planner.screened_queries,
     }
     if plan.config is not None:
         row["planner"] = judge(pipeline, plan.config, profiles, catalogue, test, slo)
@@ -321,11 +333,17 @@ def main() -> None:
         default=True,
         help="also search from every hardware kind (Planner(restarts=...))",
     )
+    parser.add_argument(
+        "--screen",
+        type=int,
+        default=SCREEN,
+        help="search on the planning trace's first N queries, confirm on all (0: all)",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/.work/planner-compare.json"))
     args = parser.parse_args()
     catalogue, profiles = load()
     grid = [(name, slo_ms, cv) for name in args.pipeline for slo_ms in args.slo for cv in args.cv]
-    summary = {"rate": args.rate, "plan_queries": args.plan_queries}
+    summary = {"rate": args.rate, "plan_queries": args.plan_queries, "screen": args.screen}
     summary["test_queries"] = args.test_queries
     args.out.parent.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, object]] = []
@@ -343,6 +361,7 @@ def main() -> None:
                 args.test_queries,
                 args.check_local,
                 args.restarts,
+                args.screen,
             )
             for name, slo_ms, cv in grid
         ]
