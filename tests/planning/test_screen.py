@@ -66,7 +66,7 @@ def test_a_prefix_burstier_than_the_whole_trace_is_undone_on_the_whole() -> None
         "RemoveReplica on s0: $0.100/h",
     ]
     prefix_only = Planner(
-        chain(1.0), PROFILES, CATALOGUE, arrivals, 35 * MS, screen=100, margin=0.0, polish=False
+        chain(1.0), PROFILES, CATALOGUE, arrivals, 35 * MS, screen=100, margin=0.0, polish=0
     ).plan()
     assert prefix_only.config == Configuration({"s0": StageConfig("cpu1", 1, 2)})
 

@@ -67,6 +67,8 @@ SCREEN = 5_000
 MARGIN = 0.1
 #: Candidates that met the SLO on the prefix replayed on the whole trace, cheapest first.
 CONFIRM_TRIES = 3
+#: Replays of the whole trace the descent after the confirmation may make, by default.
+POLISH = 10
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ class Planner(Moves):
         restarts: bool = True,
         screen: int | None = SCREEN,
         margin: float = MARGIN,
-        polish: bool = True,
+        polish: int = POLISH,
     ) -> None:
         self.pipeline = pipeline
         self.profiles = profiles
@@ -124,8 +126,11 @@ class Planner(Moves):
         #: queries the search estimates candidates on
         self.screened_queries = len(self.screening)
         self.target = slo * (1 - margin) if self.screened else slo
-        #: after the confirmation, run InferLine's descent on the whole trace (`_polish`)
+        #: replays of the whole trace InferLine's descent may make after the confirmation
+        #: (`_polish`; 0: none)
         self.polish = polish
+        #: replays left before an estimate is refused unmade (None: no limit)
+        self._left: int | None = None
         self._estimates: dict[tuple[tuple[str, int, int], ...], Estimate] = {}
         #: replays of the whole trace (`_confirm`), when the search ran on a prefix
         self._whole: dict[tuple[tuple[str, int, int], ...], Estimate] = {}
@@ -152,6 +157,10 @@ class Planner(Moves):
         """`config` replayed on the search's trace (the prefix when screened), cached."""
         key = self.key(config)
         found = self._estimates.get(key)
+        if found is None and self._left is not None:
+            if self._left <= 0:  # out of replays: not estimated, so not feasible
+                return Estimate(np.zeros(0), {}, {}, 0.0, complete=False)
+            self._left -= 1
         if found is None:
             found = self._estimates[key] = self.simulate(
                 config, self.screening, give_up=self.target
@@ -374,12 +383,14 @@ class Planner(Moves):
         return config
 
     def _polish(self, config: Configuration, steps: list[str]) -> Configuration:
-        """InferLine's descent again from the confirmed plan, on the whole trace: the prefix
-        may be burstier than the whole (its plan then dearer than needed) or the bottleneck's
-        added replicas more than one step needed. From here on every estimate is the whole
-        trace's."""
+        """InferLine's descent again from the confirmed plan, on the whole trace, within
+        `polish` replays of it: the prefix may be burstier than the whole (its plan then
+        dearer than needed), the margin more than the whole needs, or the bottleneck's added
+        replicas more than one step needed. From here on every estimate is the whole trace's;
+        once the replays are spent, the candidates not yet estimated count as infeasible, so
+        the answer is always one that met the SLO on the whole trace."""
         steps.append("InferLine's descent on the whole trace")
-        self.screening, self.target = self.arrivals, self.slo
+        self.screening, self.target, self._left = self.arrivals, self.slo, self.polish
         self._estimates, self._missing, self.cheapest = self._whole, {}, config
         end = self._descend(config, steps, reconfigure=False)
         cheapest = self.cheapest or end
