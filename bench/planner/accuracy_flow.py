@@ -1,7 +1,7 @@
 """Estimator accuracy over HTTP: simulated vs measured P99 of the cascade flow app at three loads.
 
     python bench/planner/accuracy_flow.py [--seconds 20] [--rounds 1] [--capacity Q]
-        [--profile-seconds 8] [--out bench/.work/planner-accuracy-flow.json]
+        [--profile-seconds 20] [--out bench/.work/planner-accuracy-flow.json]
 
 (`python bench/planner/accuracy.py --flow` runs the same.) The pipeline is the cascade *flow
 app* (`examples/flows/cascade.py`: digits-fast for every query, digits-slow for the rows it
@@ -22,9 +22,13 @@ For each load:
    time per query (its run and its waits for a core, `/proc/PID/schedstat`).
 3. The measured run (`--seconds`, after a 1 s warm-up): the real P99, and what each stage did
    (batches formed, time per batch, hop, queue per row) for comparison with the simulation's.
-4. The estimates (`Planner.simulate`, as `headway plan --simulate`), all behind the frontend
-   stage: from the idle profiles (the product's default), and from the profiles under load;
-   each with `--spread` and with each batch at its mean.
+4. The estimates (`Planner.simulate`, as `headway plan --simulate`), each behind a frontend
+   stage, with `--spread` and with each batch at its mean: `idle`, the idle profiles and
+   frontend time with random reach draws (the product's estimate without a run under load);
+   `loaded`, the profiles and the loop's time under the profiling run, each query reaching
+   the stages its body reaches in the server (the load generator rotates through 64 bodies;
+   `own_draws`); `loaded_models` and `loaded_random`, one term at a time; and a diagnostic,
+   `same_run`, with the measured run's own times (what the model does given them exactly).
 
 Loads are shares of the least capacity of the three (the frontend's 1 / its time, each model's
 batch-1 throughput over its share) from the first measurement, or of `--capacity`.
@@ -210,19 +214,35 @@ def estimate(
     schedule: np.ndarray,
     frontend: float,
     spread: bool,
+    draws: np.ndarray | None,
 ) -> tuple[np.ndarray, dict[str, float]]:
-    """`headway plan --simulate`'s latencies for this replay (`frontend` seconds per query),
-    and each stage's rows per INFER."""
+    """`headway plan --simulate`'s latencies for this replay (`frontend` seconds per query;
+    `draws`: which stages each query reaches, None: random), and each stage's rows per INFER."""
     planner = Planner(
         pipeline, profiles, CATALOGUE, schedule, SLO_MS / 1e3, seed=7, spread=spread,
         frontend_seconds=frontend,
     )  # fmt: skip
-    found = planner.simulate(config)
+    found = planner.simulate(config, draws=draws)
     return found.latencies, found.batch
 
 
+def own_draws(
+    pipeline: Pipeline, compiled: Any, rows: list[Any], services: LocalServices
+) -> np.ndarray:
+    """Per body the load generator rotates through, the reach draw that sends it where the
+    server sends it: the largest share of a stage it does not reach (0: it reaches all)."""
+    draws = []
+    for row in rows:
+        alone = pipeline_from_flow(compiled, measure_scales(compiled, [row], services))
+        missed = [
+            s.scale for s, a in zip(pipeline.stages, alone.stages, strict=True) if a.scale < 0.5
+        ]
+        draws.append(max(missed, default=0.0))
+    return np.array(draws)
+
+
 def accuracy(
-    seconds: float, rounds: int, capacity: float | None = None, profile_seconds: float = 8.0
+    seconds: float, rounds: int, capacity: float | None = None, profile_seconds: float = 20.0
 ) -> dict[str, Any]:
     """Simulated vs measured P99 of the cascade flow app over HTTP, at each of `LOADS`, for
     `rounds` rounds in one sitting (one server); `capacity`: queries/s the loads are shares of
@@ -231,8 +251,9 @@ def accuracy(
     repo, config = build(root)
     compiled = flow(APP).compile()
     rows = inputs(APP, 64)  # the bodies `wire` rotates through
-    scales = measure_scales(compiled, rows, LocalServices(repository=repo))
-    pipeline = pipeline_from_flow(compiled, scales)
+    services = LocalServices(repository=repo)
+    pipeline = pipeline_from_flow(compiled, measure_scales(compiled, rows, services))
+    bodies = own_draws(pipeline, compiled, rows, services)
     config_ = Configuration({s.name: StageConfig(KIND, 16, 1) for s in pipeline.stages})
     fast, slow = pipeline.stages
     out: dict[str, Any] = {"share": slow.scale, "seconds": seconds, "loads": []}
@@ -297,17 +318,20 @@ def accuracy(
                     m: {KIND: p}
                     for m, p in loaded_profiles(on_kind, stats2, stats3, served_as).items()
                 }
-                variants = {  # name: (model profiles, frontend seconds per query)
-                    "idle": (idle, frontend),  # the product's estimate before
-                    "loaded_models": (loaded, frontend),
-                    "loaded": (loaded, found.frontend),
+                own = bodies[np.arange(len(schedule)) % len(bodies)]  # the queries' own reach
+                same_loop = loop_seconds(sched2, sched3, len(schedule))
+                variants = {  # name: (model profiles, frontend seconds per query, draws)
+                    "idle": (idle, frontend, None),  # the product's estimate before
+                    "loaded_models": (loaded, frontend, None),
+                    "loaded_random": (loaded, found.frontend, None),
+                    "loaded": (loaded, found.frontend, own),
                     # a diagnostic: the measured run's own times (the model given them exactly)
-                    "same_run": (same_run, loop_seconds(sched2, sched3, len(schedule))),
+                    "same_run": (same_run, same_loop, own),
                 }
-                for name, (profiles, front) in variants.items():
+                for name, (profiles, front, draws) in variants.items():
                     for spread in (True, False):
                         latencies, batch = estimate(
-                            pipeline, config_, profiles, schedule, front, spread
+                            pipeline, config_, profiles, schedule, front, spread, draws
                         )
                         key = f"sim_{name}{'' if spread else '_means'}"
                         row[f"{key}_frontend_ms"] = round(front * 1e3, 3)
@@ -336,7 +360,7 @@ def main(argv: list[str] | None = None) -> None:
         help="queries/s the loads are shares of (default: the first measurement's)",
     )  # fmt: skip
     parser.add_argument(
-        "--profile-seconds", type=float, default=8.0,
+        "--profile-seconds", type=float, default=20.0,
         help="the profiling run under each load, before the measured one",
     )  # fmt: skip
     parser.add_argument("--out", type=Path, default=Path("bench/.work/planner-accuracy-flow.json"))

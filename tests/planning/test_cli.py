@@ -117,14 +117,6 @@ def test_import_then_plan_then_simulate_the_plan(profiled: Path, tmp_path: Path)
     inferline = yaml.safe_load(alone.read_text())
     assert not any(step.startswith("restart") for step in inferline["steps"])
     assert inferline["cost_per_hour"] >= plan["cost_per_hour"]
-    assert (plan["screened_queries"], plan["trace_queries"]) == (200, 200)
-    screened = tmp_path / "screened.yaml"
-    result = runner.invoke(cli, [*args, "--screen-queries", "100", "-o", str(screened)])
-    assert result.exit_code == 0, result.output
-    assert "first 100 of 200 queries, the plan" in " ".join(result.output.split())
-    on_prefix = yaml.safe_load(screened.read_text())
-    assert (on_prefix["screened_queries"], on_prefix["trace_queries"]) == (100, 200)
-    assert on_prefix["stages"] == plan["stages"] and on_prefix["p99_ms"] <= 1000
 
     result = runner.invoke(cli, [*args, "--simulate", str(plan_path)])
     assert result.exit_code == 0, result.output
@@ -272,3 +264,47 @@ def test_profile_frontend_measures_the_server_and_plan_estimates_it(
     result = runner.invoke(cli, [*plan_args, "--frontend-ms", "0", "-o", str(tmp_path / "p0.yaml")])
     assert result.exit_code == 0, result.output
     assert yaml.safe_load((tmp_path / "p0.yaml").read_text())["frontend_ms"] == 0
+
+
+@pytest.mark.integration
+def test_profile_under_load_keeps_the_models_and_frontend_as_loaded(
+    profiled: Path, tmp_path: Path
+) -> None:
+    """`headway profile --frontend APP --under-load QPS` serves the app at that rate and keeps
+    each model's time per batch size under it, and the loop's, in place of the idle ones."""
+    app_config = tmp_path / "app.yaml"
+    app_config.write_text(yaml.safe_dump({"apps": {"digits": {"models": ["digits-logreg"]}}}))
+    samples = tmp_path / "rows.json"
+    samples.write_text(json.dumps(load_digits().data[:8].tolist()))
+    state = tmp_path / "state.db"
+    save_measured(Store(state), measured(Store(profiled / "state.db")))
+    idle = {(r.model, r.batch_size): r for r in measured(Store(state)) if r.hardware == "cpu1"}
+    args = ["profile", "--frontend", "digits", "--config", str(app_config), "--hardware", "cpu1"]
+    args += ["--repository", str(profiled / "repo"), "--samples", str(samples)]
+    args += ["--frontend-seconds", "1", "--under-load", "50", "--state", str(state)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert "under 50 queries/s" in result.output
+    rows = {(r.model, r.batch_size): r for r in measured(Store(state)) if r.hardware != "gpu-like"}
+    # the served model's rows were replaced by the loaded run's (its queries are the samples);
+    # the other model, not served by the app, keeps its idle rows
+    for size in (1, 4):
+        loaded = rows[("digits-logreg", size)]
+        assert loaded.samples > 25 and loaded.samples != idle[("digits-logreg", size)].samples
+        assert rows[("iris-forest", size)] == idle[("iris-forest", size)]
+    assert rows[("(frontend of digits)", 1)].samples == rows[("digits-logreg", 1)].samples
+
+
+@pytest.mark.integration
+def test_profile_under_load_needs_the_models_idle_profiles(tmp_path: Path) -> None:
+    models.digits_logreg(tmp_path / "repo")
+    app_config = tmp_path / "app.yaml"
+    app_config.write_text(yaml.safe_dump({"apps": {"digits": {"models": ["digits-logreg"]}}}))
+    samples = tmp_path / "rows.json"
+    samples.write_text(json.dumps(load_digits().data[:8].tolist()))
+    args = ["profile", "--frontend", "digits", "--config", str(app_config)]
+    args += ["--repository", str(tmp_path / "repo"), "--samples", str(samples)]
+    args += ["--frontend-seconds", "1", "--under-load", "50", "--state", str(tmp_path / "s.db")]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code != 0
+    assert "no kept profile on cpu1" in result.output

@@ -133,3 +133,16 @@ def test_the_estimate_counts_the_rows_each_stages_batches_carried() -> None:
     estimate = simulate(chain(1.0), one_stage(2), profiles, arrivals)
     # batches of 1, 2 and 1 rows (as above); the warm-up runs before the trace are not counted
     assert estimate.batch == {"s0": pytest.approx(4 / 3)}
+
+
+def test_given_draws_choose_the_queries_that_go_on() -> None:
+    profiles = {"m0": {"cpu1": flat(10)}, "m1": {"cpu1": flat(20)}}
+    config = Configuration({"s0": StageConfig("cpu1"), "s1": StageConfig("cpu1")})
+    arrivals = np.array([0.0, 100.0, 200.0, 300.0]) * MS  # far apart: no queueing
+    # share 0.25: the queries whose draw is below it (the second and the fourth) go on
+    draws = np.array([0.5, 0.0, 0.25, 0.1])
+    estimate = simulate(chain(1.0, 0.25), config, profiles, arrivals, draws=draws)
+    assert estimate.latencies / MS == pytest.approx([10.0, 30.0, 10.0, 30.0])
+    assert estimate.reached == {"s0": 4, "s1": 2}
+    with pytest.raises(ConfigError, match="3 reach draws for 4 arrivals"):
+        simulate(chain(1.0, 0.25), config, profiles, arrivals, draws=draws[:3])

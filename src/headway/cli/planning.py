@@ -30,8 +30,14 @@ from headway.planning.from_flow import measure, pipeline_from_flow, stage_profil
 from headway.planning.frontend import frontend_seconds
 from headway.planning.pipeline import Catalogue, Configuration, Pipeline, Profiles, Stage
 from headway.planning.plan_file import plan_document, read_plan, write_plan
-from headway.planning.planner import MARGIN, SCREEN, Planner
-from headway.planning.profiler import BATCH_SIZES, measure_frontend, profile, subset
+from headway.planning.planner import Planner
+from headway.planning.profiler import (
+    BATCH_SIZES,
+    measure_frontend,
+    measure_under_load,
+    profile,
+    subset,
+)
 from headway.repository import Repository
 from headway.store import Store
 from headway.store.profiles import MeasuredProfile, measured, save_measured
@@ -103,6 +109,15 @@ def _csv(text: str | None) -> list[str]:
     help="With --frontend: a JSON list of input rows to send the app.",
 )
 @click.option("--frontend-seconds", default=5.0, show_default=True, type=click.FloatRange(0.5))
+@click.option(
+    "--under-load",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="With --frontend: also serve the app at this many queries/s (--frontend-seconds "
+    "long) and keep what its models and the frontend took under that load in place of "
+    "their idle profiles (on the first --hardware kind; the models' idle profiles there "
+    "must be kept already).",
+)
 @STATE
 def profile_command(
     repository: Path | None,
@@ -117,6 +132,7 @@ def profile_command(
     frontend_app: str | None,
     samples: Path | None,
     frontend_seconds: float,
+    under_load: float | None,
     state: Path,
 ) -> None:
     """Measure each model alone per (hardware kind, batch size) into the store."""
@@ -155,6 +171,23 @@ def profile_command(
                 f"app {frontend_app}: {row.mean * 1e3:.2f} ms per query outside the models "
                 f"({row.samples:,} queries, one at a time), kept in {state}"
             )
+            if under_load is not None:
+                kind = (_csv(hardware) or ["cpu1"])[0]
+                idle = {m: p[kind] for m, p in profiles_from_rows(measured(store)).items()
+                        if kind in p and m in Repository.scan(repository).names}  # fmt: skip
+                if not idle:
+                    raise click.UsageError(f"--under-load: no kept profile on {kind} of a model "
+                                           f"in {repository}: profile them first")  # fmt: skip
+                loaded = measure_under_load(
+                    repository, config, frontend_app, rows_sent, idle, under_load,
+                    hardware=kind, seconds=frontend_seconds,
+                )  # fmt: skip
+                save_measured(store, loaded)
+                console.print(
+                    f"under {under_load:g} queries/s: {loaded[-1].mean * 1e3:.2f} ms per query "
+                    f"in the frontend; {', '.join(sorted({r.model for r in loaded[:-1]}))} on "
+                    f"{kind} as loaded, kept"
+                )
         if export_file is not None:
             write_plan(profile_rows_document(measured(store)), export_file)
             console.print(f"wrote the kept profiles to {export_file}")
@@ -272,22 +305,6 @@ def pipeline_for(
     help="Also search from every hardware kind at large batches and keep the cheapest plan "
     "found (--no-restarts: InferLine's search from the fastest hardware at batch 1 alone).",
 )
-@click.option(
-    "--screen-queries",
-    default=SCREEN,
-    show_default=True,
-    type=click.IntRange(min=0),
-    help="Search on the trace's first N queries, then confirm the plan on all of them "
-    "(0: search on the whole trace).",
-)
-@click.option(
-    "--screen-margin",
-    default=MARGIN,
-    show_default=True,
-    type=click.FloatRange(min=0, max=1, max_open=True),
-    help="Share of the SLO a candidate must leave unused on the first --screen-queries "
-    "queries (when the trace is longer).",
-)
 @click.option("--rpc-ms", default=0.0, show_default=True, type=click.FloatRange(min=0))
 @click.option(
     "--frontend-ms",
@@ -311,8 +328,6 @@ def plan_command(
     repository: Path | None,
     spread: bool,
     restarts: bool,
-    screen_queries: int,
-    screen_margin: float,
     rpc_ms: float,
     frontend_ms: float | None,
     seed: int,
@@ -341,8 +356,6 @@ def plan_command(
             spread=spread,
             frontend_seconds=frontend or 0.0,
             restarts=restarts,
-            screen=screen_queries or None,
-            margin=screen_margin,
         )
         if simulate_plan is not None:
             _estimate(console, planner, read_plan(simulate_plan).configuration(), arrivals)
@@ -405,15 +418,8 @@ def _show(console: Console, document: dict[str, object], out: Path) -> None:
             f"{stage['cost_per_hour']:.3f}",
         )
     console.print(table)
-    screened, whole = document["screened_queries"], document["trace_queries"]
-    assert isinstance(screened, int) and isinstance(whole, int)
     console.print(
         f"simulated p99 {document['p99_ms']} ms (SLO {document['slo_ms']} ms) at "
         f"{document['rate_qps']} queries/s; ${document['cost_per_hour']}/h; planned in "
-        f"{document['planning_seconds']} s ({document['estimates']} estimates"
-        + (
-            f" on the trace's first {screened:,} of {whole:,} queries, the plan confirmed on all)"
-            if screened < whole
-            else ")"
-        )
+        f"{document['planning_seconds']} s ({document['estimates']} estimates)"
     )

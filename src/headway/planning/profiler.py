@@ -246,6 +246,58 @@ def under_load_of(
     return UnderLoad(profiles, loop / len(sent), len(sent))
 
 
+def measure_under_load(
+    repository: Path,
+    config: Path,
+    app: str,
+    rows: Sequence[Any],
+    idle: Mapping[str, LatencyProfile],
+    rate: float,
+    *,
+    hardware: str,
+    seconds: float = 20.0,
+    warmup: float = 2.0,
+) -> list[MeasuredProfile]:
+    """`under_load_of` on a `headway serve` of `repository` (one worker per model) with
+    `config` declaring `app`, after `warmup` seconds of queries four at a time: profile rows
+    of each model of `idle` under that load on `hardware` (the kind the server's workers are),
+    and the app's frontend row, the loop's wall time per query under it."""
+    if not rows:
+        raise ConfigError(f"no sample rows to send to app {app!r}")
+    workers = max(1, len(Repository.scan(repository).names))
+    with tempfile.TemporaryDirectory(prefix="headway-under-load-") as scratch:
+        server = ServerProcess(
+            repository, state=Path(scratch) / "state.db", workers=workers, grpc_port=0,
+            extra=["--config", str(config)], log=Path(scratch) / "server.log",
+        )  # fmt: skip
+        with server:
+            assert server.process is not None
+            target = Target.parse(server.url)
+            path = f"{target.prefix}/apps/{app}/predict"
+            bodies = [
+                http_request(target, path, Body(json.dumps({"input": _plain(r)}).encode()))
+                for r in rows
+            ]
+            run(target, bodies, duration=warmup, warmup=0.0, concurrency=4)
+            found = under_load_of(
+                server.url, server.process.pid, app, rows, idle, rate, seconds=seconds
+            )
+    out = [
+        MeasuredProfile(
+            model,
+            hardware,
+            size,
+            mean=mean,
+            p99=profile.p99.get(size),
+            throughput=size / mean,
+            samples=found.queries,
+        )
+        for model, profile in found.profiles.items()
+        for size, mean in sorted(profile.seconds.items())
+    ]
+    return [*out, frontend_row(app, found.frontend, found.queries)]
+
+
 def _answered(app: str, tally: Tally) -> Tally:
     failed = tally.rejected + tally.errors + tally.transport_errors + tally.timeouts
     if failed:

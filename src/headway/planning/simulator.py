@@ -15,6 +15,7 @@ from typing import Protocol
 import numpy as np
 
 from headway.control.scheduling_policy import HEADWAY
+from headway.errors import ConfigError
 from headway.planning.pipeline import Catalogue, Configuration, Pipeline, Profiles, profile_of
 from headway.sim import ModelProfile, ServerSimulation
 from headway.sim.pipeline import run_pipeline
@@ -109,6 +110,7 @@ def simulate(
     give_up: float | None = None,
     scaling: Scaling | None = None,
     spread: bool = False,
+    draws: np.ndarray | None = None,
 ) -> Estimate:
     """Replay `arrivals` (sorted seconds) through `pipeline` under `config`.
 
@@ -128,6 +130,10 @@ def simulate(
     incomplete, its P99 infinite. `scaling` changes replica counts while the replay runs
     (`headway.planning.scaling`). With `spread`, each action's duration is drawn (from `seed`)
     from a log-normal with the profile's mean and p99 at that batch size, instead of the mean.
+
+    `draws`, one per arrival in [0, 1), say which stages each query reaches (those whose share
+    is above its draw; by default `reach_draws`, from `seed`): a replay of real queries gives
+    its queries' own, so that the queries that went on in the server go on here too.
 
     `rpc_seconds` is the one-way delay between the controller and a worker; `noise` multiplies
     each action's profiled duration by (1 + noise * |N(0, 1)|), drawn from `seed`. `catalogue`,
@@ -172,7 +178,11 @@ def simulate(
         if scaling is not None:
             scaling.start(sim, arrivals, started - first)
         index = {name: i for i, name in enumerate(order)}
-        reaches = reach_draws(len(arrivals), seed)[:, None] < np.array([s.scale for s in stages])
+        if draws is None:
+            draws = reach_draws(len(arrivals), seed)
+        elif len(draws) != len(arrivals):
+            raise ConfigError(f"{len(draws)} reach draws for {len(arrivals)} arrivals")
+        reaches = np.asarray(draws)[:, None] < np.array([s.scale for s in stages])
         run = run_pipeline(
             sim,
             order,
