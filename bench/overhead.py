@@ -41,8 +41,8 @@ from systems import BUSY_POLL_US, BY_NAME
 
 from headway.launcher import free_port
 
-SYSTEMS = ("headway", "starlette", "noop", "headway-inline", "headway-writer", "headway-poll",
-           "headway-inline-poll", "headway-granian", "granian-noop", "nginx")  # fmt: skip
+SYSTEMS = ("headway", "starlette", "noop", "headway-inline", "headway-poll", "headway-inline-poll",
+           "headway-granian", "granian-noop", "nginx")  # fmt: skip
 #: Systems that serve no model: they answer a constant.
 REFERENCES = ("noop", "granian-noop", "nginx")
 #: What the verdicts compare: always measured.

@@ -36,6 +36,9 @@ CARRIED = "*Carried over from an earlier run"
 HEADINGS = {"overhead": "## overhead:", "batching": "## batching:", "open-loop": "## open-loop:",
             "overload": "## overload:"}  # fmt: skip
 #: A profile's key -> how its subsection's title starts.
+#: The overload scenario's model (`--overload-model`), as its section's title names it; the
+#: paragraph below the title describes the default, the wide MLP.
+OVERLOAD_MODELS = {"wide": "compute-bound MLP", "lr": "the overhead scenario's LogisticRegression"}
 PROFILE_TITLES = {"c32": "### 32 connections", "c1": "### 1 connection", "overload": "### Overload"}
 OVERHEAD = re.compile(r"<!-- overhead.py -->.*?<!-- /overhead.py -->", re.S)
 
@@ -196,7 +199,8 @@ def markdown(data: dict[str, Any], raw: Path, previous: str | None = None) -> st
         ]  # fmt: skip
     if not carry("overload") and data["results"]["overload"]:
         lines += [
-            "", f"## overload: compute-bound MLP at 2x capacity for {d['burst']:g} s", "",
+            "", f"## overload: {OVERLOAD_MODELS[data.get('overload_model', 'wide')]} at 2x "
+            f"capacity for {d['burst']:g} s", "",
             "The model is the compute-bound TorchScript MLP 20 → 2048 → 2048 → 2 (ReLU, softmax; "
             "one thread, no serving: ~1,700 rows/s at batch 1, ~7,000 at 32, ~8,500 at 64), "
             "served by every system through the same code path as the batching scenario's MLP "

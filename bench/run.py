@@ -76,6 +76,13 @@ def main() -> None:
         "stretch after it lasts half as long",
     )
     parser.add_argument(
+        "--overload-model",
+        choices=("wide", "lr"),
+        default="wide",
+        help="the overload scenario's model: the compute-bound wide MLP (default), or the "
+        "overhead scenario's LogisticRegression, where the frontend is the bottleneck",
+    )
+    parser.add_argument(
         "--profile",
         action=argparse.BooleanOptionalAction,
         default=None,

@@ -181,24 +181,27 @@ class Suite:
                 self.data["results"]["open-loop"][system.name] = out
 
     def run_overload(self, system: System) -> None:
-        """The compute-bound ``wide`` MLP: capacity closed loop at 32 connections, then 2x it."""
+        """The compute-bound ``wide`` MLP (or, with ``--overload-model lr``, the overhead
+        scenario's LR): capacity closed loop at 32 connections, then multiples of it."""
         if "overload" not in self.scenarios or system.name == "noop":
             return
-        with self.serving(system, "wide") as (server, endpoint):
-            self.verify(system, "wide", endpoint)
-            figures = self.closed(endpoint, self.payloads(system, "wide"), BEST_CONCURRENCY,
+        kind = self.args.overload_model
+        self.data["overload_model"] = kind
+        with self.serving(system, kind) as (server, endpoint):
+            self.verify(system, kind, endpoint)
+            figures = self.closed(endpoint, self.payloads(system, kind), BEST_CONCURRENCY,
                                   server)  # fmt: skip
             capacity = figures["throughput_rps"] or 0.0
-            self.record(system, "capacity_rps_wide", capacity)
-            self.log(f"  {system.name} wide capacity c={BEST_CONCURRENCY}: {_brief(figures)}")
+            self.record(system, f"capacity_rps_{kind}", capacity)
+            self.log(f"  {system.name} {kind} capacity c={BEST_CONCURRENCY}: {_brief(figures)}")
             if capacity <= 0:
-                raise SetupError("no capacity measured on the wide MLP")
+                raise SetupError(f"no capacity measured on the {kind} model")
             if harness.CALM.budget > harness.CALM.waited:
                 harness.CALM.wait()
             sweep: dict[str, Any] = {}
             for multiple in self.args.overload_multiples:
                 counted = _refusal_counts(endpoint)
-                out = overload(endpoint, self.payloads(system, "wide", slo=True), capacity,
+                out = overload(endpoint, self.payloads(system, kind, slo=True), capacity,
                                SLO_MS, before=self.d.before, burst=self.d.burst,
                                after=self.d.after, server=server, drain=self.d.drain,
                                multiple=multiple)  # fmt: skip

@@ -134,10 +134,6 @@ def _headway_inline_poll(kind: str, paths: ModelPaths, port: int, work: Path) ->
     return _headway(kind, paths, port, work, "--engine", "inline", "--busy-poll-us", BUSY_POLL_US)
 
 
-def _headway_writer(kind: str, paths: ModelPaths, port: int, work: Path) -> Launch:
-    return _headway(kind, paths, port, work, "--write-thread")
-
-
 # -- peers ------------------------------------------------------------------------------------------
 def _starlette(kind: str, paths: ModelPaths, port: int, work: Path) -> Launch:
     argv = [str(venv_python("starlette")), str(PEERS / "starlette" / "app.py"), "--model", kind,
@@ -241,15 +237,6 @@ SYSTEMS: list[System] = [
         None,
         _headway_granian,
         kinds=("lr", "wide"),
-    ),
-    System(
-        "headway-writer",
-        "headway",
-        "Headway as `headway`, its answers sent from a thread beside the event loop "
-        "(--write-thread)",
-        None,
-        _headway_writer,
-        kinds=("lr",),
     ),
     System(
         "headway-poll",

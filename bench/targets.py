@@ -123,7 +123,8 @@ def targets(data: dict[str, Any]) -> list[dict[str, Any]]:
             f"{limit or 0:,.0f} rows/s: {hb / limit if limit else 0:.0%})")  # fmt: skip
     else:
         add(name, None, "not measured")
-    name = "overload (wide MLP, 2x capacity): Headway goodput >= 90% of its capacity"
+    model = "LR" if data.get("overload_model") == "lr" else "wide MLP"
+    name = f"overload ({model}, 2x capacity): Headway goodput >= 90% of its capacity"
     ho = get(res, "overload", "headway")
     if ho and ho.get("capacity_rps"):
         ratio = (ho["goodput_rps"] or 0) / ho["capacity_rps"]

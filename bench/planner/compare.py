@@ -6,14 +6,17 @@
 
 For each pipeline (`PIPELINES`: the image cascade of the earlier runs and InferLine's four
 evaluation pipelines, image processing, video monitoring, social media and the TF cascade, with
-the shares assumed where noted), SLO in {150, 300, 1000} ms and arrival CV in {0.1, 1, 4}:
+the shares assumed where noted; the two cascades again as `*-measured`, their second model's
+share measured on a cascade flow by `shares.py`), SLO in {150, 300, 1000} ms and arrival CV
+in {0.1, 1, 4}:
 
 - **the planner** (`headway.planning.Planner`: InferLine's greedy search, Reconfigure, and
   restarts from every hardware kind unless `--no-restarts`) plans the pipeline on a planning
   trace (seed 1); with `--check-local`, every single-stage move from the plan (any kind, any
   batch size, the fewest feasible replicas) is then estimated, to see whether the search
   stopped where one move would still save money;
-- **CG-Mean / CG-Peak** (InferLine's coarse-grained baselines): one unit is the whole pipeline,
+- **CG-Mean / CG-Peak** (InferLine's coarse-grained baselines, `headway.planning.baselines`):
+  one unit is the whole pipeline,
   every model once, each on its own hardware and priced as such (the planner's cost model:
   the sum of the replicas' hourly prices); a unit on an accelerator kind runs each model there,
   or on cpu4 if it has no profile there (preprocessing, language identification, plate
@@ -50,17 +53,16 @@ from headway.planning import (
     Planner,
     Profiles,
     Stage,
-    StageConfig,
     simulate,
 )
+from headway.planning.baselines import CoarseGrained, peak_rate
 from headway.planning.description import (
     parse_catalogue,
     profiles_from_rows,
     read_document,
     read_profile_rows,
 )
-from headway.planning.envelope import max_count
-from headway.planning.pipeline import profile_of
+from headway.planning.planner import SCREEN
 from headway.planning.workloads import ArrivalSpec, arrival_times
 
 HERE = Path(__file__).parent
@@ -115,83 +117,27 @@ PIPELINES = {
         (Stage("fast", "resnet50"), Stage("slow", "resnet152", ("fast",), 0.3)),
     ),
 }
+#: The second model's share MEASURED on a cascade flow (`shares.py`: the digits cascade of
+#: examples/flows/cascade.py, its slow model for the rows the fast one is unsure of), for
+#: the two cascades above as `*-measured`: the same models and profiles, the measured share.
+MEASURED_SHARE = json.loads((HERE / "shares.json").read_text())["cascade"]["shares"]["digits-slow"]
+PIPELINES["tf-cascade-measured"] = Pipeline(
+    "tf-cascade-measured",
+    (Stage("fast", "resnet50"), Stage("slow", "resnet152", ("fast",), MEASURED_SHARE)),
+)
+PIPELINES["image-cascade-measured"] = Pipeline(
+    "image-cascade-measured",
+    (
+        Stage("preprocess", "preprocess"),
+        Stage("resnet50", "resnet50", ("preprocess",)),
+        Stage("resnet152", "resnet152", ("resnet50",), MEASURED_SHARE),
+    ),
+)
 
 
 def load() -> tuple[Catalogue, Profiles]:
     catalogue = parse_catalogue(read_document(HERE / "catalogue.yaml")["hardware"])
     return catalogue, profiles_from_rows(read_profile_rows(HERE / "profiles.yaml"))
-
-
-def unit_stage(stage: Stage, profiles: Profiles, kind: str) -> str:
-    """The hardware a stage's model runs on inside a CG unit on `kind`: `kind` itself, or the
-    CPU kind (cpu4) for a model with no profile on it (preprocessing on a GPU machine)."""
-    return kind if kind in profiles[stage.model] else "cpu4"
-
-
-def unit_config(
-    pipeline: Pipeline, profiles: Profiles, kind: str, batch: int, units: int
-) -> Configuration:
-    """`units` copies of the whole pipeline: every model once per unit, on its own hardware,
-    at the unit's batch (the planner's cost model: a model is a replica, priced by its kind)."""
-    return Configuration(
-        {s.name: StageConfig(unit_stage(s, profiles, kind), batch, units) for s in pipeline.stages}
-    )
-
-
-def unit_latency(pipeline: Pipeline, profiles: Profiles, kind: str, batch: int) -> float:
-    """The unit's service time for a batch of `batch` queries: its critical path, each model
-    at the rows that reach it (a cascade's second model sees its share)."""
-    service = {
-        s.name: profile_of(profiles, s.model, unit_stage(s, profiles, kind)).latency(
-            max(1, math.ceil(s.scale * batch))
-        )
-        for s in pipeline.stages
-    }
-    return pipeline.critical_path(service)
-
-
-def unit_throughput(pipeline: Pipeline, profiles: Profiles, kind: str, batch: int) -> float:
-    """Queries per second one unit takes at `batch`: its slowest model, share counted."""
-    return min(
-        profile_of(profiles, s.model, unit_stage(s, profiles, kind)).throughput(batch) / s.scale
-        for s in pipeline.stages
-    )
-
-
-def coarse(
-    pipeline: Pipeline,
-    profiles: Profiles,
-    catalogue: Catalogue,
-    slo: float,
-    rate: float,
-    choose: str = "fastest",
-) -> tuple[Configuration, float] | None:
-    """A coarse-grained deployment for `rate`: per hardware kind, the largest batch whose unit
-    latency meets the SLO and units enough for `rate`; then the kind by `choose`:
-
-    - "fastest": the kind where one unit takes the most queries per second (InferLine's
-      "best hardware" for the pipeline; ties to the cheaper);
-    - "cheapest": the kind where the deployment costs least (a choice in CG's favour).
-    """
-    found: list[tuple[float, float, Configuration]] = []  # (throughput, cost, config)
-    for kind in catalogue:
-        if not any(kind in profiles[s.model] for s in pipeline.stages):
-            continue
-        fitting = [b for b in SIZES if unit_latency(pipeline, profiles, kind, b) <= slo]
-        if not fitting:
-            continue
-        batch = fitting[-1]
-        throughput = unit_throughput(pipeline, profiles, kind, batch)
-        units = max(1, math.ceil(rate / throughput))
-        config = unit_config(pipeline, profiles, kind, batch, units)
-        found.append((throughput, config.cost(catalogue), config))
-    if not found:
-        return None
-    if choose == "fastest":
-        _, cost, config = min(found, key=lambda f: (-f[0], f[1]))
-    else:
-        _, cost, config = min(found, key=lambda f: (f[1], -f[0]))
-    return config, cost
 
 
 def judge(
@@ -221,13 +167,23 @@ def cell(
     test_queries: int,
     check_local: bool = False,
     restarts: bool = True,
+    screen: int = SCREEN,
 ) -> dict[str, object]:
     slo = slo_ms / 1e3
     plan_seconds = plan_queries / rate
     planning = arrival_times(ArrivalSpec(rate, plan_seconds, cv=cv, seed=1))
     test = arrival_times(ArrivalSpec(rate, test_queries / rate, cv=cv, seed=2))
     started = time.perf_counter()
-    planner = Planner(pipeline, profiles, catalogue, planning, slo, seed=1, restarts=restarts)
+    planner = Planner(
+        pipeline,
+        profiles,
+        catalogue,
+        planning,
+        slo,
+        seed=1,
+        restarts=restarts,
+        screen=screen or None,
+    )
     plan = planner.plan()
     planning_seconds = time.perf_counter() - started
     row: dict[str, object] = {
@@ -238,6 +194,7 @@ def cell(
         "test_queries": len(test),
         "planning_s": round(planning_seconds, 2),
         "estimates": plan.estimates,
+        "screened_queries": planner.screened_queries,
     }
     if plan.config is not None:
         row["planner"] = judge(pipeline, plan.config, profiles, catalogue, test, slo)
@@ -247,8 +204,8 @@ def cell(
             row["planner"]["cheaper_single_moves"] = cheaper_moves(planner, plan.config)  # type: ignore[index]
     else:
         row["planner"] = {"infeasible": plan.reason}
-    peak = max_count(planning, slo) / slo
-    peak_1s = max_count(planning, 1.0) / 1.0
+    peak = peak_rate(planning, slo)
+    peak_1s = peak_rate(planning, 1.0)
     mean = len(planning) / plan_seconds
     row["rates_qps"] = {"mean": round(mean, 1), "peak_slo": round(peak, 1)}
     row["rates_qps"]["peak_1s"] = round(peak_1s, 1)  # type: ignore[index]
@@ -259,12 +216,13 @@ def cell(
         ("cg_mean_cheapest", mean, "cheapest"),
         ("cg_peak_cheapest", peak, "cheapest"),
     )
+    # a unit on an accelerator kind runs the models it has no profile of on cpu4
+    units = CoarseGrained(pipeline, profiles, catalogue, SIZES, fallback="cpu4")
     for name, target, choose in baselines:
-        chosen = coarse(pipeline, profiles, catalogue, slo, target, choose)
-        if chosen is None:
+        config = units.deployment(slo, target, choose)
+        if config is None:
             row[name] = {"infeasible": "no kind runs the unit within the SLO"}
             continue
-        config, _cost = chosen
         row[name] = judge(pipeline, config, profiles, catalogue, test, slo)
         row[name]["config"] = describe(config)  # type: ignore[index]
     return row
@@ -321,11 +279,17 @@ def main() -> None:
         default=True,
         help="also search from every hardware kind (Planner(restarts=...))",
     )
+    parser.add_argument(
+        "--screen",
+        type=int,
+        default=SCREEN,
+        help="search on the planning trace's first N queries, confirm on all (0: all)",
+    )
     parser.add_argument("--out", type=Path, default=Path("bench/.work/planner-compare.json"))
     args = parser.parse_args()
     catalogue, profiles = load()
     grid = [(name, slo_ms, cv) for name in args.pipeline for slo_ms in args.slo for cv in args.cv]
-    summary = {"rate": args.rate, "plan_queries": args.plan_queries}
+    summary = {"rate": args.rate, "plan_queries": args.plan_queries, "screen": args.screen}
     summary["test_queries"] = args.test_queries
     args.out.parent.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, object]] = []
@@ -343,6 +307,7 @@ def main() -> None:
                 args.test_queries,
                 args.check_local,
                 args.restarts,
+                args.screen,
             )
             for name, slo_ms, cv in grid
         ]

@@ -7,7 +7,7 @@
 The default pipeline (video monitoring, InferLine's shape): preprocess -> yolo -> resnet50 (60%
 of queries) and resnet152 (30%), both after yolo; `--pipeline` takes one of compare.py's
 instead. Profiles and prices as in compare.py. Run with another tree's `src` on PYTHONPATH to
-compare (`--restarts` is left out for a planner that has none). Reports the estimates made, how
+compare (`--restarts`, `--screen` and `--margin` are left out for a planner without them). Reports the estimates made, how
 many stopped early (their P99 known to be over the SLO) and the seconds they took, and one
 complete replay of the plan in simulated queries per second.
 """
@@ -45,14 +45,21 @@ def main() -> None:
     parser.add_argument("--slo-ms", type=float, default=500.0)
     parser.add_argument("--cv", type=float, default=1.0)
     parser.add_argument("--restarts", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--screen", type=int, default=None, help="Planner(screen=...); 0: none")
+    parser.add_argument("--margin", type=float, default=None, help="Planner(margin=...)")
     args = parser.parse_args()
     catalogue, profiles = load()
     pipeline = PIPELINES[args.pipeline] if args.pipeline else VIDEO
     seconds = args.queries / args.rate if args.queries else args.seconds
     trace = arrival_times(ArrivalSpec(args.rate, seconds, cv=args.cv, seed=1))
     options: dict[str, Any] = {"seed": 1}
-    if "restarts" in inspect.signature(Planner).parameters:
+    accepted = inspect.signature(Planner).parameters
+    if "restarts" in accepted:
         options["restarts"] = args.restarts
+    if args.screen is not None and "screen" in accepted:
+        options["screen"] = args.screen or None
+    if args.margin is not None and "margin" in accepted:
+        options["margin"] = args.margin
     planner = Planner(pipeline, profiles, catalogue, trace, args.slo_ms / 1e3, **options)
     replays = {"complete": [0, 0.0], "stopped early": [0, 0.0]}
     simulate_one = planner.simulate
@@ -80,6 +87,7 @@ def main() -> None:
                 "queries": len(trace),
                 "planning_s": round(planning, 2),
                 "estimates": plan.estimates,
+                "screened": getattr(plan, "screened", len(trace)),
                 "replays": {k: [n, round(t, 1)] for k, (n, t) in replays.items()},
                 "s_per_estimate": round(planning / plan.estimates, 3),
                 "cost_per_hour": round(plan.cost_per_hour, 4),

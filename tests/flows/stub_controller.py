@@ -6,16 +6,22 @@ cannot meet its deadline)."""
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
+from headway.adapters import adapter_class
 from headway.clock import ManualClock
 from headway.control.models import Prediction
 from headway.errors import DeadlineUnmeetable
 from headway.repository import ModelConfig
+
+#: Rows each counting function of a test flow saw, by name. The frontend's flow and the copy a
+#: stage's worker adapter imports share it: a flow file is imported afresh, its imports are not.
+SEEN: Counter[str] = Counter()
 
 
 class StubRepository:
@@ -66,4 +72,27 @@ class StubController:
                 future.set_result(Prediction(name, 1, {"y": np.full((rows, 1), 2.0)}))
 
         asyncio.get_running_loop().call_soon(finish)
+        return future
+
+
+class WorkerStub(StubController):
+    """The stub's models as it answers them; a flow's stage model run by the worker's own
+    adapter (`FlowStageAdapter`), so a call to it is a worker's action."""
+
+    def submit(
+        self,
+        name: str,
+        tensors: dict[str, np.ndarray],
+        *,
+        version: Any = None,
+        timeout: float,
+        then: Any = None,
+    ) -> asyncio.Future[Prediction]:
+        if name in self.seconds:
+            return super().submit(name, tensors, version=version, timeout=timeout)
+        self.calls.append((name, self.clock.now(), timeout))
+        adapter = adapter_class("flow")(self.repository.models[name].to_wire())
+        adapter.load()
+        future: asyncio.Future[Prediction] = asyncio.get_running_loop().create_future()
+        future.set_result(Prediction(name, 1, adapter.predict(tensors)))
         return future

@@ -13,14 +13,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tests.flows.stub_controller import StubController, StubRepository
+from tests.flows.stub_controller import SEEN, StubController, StubRepository, WorkerStub
 
 from headway.apps.config import AppConfig
 from headway.flows import Flow, LocalServices, Model, Row
 from headway.flows.deadline import QueryDeadline
+from headway.flows.local import filter_ahead
 from headway.flows.lookups import Lookups
 from headway.flows.operators import Filter, Map
-from headway.flows.query_runner import Trace, filter_ahead
+from headway.flows.query_runner import Trace
 from headway.flows.serving import FlowApplication
 from headway.flows.types import Schema, Table
 
@@ -35,6 +36,23 @@ def cascade() -> Flow:
     second = first.filter(unsure).map(Model("b", {"y": float}, inputs={"input-0": "x"},
                                             names=["yb"]))  # fmt: skip
     first.join(second, how="left")
+    return flow
+
+
+def small(row: Row) -> bool:
+    SEEN["small"] += 1
+    return row["x"] < 1.5
+
+
+def double(row: Row) -> float:
+    SEEN["double"] += 1
+    return row["x"] * 2
+
+
+def doubled() -> Flow:
+    """One fused stage with no model and a filter at its head: filter:small+map:double."""
+    flow = Flow("doubled", {"x": float})
+    flow.filter(small).map(double, names=["y"])
     return flow
 
 
@@ -93,3 +111,27 @@ def test_only_the_leading_filters_run_ahead_and_only_the_rows_they_keep_are_sent
     assert (kept.rows, kept.qids, len(seconds)) == (((1.0,),), (9,), 2)
     behind, none = filter_ahead([(double, "m"), (small, "f1")], table)
     assert (behind, none) == (table, [])  # a filter behind a map runs in the worker
+
+
+def test_a_fused_stages_leading_filter_runs_once_per_row_the_rest_on_the_worker() -> None:
+    controller = WorkerStub({})  # the stage runs in the worker's adapter (unmeasured: not here)
+    controller.repository = StubRepository()  # type: ignore[assignment]
+    config = AppConfig("doubled", (), slo_ms=100.0, default_output=-1, flow=f"{__file__}:doubled")
+    app = FlowApplication(config, controller, Lookups(), flow=doubled())  # type: ignore[arg-type]
+    (stage,) = [s for s in app.plan.stages if s.kind == "action"]
+    assert stage.name == "filter:small+map:double"
+    SEEN.clear()
+
+    async def run() -> list[dict[str, Any]]:
+        return [await app.predict({"x": x}) for x in (1.0, 2.0)]
+
+    answers = asyncio.run(run())
+    assert [name for name, _, _ in controller.calls] == app.stage_models.names[stage.id]
+    # 1.0 kept and sent, 2.0 dropped before dispatch: each row through the filter once (the
+    # worker ran it again on the kept row before) and the map once, on the worker
+    assert (SEEN["small"], SEEN["double"]) == (2, 1)
+    assert [a["output"] for a in answers] == [doubled().local([x]).records() for x in (1.0, 2.0)]
+    operators = {o["operator"]: o for o in app.statistics()["operators"]}
+    counted = {label: (operators[label]["calls"], operators[label]["rows_in"],
+                       operators[label]["rows_out"]) for label in stage.operators}  # fmt: skip
+    assert counted == {"filter:small": (2, 2, 1), "map:double": (1, 1, 1)}

@@ -2,7 +2,7 @@
 
 The cascade of `test_filter_ahead` with a map after its join: that map is a stage of its own
 with no model. The stub controller answers model `a`; the map's stage model runs in the stub
-with the worker's own adapter (`FlowStageAdapter`), so a call to it is a worker round trip.
+with the worker's own adapter (`WorkerStub`), so a call to it is a worker round trip.
 The flow's per-operator statistics are set as a worker's measurements would leave them, so the
 rule's input is exact (no test here depends on how fast the machine is).
 """
@@ -15,11 +15,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tests.flows.stub_controller import StubController, StubRepository
+from tests.flows.stub_controller import StubRepository, WorkerStub
 
-from headway.adapters import adapter_class
 from headway.apps.config import AppConfig
-from headway.control.models import Prediction
 from headway.flows import Flow, LocalServices, Model, Row, Table
 from headway.flows.lookups import Lookups
 from headway.flows.placement import (
@@ -49,28 +47,6 @@ def cascade() -> Flow:
                                             names=["yb"]))  # fmt: skip
     first.join(second, how="left").map(pick, names=["answer"], batching=True)
     return flow
-
-
-class WorkerStub(StubController):
-    """Model `a` as the stub answers it; a flow stage model run by the worker's adapter."""
-
-    def submit(
-        self,
-        name: str,
-        tensors: dict[str, np.ndarray],
-        *,
-        version: Any = None,
-        timeout: float,
-        then: Any = None,
-    ) -> asyncio.Future[Prediction]:
-        if name in self.seconds:
-            return super().submit(name, tensors, version=version, timeout=timeout)
-        self.calls.append((name, self.clock.now(), timeout))
-        adapter = adapter_class("flow")(self.repository.models[name].to_wire())
-        adapter.load()
-        future: asyncio.Future[Prediction] = asyncio.get_running_loop().create_future()
-        future.set_result(Prediction(name, 1, adapter.predict(tensors)))
-        return future
 
 
 def deployed() -> tuple[FlowApplication, WorkerStub, str]:

@@ -117,6 +117,14 @@ def test_import_then_plan_then_simulate_the_plan(profiled: Path, tmp_path: Path)
     inferline = yaml.safe_load(alone.read_text())
     assert not any(step.startswith("restart") for step in inferline["steps"])
     assert inferline["cost_per_hour"] >= plan["cost_per_hour"]
+    assert (plan["screened_queries"], plan["trace_queries"]) == (200, 200)
+    screened = tmp_path / "screened.yaml"
+    result = runner.invoke(cli, [*args, "--screen-queries", "100", "-o", str(screened)])
+    assert result.exit_code == 0, result.output
+    assert "first 100 of 200 queries, the plan" in " ".join(result.output.split())
+    on_prefix = yaml.safe_load(screened.read_text())
+    assert (on_prefix["screened_queries"], on_prefix["trace_queries"]) == (100, 200)
+    assert on_prefix["stages"] == plan["stages"] and on_prefix["p99_ms"] <= 1000
 
     result = runner.invoke(cli, [*args, "--simulate", str(plan_path)])
     assert result.exit_code == 0, result.output

@@ -21,12 +21,14 @@ class FlowStageAdapter(Adapter):
     (`headway.flows.serving`); its options name the flow file, the stage, the compiler options
     and the wire configs of the repository models the chain calls. The worker imports the flow,
     compiles it the same way, loads those models with their own adapters, and then runs the chain
-    over each batch. Outputs are the chain's columns (NULL in the rows a filter dropped), the keep
-    mask of its filters, and each operator's seconds spread over the batch's rows
-    (`headway.flows.tensors`)."""
+    over each batch, less its leading filters: the frontend ran those before dispatch and sends
+    only the rows they kept (`local.filter_ahead`). Outputs are the chain's columns (NULL
+    in the rows a filter dropped), the keep mask of its filters, and the seconds of each
+    operator it ran, spread over the batch's rows (`headway.flows.tensors`)."""
 
     def load(self) -> None:
         from headway.flows.graph import Options
+        from headway.flows.local import leading_filters
         from headway.flows.source import load_flow
 
         spec = str(self.options.get("flow"))
@@ -43,7 +45,8 @@ class FlowStageAdapter(Adapter):
                 f"{where}: stage {number} is now {list(self.stage.operators)}, not {expected}: "
                 "the flow file changed since the app was deployed; deploy it again (PUT /apps)"
             )
-        self.ops = plan.ops(self.stage)
+        ops = plan.ops(self.stage)
+        self.ops = ops[leading_filters(ops) :]
         first = flow.nodes[self.stage.nodes[0]]
         self.schema = first.inputs[0].shape.schema
         self.group = first.inputs[0].shape.group

@@ -128,8 +128,8 @@ class HttpConnection(asyncio.Protocol):
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         server = self.server
-        self.transport = server.transport_for(transport)  # type: ignore[arg-type]
         if len(server.connections) >= server.max_connections:
             self._turn_away()
             return
@@ -151,7 +151,7 @@ class HttpConnection(asyncio.Protocol):
         self._linger(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.server.forget(self)
+        self.server.connections.discard(self)
         self.closing = True
         self.transport = None
 

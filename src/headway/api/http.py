@@ -21,7 +21,6 @@ from headway.api.connection import HttpConnection
 from headway.api.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, connection_cap
 from headway.api.refusals import QuickRefusals
 from headway.api.turns import ReadTurns
-from headway.api.write_thread import OffloadedTransport, WriteThread
 
 log = logging.getLogger("headway.http")
 
@@ -57,7 +56,6 @@ class HttpServer(ReadTurns):
         header_timeout: float = HEADER_TIMEOUT_S,
         body_timeout: float = BODY_TIMEOUT_S,
         max_connections: int = MAX_CONNECTIONS,
-        write_thread: bool = False,
     ) -> None:
         self.app = app
         #: Infer requests refused under overload before they are routed (`api.refusals`);
@@ -77,8 +75,6 @@ class HttpServer(ReadTurns):
         self.poller: BusyPoller | None = None
         self.reply_poll = reply_poll  # the longest reply wait polled through (`expect_reply`)
         self._reply_poller: BusyPoller | None = None
-        self.write_thread = write_thread  # answers sent from a thread (`api.write_thread`)
-        self.writer: WriteThread | None = None
         self.connections: set[HttpConnection] = set()
         self.unanswered = 0  # requests handed to the app and not yet answered
         self.stopping = False
@@ -94,8 +90,6 @@ class HttpServer(ReadTurns):
         elif self.reply_poll > 0:
             self._reply_poller = BusyPoller(self.loop, 0.0)
         self.max_connections = connection_cap(self.max_connections)
-        if self.write_thread:
-            self.writer = WriteThread(self.loop, lambda: self.unanswered == 0)
         await self.app.start()
         self._server = await self.loop.create_server(
             lambda: HttpConnection(self), self.host, self.port, backlog=self.backlog,
@@ -121,16 +115,6 @@ class HttpServer(ReadTurns):
         if self._reply_poller is not None:
             self._reply_poller.disarm()
 
-    def transport_for(self, transport: asyncio.Transport) -> asyncio.Transport:
-        """What a new connection writes to: its transport, or that wrapped for the writer."""
-        return transport if self.writer is None else self.writer.wrap(transport)
-
-    def forget(self, connection: HttpConnection) -> None:
-        """A connection is lost (its transport closed)."""
-        self.connections.discard(connection)
-        if isinstance(connection.transport, OffloadedTransport):
-            connection.transport.lost()
-
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
@@ -150,8 +134,6 @@ class HttpServer(ReadTurns):
             await asyncio.sleep(STOP_POLL_S)
         for connection in list(self.connections):
             connection.give_up()
-        if self.writer is not None:
-            await self.writer.stop()
         await self.app.stop()
 
     async def serve(self, announce: Callable[[str, HeadwayApp], None] | None = None) -> None:

@@ -115,14 +115,6 @@ def cli() -> None:
     "much CPU per request (try 1000). Native HTTP server only.",
 )
 @click.option(
-    "--write-thread/--no-write-thread",
-    default=ServeSettings.write_thread,
-    show_default=True,
-    help="Experimental: send answers from a thread beside the event loop, a loop turn's "
-    "answers at a time, so the kernel's send runs on another core (see docs/operations.md). "
-    "Native HTTP server only.",
-)
-@click.option(
     "--max-body-mb",
     default=64.0,
     show_default=True,

@@ -30,7 +30,7 @@ from headway.planning.from_flow import measure, pipeline_from_flow, stage_profil
 from headway.planning.frontend import frontend_seconds
 from headway.planning.pipeline import Catalogue, Configuration, Pipeline, Profiles, Stage
 from headway.planning.plan_file import plan_document, read_plan, write_plan
-from headway.planning.planner import Planner
+from headway.planning.planner import MARGIN, SCREEN, Planner
 from headway.planning.profiler import (
     BATCH_SIZES,
     measure_frontend,
@@ -305,6 +305,22 @@ def pipeline_for(
     help="Also search from every hardware kind at large batches and keep the cheapest plan "
     "found (--no-restarts: InferLine's search from the fastest hardware at batch 1 alone).",
 )
+@click.option(
+    "--screen-queries",
+    default=SCREEN,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Search on the trace's first N queries, then confirm the plan on all of them "
+    "(0: search on the whole trace).",
+)
+@click.option(
+    "--screen-margin",
+    default=MARGIN,
+    show_default=True,
+    type=click.FloatRange(min=0, max=1, max_open=True),
+    help="Share of the SLO a candidate must leave unused on the first --screen-queries "
+    "queries (when the trace is longer).",
+)
 @click.option("--rpc-ms", default=0.0, show_default=True, type=click.FloatRange(min=0))
 @click.option(
     "--frontend-ms",
@@ -328,6 +344,8 @@ def plan_command(
     repository: Path | None,
     spread: bool,
     restarts: bool,
+    screen_queries: int,
+    screen_margin: float,
     rpc_ms: float,
     frontend_ms: float | None,
     seed: int,
@@ -356,6 +374,8 @@ def plan_command(
             spread=spread,
             frontend_seconds=frontend or 0.0,
             restarts=restarts,
+            screen=screen_queries or None,
+            margin=screen_margin,
         )
         if simulate_plan is not None:
             _estimate(console, planner, read_plan(simulate_plan).configuration(), arrivals)
@@ -418,8 +438,15 @@ def _show(console: Console, document: dict[str, object], out: Path) -> None:
             f"{stage['cost_per_hour']:.3f}",
         )
     console.print(table)
+    screened, whole = document["screened_queries"], document["trace_queries"]
+    assert isinstance(screened, int) and isinstance(whole, int)
     console.print(
         f"simulated p99 {document['p99_ms']} ms (SLO {document['slo_ms']} ms) at "
         f"{document['rate_qps']} queries/s; ${document['cost_per_hour']}/h; planned in "
-        f"{document['planning_seconds']} s ({document['estimates']} estimates)"
+        f"{document['planning_seconds']} s ({document['estimates']} estimates"
+        + (
+            f" on the trace's first {screened:,} of {whole:,} queries, the plan confirmed on all)"
+            if screened < whole
+            else ")"
+        )
     )

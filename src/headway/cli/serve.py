@@ -60,7 +60,6 @@ class ServeSettings:
     ray_address: str | None = None
     schedule_ahead_ms: float = 0.0
     busy_poll_us: float = 0.0
-    write_thread: bool = False
     plan: Path | None = None
     tune: bool = False
     tune_max_replicas: int = TUNER_MAX_REPLICAS
@@ -187,8 +186,6 @@ def run(settings: ServeSettings) -> None:
     """Serve until interrupted (blocks)."""
     if settings.busy_poll_us > 0 and settings.http != "native":
         raise ConfigError("--busy-poll-us needs Headway's own HTTP server (--http native)")
-    if settings.write_thread and settings.http != "native":
-        raise ConfigError("--write-thread needs Headway's own HTTP server (--http native)")
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s"
     )
@@ -221,7 +218,6 @@ def run(settings: ServeSettings) -> None:
             header_timeout=settings.header_timeout,
             body_timeout=settings.body_timeout,
             max_connections=settings.max_connections,
-            write_thread=settings.write_thread,
         )
         app.controller.dispatch.reply_watch = server
     # A frontend makes a few dozen short-lived objects per request; with thousands of requests

@@ -1,4 +1,5 @@
-"""What the scheduler hands to workers and to its caller: actions and one poll's decisions.
+"""What the scheduler hands to workers and to its caller: actions, one poll's decisions, and
+the counts of what it caused.
 
 Plain data, shared by the scheduler, the controller and the simulated worker, so none of them
 depends on how the scheduler decides.
@@ -6,6 +7,7 @@ depends on how the scheduler decides.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +34,10 @@ class Dispatch:
     #: deadlines of the requests it carries (None: no limit).
     earliest: float = 0.0
     latest: float | None = None
+    #: Set when it ends: the later of its sending and the end of the action before it on its
+    #: worker, heard then (`WorkerSlot.finish`); from there to its end is its run and the
+    #: round trip, not the wait behind the action before it.
+    startable_at: float = 0.0
     evict: list[str] = field(default_factory=list)
 
 
@@ -56,6 +62,21 @@ class Counters:
     dropped: int = 0
     rejected_at_admission: int = 0
     refused_unread: int = 0
+
+
+class Tally:
+    """The scheduler's events counted in all (`counters`) and per model and reason (`events`:
+    (model key, event, reason) -> count, for metrics)."""
+
+    def __init__(self) -> None:
+        self.counters = Counters()
+        self.events: Counter[tuple[str, str, str]] = Counter()
+
+    def count(self, model: str, event: str, reason: str = "", n: int = 1) -> None:
+        """Count `n` of `event` (a `Counters` field) in all and for `model`."""
+        if n:
+            setattr(self.counters, event, getattr(self.counters, event) + n)
+            self.events[model, event, reason] += n
 
 
 def earliest(current: float | None, when: float) -> float:

@@ -108,3 +108,34 @@ def take_batch(
         requests.append(model.queue.pop())
         rows += nxt.rows
     return requests, rows
+
+
+def start_alone(
+    models: Mapping[str, ModelSlot],
+    request: Request,
+    now: float,
+    predictions: Predictions,
+    workers: Mapping[int, WorkerSlot],
+) -> tuple[ModelSlot, WorkerSlot, float] | None:
+    """Where to run `request` alone at once, and its predicted service time: when its model
+    has nothing queued and is profiled, has been idle for at least half as long as the
+    request takes to run, a worker holding it is idle, and it is predicted to meet its
+    deadline; else None (it goes through the queue). A model that finished a batch more
+    recently than that is likely in a wave of requests (clients answered together send again
+    together): those are queued, to be batched. (Half: one client's own turnaround, answer to
+    next request, is about one run of a small model.)"""
+    model = models.get(request.model)
+    if model is None or model.queue or not model.replicas:
+        return None
+    if not predictions.estimator.profiled(model.key):
+        return None
+    service = predictions.service_time(model.key, request.rows)
+    if service is None or now + service > request.deadline:
+        return None  # the queue's path says why
+    if now - model.finished_at < service / 2:
+        return None
+    for worker_id in sorted(model.replicas):
+        worker = workers.get(worker_id)
+        if worker is not None and worker.alive and not worker.inflight and not worker.control:
+            return model, worker, service
+    return None

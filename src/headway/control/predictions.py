@@ -43,13 +43,17 @@ class Predictions:
 
     def __init__(
         self,
-        estimator: LatencyEstimator,
-        loads: LatencyEstimator,
+        estimator: LatencyEstimator | None = None,
+        loads: LatencyEstimator | None = None,
         *,
         overhead_window: int = 64,
     ) -> None:
-        self.estimator = estimator
-        self.loads = loads
+        self.estimator = estimator or LatencyEstimator()
+        #: One sample is a LOAD estimate; the slowest recent ones are left out, and a model
+        #: never loaded takes its estimate from recent loads of any model.
+        self.loads = loads or LatencyEstimator(
+            min_samples=1, trim=LOAD_OUTLIERS_IGNORED, pool=RECENT_LOADS
+        )
         self._overheads: deque[float] = deque(maxlen=overhead_window)
         self.overhead = 0.0
 

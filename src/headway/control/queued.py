@@ -8,9 +8,10 @@ those three stay in step with the queues.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from headway.control.actions import Dispatch
 from headway.control.cold_starts import ColdModels
 from headway.control.drops import DropTimes
 from headway.control.predictions import Predictions
@@ -72,12 +73,15 @@ class QueuedWork:
             self.refresh_drop(model)  # unloaded again: a load counts once more
             self.mark_cold(model)
 
-    def retry(self, requests: list[Request], retries: int) -> tuple[list[Request], list[Request]]:
-        """Requeue `requests` (their worker died) that have had no more than `retries` attempts
-        and whose model is still served; returns (requeued, the rest)."""
+    def worker_lost(
+        self, inflight: Iterable[Dispatch], held: list[ModelSlot], retries: int
+    ) -> tuple[list[Request], list[Request]]:
+        """A worker died with `inflight` actions, holding or loading `held`: requeue the
+        requests it was sent that have had no more than `retries` attempts and whose model is
+        still served; returns (requeued, the rest). What `held` wait for changed."""
         retried: list[Request] = []
         failed: list[Request] = []
-        for request in requests:
+        for request in (r for dispatch in inflight for r in dispatch.requests):
             request.attempts += 1
             home = self._models.get(request.model)
             if request.attempts <= retries and home is not None:
@@ -85,7 +89,16 @@ class QueuedWork:
                 retried.append(request)
             else:
                 failed.append(request)
+        for model in held:
+            self.unplaced(model)
         return retried, failed
+
+    def requeue(self, key: str, requests: list[Request]) -> None:
+        """Queue `requests` of `key` again (a worker refused them), if it is still served."""
+        model = self._models.get(key)
+        if model is not None:
+            for request in requests:
+                self.push(model, request)
 
     def load_estimate_changed(self) -> None:
         """The estimate of a LOAD never measured changed: refresh the drop times of the queued,

@@ -3,30 +3,31 @@
 Pure logic with an injected clock (Clockwork's "consolidate choice"): it decides, the
 controller carries its decisions out. Its parts live beside it: `placement` (which worker holds
 which model, and the actions in flight), `queued` (the queues and their drop times and cold
-starts), `slots`, `predictions`, `admission`, `infer_choice`; this module ties them together
-and decides.
+starts), `slots`, `predictions`, `admission`, `infer_choice`, `outcomes` (what an ended action
+teaches); this module ties them together and decides.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from typing import Any
 
 from headway.clock import Clock
-from headway.control.actions import INFER, LOAD, Counters, Decisions, Dispatch, earliest
+from headway.control.actions import INFER, LOAD, Decisions, Dispatch, Tally, earliest
 from headway.control.admission import admit
 from headway.control.cold_starts import load_wait
-from headway.control.infer_choice import full_batch_ahead, hold_until, most_urgent, take_batch
+from headway.control.infer_choice import (
+    full_batch_ahead,
+    hold_until,
+    most_urgent,
+    start_alone,
+    take_batch,
+)
 from headway.control.load_probes import LoadProbes
+from headway.control.outcomes import learn
 from headway.control.overload import NO_BACKLOG, Backlog
 from headway.control.placement import Placement
-from headway.control.predictions import (
-    DEFAULT_LOAD_SECONDS,
-    LOAD_OUTLIERS_IGNORED,
-    RECENT_LOADS,
-    Predictions,
-)
+from headway.control.predictions import DEFAULT_LOAD_SECONDS, Predictions
 from headway.control.probes import Probes
 from headway.control.profiles import LatencyEstimator
 from headway.control.queued import QueuedWork
@@ -64,11 +65,7 @@ class Scheduler:
         inline: bool = False,
     ) -> None:
         self.clock = clock
-        self.predictions = Predictions(
-            estimator or LatencyEstimator(),
-            LatencyEstimator(min_samples=1, trim=LOAD_OUTLIERS_IGNORED, pool=RECENT_LOADS),
-            overhead_window=overhead_window,
-        )
+        self.predictions = Predictions(estimator, overhead_window=overhead_window)
         self.estimator = self.predictions.estimator
         self.loads = self.predictions.loads
         self.probes = Probes(self.predictions)
@@ -76,9 +73,9 @@ class Scheduler:
         self.policy = policy
         self.demand_loading = demand_loading
         self.retries = retries
-        self.counters = Counters()
-        #: The counters' events per model: (model key, event, reason) -> count (for metrics).
-        self.events: Counter[tuple[str, str, str]] = Counter()
+        #: What it caused, in all (`counters`) and per model and reason (`events`, for metrics).
+        tally = Tally()
+        self.counters, self.events, self.count = tally.counters, tally.events, tally.count
         #: The workers and models, and which holds which; its dicts are read here directly.
         self.placement = Placement(
             clock,
@@ -137,11 +134,7 @@ class Scheduler:
             return [], []
         slot, held = lost
         self.epoch += 1
-        sent = [request for dispatch in slot.inflight for request in dispatch.requests]
-        retried, failed = self._queued.retry(sent, self.retries)
-        for model in held:
-            self._queued.unplaced(model)
-        return retried, failed
+        return self._queued.worker_lost(slot.inflight, held, self.retries)
 
     # -- admission ----------------------------------------------------------------------------
     def control(self, worker: int, kind: str, key: str, payload: Any = None) -> Dispatch:
@@ -149,12 +142,6 @@ class Scheduler:
         dispatch = Dispatch(next(self._ids), worker, kind, key, payload=payload)
         self.placement.control(dispatch)
         return dispatch
-
-    def count(self, model: str, event: str, reason: str = "", n: int = 1) -> None:
-        """Count `n` of `event` (a `Counters` field) in all and for `model` (`events`)."""
-        if n:
-            setattr(self.counters, event, getattr(self.counters, event) + n)
-            self.events[model, event, reason] += n
 
     def submit(self, request: Request) -> None:
         """Admit a request or raise at once: Overloaded (queue full) or DeadlineUnmeetable."""
@@ -233,33 +220,18 @@ class Scheduler:
         return self.probes.after_refusal(model, request, self.clock.now())
 
     def start_now(self, request: Request) -> Dispatch | None:
-        """Start `request` alone at once when its model has nothing queued and is profiled, has
-        been idle for at least half as long as the request takes to run, a worker holding it is
-        idle, and it is predicted to meet its deadline; else None (submit it). The path of a
-        request that finds the server idle: no queue, no poll. A model that finished a batch
-        more recently than that is likely in a wave of requests (clients answered together
-        send again together): those go through the queue, to be batched. (Half: one client's
-        own turnaround, answer to next request, is about one run of a small model.)"""
-        model = self._models.get(request.model)
-        if model is None or model.queue or not model.replicas:
-            return None
-        if not self.estimator.profiled(model.key):
-            return None
-        service = self.predictions.service_time(model.key, request.rows)
+        """Start `request` alone at once when `infer_choice.start_alone` finds it an idle
+        worker: the path of a request that finds the server idle (no queue, no poll); else
+        None (submit it)."""
         now = self.clock.now()
-        if service is None or now + service > request.deadline:
-            return None  # the queue's path says why
-        if now - model.finished_at < service / 2:
+        found = start_alone(self._models, request, now, self.predictions, self._workers)
+        if found is None:
             return None
-        for worker_id in sorted(model.replicas):
-            worker = self._workers.get(worker_id)
-            if worker is None or not worker.alive or worker.inflight or worker.control:
-                continue
-            dispatch = self._infer(model, [request], request.rows, service)
-            self.placement.launch(worker, dispatch, now)
-            self.epoch += 1
-            return dispatch
-        return None
+        model, worker, service = found
+        dispatch = self._infer(model, [request], request.rows, service)
+        self.placement.launch(worker, dispatch, now)
+        self.epoch += 1
+        return dispatch
 
     # -- decisions ----------------------------------------------------------------------------
     def poll(self) -> Decisions:
@@ -386,22 +358,13 @@ class Scheduler:
         if dispatch is None:
             return None
         self.epoch += 1
-        if dispatch.kind == LOAD and duration is not None:
-            unseen_changed = self.predictions.observe_load(dispatch.model, duration)
-            if self.demand_loading and unseen_changed:
+        if duration is not None:
+            estimate_changed = learn(
+                dispatch, duration, now, predictions=self.predictions, models=self._models
+            )
+            if estimate_changed and self.demand_loading:
                 # (only this model's own estimate changed, and it is loaded)
                 self._queued.load_estimate_changed()
-        if dispatch.kind == INFER and duration is not None:
-            if all(r.measured for r in dispatch.requests):
-                self.estimator.observe(dispatch.model, dispatch.rows, duration)
-            self.predictions.observe_round_trip(now - dispatch.sent_at - duration)
-            served = self._models.get(dispatch.model)
-            if served is not None:
-                served.finished_at = now
-                met = all(now <= r.deadline for r in dispatch.requests)
-                served.aimd.on_batch(met_deadlines=met)
-                served.batches += 1
-                served.late_batches += not met
         return dispatch
 
     def refused(self, dispatch_id: int) -> Dispatch | None:
@@ -412,10 +375,7 @@ class Scheduler:
             return None
         self.epoch += 1
         self.count(dispatch.model, "refusals")
-        model = self._models.get(dispatch.model)
-        if model is not None:
-            for request in dispatch.requests:
-                self._push(model, request)
+        self._queued.requeue(dispatch.model, dispatch.requests)
         return dispatch
 
     # -- statistics ---------------------------------------------------------------------------

@@ -33,6 +33,9 @@ class WorkerSlot:
     inflight: deque[Dispatch] = field(default_factory=deque)
     control: deque[Dispatch] = field(default_factory=deque)
     free_at: float = 0.0
+    #: When the action before the first one in flight was heard to end: the earliest the
+    #: worker could start the first (it runs its actions one after another).
+    ended_at: float = float("-inf")
 
     def hold(self, key: str, size_mb: float, now: float) -> None:
         """Count `key`'s memory here (replacing the reserved estimate with `size_mb`)."""
@@ -72,6 +75,8 @@ class WorkerSlot:
         """`dispatch` ended (done, failed or refused); an empty timeline is free now."""
         if dispatch in self.inflight:
             self.inflight.remove(dispatch)
+        dispatch.startable_at = max(dispatch.sent_at, self.ended_at)
+        self.ended_at = now
         if not self.inflight:
             self.free_at = now
 

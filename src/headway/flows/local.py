@@ -1,8 +1,9 @@
 """Running a compiled flow in this process: `Flow.local`, and the stage code workers share.
 
-`run_chain` runs an action stage's operators over a table; a filter, always last in a chain,
-gives a keep mask rather than fewer rows (an action answers one row per row it got), and
-`run_action` applies it. The deployed flow runs the very same functions, in a worker's action
+`run_chain` runs an action stage's operators over a table; a filter gives a keep mask rather
+than fewer rows (an action answers one row per row it got), and `run_action` applies it. A
+fused stage's leading filters run in the frontend, before dispatch (`filter_ahead`), and its
+worker runs the rest. The deployed flow runs the very same functions, in a worker's action
 or in the frontend, so the two answer alike.
 """
 
@@ -86,6 +87,31 @@ def run_chain(
         return table, None, seconds
     kept = set(positions)
     return table, [i in kept for i in range(rows)], seconds
+
+
+def leading_filters(ops: list[tuple[Operator, str]]) -> int:
+    """How many of an action stage's operators are filters ahead of its first map or model:
+    the frontend runs those before dispatch (`filter_ahead`), a worker the rest
+    (`FlowStageAdapter`), so each runs once per row."""
+    return next((i for i, (op, _) in enumerate(ops) if not isinstance(op, Filter)), len(ops))
+
+
+def filter_ahead(ops: list[tuple[Operator, str]], table: Table) -> tuple[Table, list[float]]:
+    """The rows of `table` that the stage's leading filters keep, and each filter's seconds.
+
+    A fused stage's filters ahead of its model run in the frontend, before dispatch: a query
+    whose rows they all drop is not sent to the stage's worker at all (a cascade's confident
+    queries make no second round trip, nor wait in the slow model's queue), and a query's
+    dropped rows do not cross the process boundary; a stage of filters alone (fusion off) runs
+    there whole. The worker runs the rest of the chain (`leading_filters`): each filter runs
+    once per row."""
+    seconds: list[float] = []
+    for op, label in ops[: leading_filters(ops)]:
+        assert isinstance(op, Filter)
+        started = time.perf_counter()
+        table = select_rows(table, op.keep(table, label))
+        seconds.append(time.perf_counter() - started)
+    return table, seconds
 
 
 def run_action(ops: list[tuple[Operator, str]], table: Table, services: Services) -> Table:

@@ -9,7 +9,7 @@ even once), and once its operators have seen `MEASURED_ROWS` rows (the flow's pe
 statistics: timed on the worker, then in the frontend), it runs in the frontend while their
 mean time per row, summed over the stage's operators, is at most `FRONTEND_ROW_S`; a stage
 whose time grows past that goes back to a worker. A high-variance stage stays on its workers.
-A stage of filters alone always runs in the frontend (`query_runner.filter_ahead`).
+A stage of filters alone always runs in the frontend (`local.filter_ahead`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ Each call gets the time left of the query's deadline."""
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,9 +18,9 @@ from headway.control.models import READY, Prediction
 from headway.errors import HeadwayError, ModelError
 from headway.flows.deadline import QueryDeadline
 from headway.flows.flow import Flow
-from headway.flows.local import run_action, run_chain, run_stage
+from headway.flows.local import filter_ahead, run_action, run_chain, run_stage
 from headway.flows.lookups import Lookups
-from headway.flows.operators import Filter, Model, Operator, Shape, encode_inputs, select_rows
+from headway.flows.operators import Model, Shape, encode_inputs, select_rows
 from headway.flows.placement import in_frontend
 from headway.flows.plan import ACTION, SOURCE, Plan, Stage
 from headway.flows.racing import Call, first, race, retrieve, withdraw
@@ -190,9 +189,8 @@ class QueryRunner:
                 out = Table(out.schema, out.rows, out.qids, last.group)
                 if KEEP in outputs:
                     out = select_rows(out, outputs[KEEP].tolist())
-                seconds = outputs[TIMES].sum(axis=0).tolist()
-                for i, here in enumerate(ahead):  # the leading filters ran here too
-                    seconds[i] += here
+                # the leading filters ran here, the rest of the chain on the worker
+                seconds = [*ahead, *outputs[TIMES].sum(axis=0).tolist()]
         except Exception:
             self.stats.failed_stage(stage.operators)
             raise
@@ -256,23 +254,3 @@ class QueryRunner:
         return await race(
             self.controller, name, tensors, stage.replicas, lambda: deadline.remaining(stage.name)
         )
-
-
-def filter_ahead(ops: list[tuple[Operator, str]], table: Table) -> tuple[Table, list[float]]:
-    """The rows of `table` that the stage's leading filters keep, and each filter's seconds.
-
-    A fused stage's filters ahead of its model run here, before dispatch: a query whose rows
-    they all drop is not sent to the stage's worker at all (a cascade's confident queries make
-    no second round trip, nor wait in the slow model's queue), and a query's dropped rows do
-    not cross the process boundary; a stage of filters alone (fusion off) runs here whole. The
-    worker runs its chain as compiled, so those filters run there again on the rows they
-    kept: a filter's function must be deterministic (as fusion already assumes: results are
-    the same with it on or off)."""
-    seconds: list[float] = []
-    for op, label in ops:
-        if not isinstance(op, Filter):
-            break
-        started = time.perf_counter()
-        table = select_rows(table, op.keep(table, label))
-        seconds.append(time.perf_counter() - started)
-    return table, seconds

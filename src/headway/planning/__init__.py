@@ -6,7 +6,8 @@ simulated workers (`headway.sim`); `planner` searches for the cheapest configura
 meets the SLO.
 Around them: `profiler` (measuring models on worker processes), `description` (what the files
 say), `from_flow` (a compiled flow as a pipeline), `workloads` (arrival traces), `plan_file`,
-`envelope` and `tuner` (InferLine's tuner), `scaling` (replica changes during a replay) and
+`envelope` and `tuner` (InferLine's tuner), `scaling` (replica changes during a replay),
+`baselines` (InferLine's coarse-grained CG-Mean and CG-Peak, to compare a plan with) and
 `live` (the tuner in the server). See docs/planning.md.
 """
 

@@ -1,5 +1,6 @@
 """The search's moves on a stage: InferLine's IncreaseBatch, RemoveReplica and
-DowngradeHardware, and Reconfigure (`headway.planning.planner` says what each does and why).
+DowngradeHardware, and Reconfigure (each method says what it does and why;
+`headway.planning.planner` how the search uses them).
 
 `Moves` is the planner's half that proposes candidates; the planner estimates them
 (`feasible`). Each action takes a `budget`, the most the whole configuration may cost per hour,

@@ -87,6 +87,8 @@ def plan_document(
         "frontend_ms": round(planner.frontend_seconds * 1e3, 3),
         "planning_seconds": round(seconds, 3),
         "estimates": plan.estimates,
+        "trace_queries": len(planner.arrivals),
+        "screened_queries": planner.screened_queries,
     }
     if not plan.feasible or plan.config is None:
         document["reason"] = plan.reason

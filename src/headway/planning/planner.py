@@ -4,26 +4,13 @@
    path's service time alone exceeds the SLO, no configuration can meet it: infeasible.
    Otherwise add a replica to the bottleneck -- the stage with the least throughput for the
    share of queries it sees -- until the estimator's P99 meets the SLO.
-2. Then, greedily, try on every stage each of InferLine's three actions below, estimate each
-   candidate, and apply the cheapest feasible one, until no candidate is both feasible and
-   cheaper:
-   - IncreaseBatch: of every larger profiled batch size, the one at which the fewest replicas
-     are feasible (ties: the smaller batch). A larger batch alone costs the same; InferLine
-     raises it because the throughput it adds lets replicas go (mechanisms.md section 3.3), so
-     the action is worth as much as the replicas it saves. Stopping at the first size that
-     saves one can leave the stage two replicas where a larger batch needs one, and the greedy
-     loop then prefers slower hardware it never leaves again.
-   - RemoveReplica: one replica fewer.
-   - DowngradeHardware: the next cheaper hardware that has a profile of the stage's model, at
-     the batch size there needing the fewest feasible replicas (ties: the smaller batch), if
-     they cost less than the stage now. The batch is chosen again because slower
-     hardware may meet the SLO only at a smaller batch.
-   - Reconfigure (not InferLine's; in the descents of step 3): any kind with a profile of
-     the model (dearer ones and the stage's own included) at any batch size, with the fewest
-     feasible replicas, whichever costs least, if less than the stage now. InferLine's
-     actions move one step at a time: when the next cheaper kind cannot meet the SLO at all,
-     a kind beyond it is never tried, and a stage moved early to a slow kind at a small batch,
-     or to a batch too large for a later SLO share, never comes back.
+2. Then, greedily, try on every stage each of InferLine's three actions, IncreaseBatch,
+   RemoveReplica and DowngradeHardware (`headway.planning.moves` says what each does and
+   why), estimate each candidate, and apply the cheapest feasible one, until no candidate is
+   both feasible and cheaper. Reconfigure, not InferLine's, joins them in the descents of
+   step 3: InferLine's actions move one step at a time, so a kind beyond a next cheaper one
+   that cannot meet the SLO is never tried, and a stage moved early to a slow kind at a small
+   batch, or to a batch too large for a later SLO share, never comes back.
 3. With `restarts` (the default), run step 2 again with Reconfigure too, from InferLine's
    start and from a `batched_start` on each hardware kind: every stage on that kind at the
    largest batch whose service time along the critical path is within half the SLO, with as
@@ -42,6 +29,12 @@ Each candidate is estimated with `simulate` on the planning trace; results are c
 greedy loop proposes the same configurations again. A candidate is feasible when its estimated
 P99 meets the SLO and every stage's planned utilisation is below 1 (a stage at or over its
 throughput has a queue that grows for ever, which a finite trace can hide).
+
+A trace longer than `screen` queries is searched on its first `screen` (a replay costs time in
+proportion to its queries, and the search makes hundreds), against the SLO less a `margin`;
+the answer must then meet the SLO on the whole trace (`_confirm`): the cheapest candidates
+that met it on the prefix are replayed in full, and if none holds, replicas are added at the
+bottleneck of the cheapest until it does. The margin makes the first of them likely to hold.
 
 With `frontend_seconds` (the server's own time per query, `headway.planning.frontend`), every
 estimate runs the pipeline behind a frontend stage taking that long per query, one at a time;
@@ -68,6 +61,14 @@ from headway.planning.pipeline import (
 from headway.planning.simulator import Estimate, simulate
 
 Action = Callable[[Configuration, str, float], Configuration | None]
+#: Queries the search estimates candidates on by default (the trace's first): 50 over a P99.
+SCREEN = 5_000
+#: The share of the SLO a candidate leaves unused on the prefix, by default, when screened.
+MARGIN = 0.1
+#: Candidates that met the SLO on the prefix replayed on the whole trace, cheapest first.
+CONFIRM_TRIES = 3
+#: Replays of the whole trace the descent after the confirmation may make, by default.
+POLISH = 10
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,8 @@ class Plan:
     reason: str = ""
     steps: list[str] = field(default_factory=list)
     estimates: int = 0
+    #: queries the search estimated candidates on (the whole trace unless it was longer)
+    screened: int = 0
 
 
 class Planner(Moves):
@@ -100,6 +103,9 @@ class Planner(Moves):
         spread: bool = False,
         frontend_seconds: float = 0.0,
         restarts: bool = True,
+        screen: int | None = SCREEN,
+        margin: float = MARGIN,
+        polish: int = POLISH,
     ) -> None:
         self.pipeline = pipeline
         self.profiles = profiles
@@ -114,7 +120,24 @@ class Planner(Moves):
         self.frontend_seconds = frontend_seconds
         #: also search from a `batched_start` on every hardware kind (`starts`)
         self.restarts = restarts
+        #: the search's trace: the first `screen` queries, against the SLO less `margin`
+        self.screening = self.arrivals[:screen] if screen else self.arrivals
+        self.screened = len(self.screening) < len(self.arrivals)
+        #: queries the search estimates candidates on
+        self.screened_queries = len(self.screening)
+        self.target = slo * (1 - margin) if self.screened else slo
+        #: replays of the whole trace InferLine's descent may make after the confirmation
+        #: (`_polish`; 0: none)
+        self.polish = polish
+        #: replays left before an estimate is refused unmade (None: no limit)
+        self._left: int | None = None
         self._estimates: dict[tuple[tuple[str, int, int], ...], Estimate] = {}
+        #: replays of the whole trace (`_confirm`), when the search ran on a prefix
+        self._whole: dict[tuple[tuple[str, int, int], ...], Estimate] = {}
+        #: replays made (each configuration once per trace)
+        self.replays = 0
+        #: every configuration found feasible, in the order found
+        self._passed: dict[tuple[tuple[str, int, int], ...], Configuration] = {}
         #: (kind, batch) per stage -> replica counts whose estimate missed the SLO
         self._missing: dict[tuple[tuple[str, int], ...], list[tuple[int, ...]]] = {}
         #: the cheapest configuration found feasible so far (the first of equal cost)
@@ -124,14 +147,36 @@ class Planner(Moves):
         self.rate = len(self.arrivals) / max(duration, 1e-9)
 
     # -- estimates ----------------------------------------------------------------------------
-    def estimate(self, config: Configuration) -> Estimate:
-        key = tuple(
+    def key(self, config: Configuration) -> tuple[tuple[str, int, int], ...]:
+        return tuple(
             (config[n].hardware, config[n].max_batch, config[n].replicas)
             for n in self.pipeline.names
         )
+
+    def estimate(self, config: Configuration) -> Estimate:
+        """`config` replayed on the search's trace (the prefix when screened), cached."""
+        key = self.key(config)
         found = self._estimates.get(key)
+        if found is None and self._left is not None:
+            if self._left <= 0:  # out of replays: not estimated, so not feasible
+                return Estimate(np.zeros(0), {}, {}, 0.0, complete=False)
+            self._left -= 1
         if found is None:
-            found = self._estimates[key] = self.simulate(config, give_up=self.slo)
+            found = self._estimates[key] = self.simulate(
+                config, self.screening, give_up=self.target
+            )
+            self.replays += 1
+        return found
+
+    def whole(self, config: Configuration) -> Estimate:
+        """`config` replayed on the whole planning trace, cached."""
+        if not self.screened:
+            return self.estimate(config)
+        key = self.key(config)
+        found = self._whole.get(key)
+        if found is None:
+            found = self._whole[key] = self.simulate(config, give_up=self.slo)
+            self.replays += 1
         return found
 
     def simulate(
@@ -185,9 +230,10 @@ class Planner(Moves):
         misses = self._missing.setdefault(shape, [])
         if any(all(c <= m for c, m in zip(counts, missed, strict=True)) for missed in misses):
             return False  # no more replicas anywhere than a configuration that missed the SLO
-        if self.estimate(config).p99 > self.slo:
+        if self.estimate(config).p99 > self.target:
             misses.append(counts)
             return False
+        self._passed.setdefault(self.key(config), config)
         cost = self.cost(config)
         if self.cheapest is None or cost < self.cost(self.cheapest) - CENT:
             self.cheapest = config
@@ -270,6 +316,9 @@ class Planner(Moves):
                 f"{1 / self.frontend_seconds:.0f} queries/s, and the trace has {self.rate:.0f}",
                 steps,
             )
+        if self.target < critical <= self.slo:  # the margin would leave nothing feasible
+            self.target = self.slo
+            steps.append("no margin on the prefix: the critical path alone takes more")
         if critical > self.slo:
             return self._infeasible(
                 f"the critical path's service time on the fastest hardware"
@@ -295,15 +344,60 @@ class Planner(Moves):
             steps.append(
                 f"the cheapest feasible configuration estimated: ${self.cost(config):.3f}/h"
             )
+        confirmed = self._confirm(config, steps) if self.screened else config
+        if isinstance(confirmed, str):
+            return self._infeasible(confirmed, steps)
+        if self.screened and self.polish:
+            confirmed = self._polish(confirmed, steps)
         return Plan(
             feasible=True,
-            config=config,
-            cost_per_hour=self.cost(config),
-            p99=self.estimate(config).p99,
-            utilisation=self.utilisation(config),
+            config=confirmed,
+            cost_per_hour=self.cost(confirmed),
+            p99=self.whole(confirmed).p99,
+            utilisation=self.utilisation(confirmed),
             steps=steps,
-            estimates=len(self._estimates),
+            estimates=self.replays,
+            screened=self.screened_queries,
         )
+
+    def _confirm(self, config: Configuration, steps: list[str]) -> Configuration | str:
+        """The cheapest configuration that met the SLO on the prefix and meets it on the whole
+        trace, of the `CONFIRM_TRIES` cheapest (`config` first of equals); else the cheapest
+        with replicas added at its bottleneck until it does (or why it cannot)."""
+        found = sorted(self._passed.values(), key=lambda c: (round(self.cost(c), 6), c != config))
+        whole = len(self.arrivals)
+        for candidate in found[:CONFIRM_TRIES]:
+            estimate = self.whole(candidate)
+            if estimate.p99 <= self.slo:
+                steps.append(
+                    f"${self.cost(candidate):.3f}/h meets the SLO on the whole trace ({whole:,} "
+                    f"queries): P99 {estimate.p99 * 1e3:.1f} ms"
+                )
+                return candidate
+            steps.append(f"${self.cost(candidate):.3f}/h misses the SLO on the whole trace")
+        config = found[0]
+        while self.whole(config).p99 > self.slo:
+            stage = self.bottleneck(config)
+            count = config[stage].replicas
+            if count >= MAX_REPLICAS:
+                return f"stage {stage!r} would need more than {MAX_REPLICAS} replicas"
+            config = config.with_stage(stage, replicas=count + 1)
+            steps.append(f"add a replica to the bottleneck {stage} (the whole trace)")
+        return config
+
+    def _polish(self, config: Configuration, steps: list[str]) -> Configuration:
+        """InferLine's descent again from the confirmed plan, on the whole trace, within
+        `polish` replays of it: the prefix may be burstier than the whole (its plan then
+        dearer than needed), the margin more than the whole needs, or the bottleneck's added
+        replicas more than one step needed. From here on every estimate is the whole trace's;
+        once the replays are spent, the candidates not yet estimated count as infeasible, so
+        the answer is always one that met the SLO on the whole trace."""
+        steps.append("InferLine's descent on the whole trace")
+        self.screening, self.target, self._left = self.arrivals, self.slo, self.polish
+        self._estimates, self._missing, self.cheapest = self._whole, {}, config
+        end = self._descend(config, steps, reconfigure=False)
+        cheapest = self.cheapest or end
+        return cheapest if self.cost(cheapest) < self.cost(end) - CENT else end
 
     def _make_feasible(
         self, config: Configuration, steps: list[str], inferline: bool
@@ -349,4 +443,4 @@ class Planner(Moves):
             steps.append(f"{best[4]} on {best[5]}: ${best[0]:.3f}/h")
 
     def _infeasible(self, reason: str, steps: list[str]) -> Plan:
-        return Plan(False, None, 0.0, float("inf"), {}, reason, steps, len(self._estimates))
+        return Plan(False, None, 0.0, float("inf"), {}, reason, steps, self.replays)

@@ -1,0 +1,46 @@
+"""What an ended action teaches the scheduler.
+
+Every action a worker runs comes back with the seconds it took, and each such measurement
+keeps current what the next decisions rest on (Clockwork's predictions, refined by the actions
+themselves): a LOAD's duration the load estimates; an INFER's the model's service-time
+estimates (when every request in it was measured), the RPC overhead (the round trip less the
+worker's time), and the baseline's AIMD batch size (a batch that met every deadline grows it,
+a late one shrinks it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from headway.control.actions import INFER, LOAD, Dispatch
+from headway.control.predictions import Predictions
+from headway.control.slots import ModelSlot
+
+
+def learn(
+    dispatch: Dispatch,
+    duration: float,
+    now: float,
+    *,
+    predictions: Predictions,
+    models: Mapping[str, ModelSlot],
+) -> bool:
+    """Fold the measured `duration` (s) of `dispatch`, ended at `now`, into the estimates and
+    its model's batch counts. True when a LOAD changed the estimate for never-loaded models
+    (the cold starts waiting on it must be weighed again)."""
+    if dispatch.kind == LOAD:
+        return predictions.observe_load(dispatch.model, duration)
+    if dispatch.kind == INFER:
+        if all(r.measured for r in dispatch.requests):
+            predictions.estimator.observe(dispatch.model, dispatch.rows, duration)
+        # from when it could start: one sent ahead waited for the batch before it, which
+        # is that batch's run, not the round trip every prediction adds
+        predictions.observe_round_trip(now - dispatch.startable_at - duration)
+        model = models.get(dispatch.model)
+        if model is not None:
+            model.finished_at = now
+            met = all(now <= r.deadline for r in dispatch.requests)
+            model.aimd.on_batch(met_deadlines=met)
+            model.batches += 1
+            model.late_batches += not met
+    return False
