@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -13,7 +17,14 @@ from sklearn.datasets import load_digits
 from headway.api.statistics import statistics
 from headway.errors import ConfigError
 from headway.launcher import ServerProcess
-from headway.planning.in_place import batch_seconds, between, loaded_profiles, under_load
+from headway.planning.in_place import (
+    batch_seconds,
+    between,
+    children,
+    loaded_profiles,
+    scheduled,
+    under_load,
+)
 from headway.planning.pipeline import LatencyProfile
 from headway.planning.profiler import under_load_of
 from headway.sim import ModelProfile, ServerSimulation
@@ -101,3 +112,18 @@ def test_a_served_app_under_load_gives_its_models_profile_and_the_loops_time(
     assert found.profiles["digits-logreg"].seconds[size] == pytest.approx(seconds / count)
     assert set(idle["digits-logreg"].seconds) <= set(found.profiles["digits-logreg"].seconds)
     assert 0 < found.frontend < 1.0  # the loop's wall time per query
+
+
+def test_the_kernels_accounting_of_a_thread_and_its_children() -> None:
+    ran, waited = scheduled(os.getpid())
+    spin = time.process_time() + 0.05
+    while time.process_time() < spin:  # run 50 ms of CPU on this (the main) thread
+        pass
+    ran_after, waited_after = scheduled(os.getpid())
+    assert ran_after - ran >= 0.04 and waited_after >= waited >= 0
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    try:
+        assert child.pid in children(os.getpid())
+    finally:
+        child.kill()
+        child.wait()
