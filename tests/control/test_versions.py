@@ -202,3 +202,29 @@ def test_an_app_pinning_versions_serves_them_from_its_creation(repository: Repos
 
     split, rolled = asyncio.run(scenario())
     assert split == {1, 2} and rolled == {1}
+
+
+def test_each_client_request_is_counted_once_as_it_is_settled_and_probes_are_not(
+    repository: Repository,
+) -> None:
+    # successes and their latencies when answered, errors when failed (the waiting requests of
+    # a version that fails to load), nothing for the controller's own warm-up runs
+    async def scenario() -> dict[str, Any]:
+        controller = Controller(repository, versioned_engine(fail=("clf@2",)))
+        await controller.start()
+        await asyncio.gather(*(controller.infer("clf", ROW) for _ in range(5)))
+        with pytest.raises(ModelNotReady):
+            await asyncio.wait_for(controller.infer("clf", ROW, version="2", timeout=30), 10)
+        counted = {key: controller.stats[key] for key in ("clf@3", "clf@2")}
+        out = {
+            key: (s.requests, s.successes, s.latency.count, dict(s.errors), s.failure_seconds)
+            for key, s in counted.items()
+        }
+        await controller.stop()
+        return out
+
+    out = asyncio.run(scenario())
+    assert out["clf@3"][:4] == (5, 5, 5, {})
+    requests, successes, latencies, errors, failed_for = out["clf@2"]
+    assert (requests, successes, latencies) == (1, 0, 0)
+    assert sum(errors.values()) == 1 and failed_for > 0.0

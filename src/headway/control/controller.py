@@ -290,11 +290,13 @@ class Controller:
             future: asyncio.Future[Prediction]
             if config.cache:
                 future = asyncio.ensure_future(self._cached.answer(request, stats, self._enqueue))
+                future.add_done_callback(partial(self._settled, stats, started))
                 if then is not None:
                     future.add_done_callback(then)
             else:
                 request.then = then
                 request.trace = trace
+                request.counted = True  # the dispatcher counts its outcome as it settles it
                 if self._runs_inline:
                     future = self.dispatch.run_alone(request) or self._enqueue(request)
                 else:
@@ -302,7 +304,6 @@ class Controller:
         except HeadwayError as exc:
             stats.errors[exc.reason] += 1
             raise
-        future.add_done_callback(partial(self._settled, stats, started))
         return future
 
     def cancel(
@@ -322,7 +323,8 @@ class Controller:
         return self.scheduler.withdraw(state.config.key, future) is not None
 
     def _settled(self, stats: ModelStats, started: float, future: asyncio.Future[Any]) -> None:
-        """Count a request's outcome once its future has one."""
+        """Count the outcome of a request answered through the prediction cache once its
+        future has one (the others are counted by `Dispatcher` as it settles them)."""
         if future.cancelled():
             return
         error = future.exception()

@@ -199,9 +199,11 @@ class Dispatcher:
     def _answer(self, dispatch: Dispatch, tensors: Tensors) -> None:
         name, _, version = dispatch.model.rpartition("@")
         now = self.clock.now()
+        stats = self.stats[dispatch.model]
         late = sum(1 for r in dispatch.requests if now > r.deadline and r.measured)
         if late:
-            self.stats[dispatch.model].late += late
+            stats.late += late
+        latencies: list[float] = []  # of the clients' requests answered here (`counted`)
         start = 0
         for request in dispatch.requests:
             end = start + request.rows
@@ -215,14 +217,23 @@ class Dispatcher:
                 if request.outputs is not None:
                     mine = {k: v for k, v in mine.items() if k in request.outputs}
                 future.set_result(Prediction(name, int(version), mine))
+                if request.counted:
+                    latencies.append(now - request.arrival)
                 if request.then is not None:
                     _call(request.then, future)
             start = end
+        if latencies:
+            stats.successes += len(latencies)
+            stats.latency.observe_all(latencies)
 
     def fail(self, request: Request, error: HeadwayError) -> None:
         """Fail `request` with `error`, unless it has its answer already."""
         future: asyncio.Future[Prediction] | None = request.token
         if future is not None and not future.done():
+            stats = self.stats.get(request.model) if request.counted else None
+            if stats is not None:
+                stats.errors[error.reason] += 1
+                stats.failure_seconds += self.clock.now() - request.arrival
             future.set_exception(error)
             if request.then is not None:
                 _call(request.then, future)

@@ -36,6 +36,9 @@ class Request:
     measured: bool = True
     #: The transport's trace of this request (`api.tracing.Trace`), when tracing is on.
     trace: Any = None
+    #: Count its outcome in its model's statistics when it is settled (a client's request,
+    #: not a probe's; `Dispatcher` counts it, with no callback per request).
+    counted: bool = False
 
     def sort_key(self) -> tuple[int, float, int]:
         return (self.priority, self.deadline, self.seq)
