@@ -12,7 +12,6 @@ import logging
 import time
 from collections import deque
 from functools import partial
-from http import HTTPStatus
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
@@ -28,6 +27,7 @@ from headway.api.limits import (
     headers_too_large,
     uri_too_long,
 )
+from headway.api.rendering import render, rendered_once
 from headway.api.turns import CATCH_UP_S
 from headway.control.overload import NOTICEABLE_WAIT_S
 from headway.errors import HeadwayError
@@ -44,35 +44,6 @@ LINGER_S = 1.0
 
 # Which part of a request a connection is reading (for the read timeouts).
 _BETWEEN, _HEAD, _BODY = 0, 1, 2
-
-_REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
-_STATUS_LINES: dict[int, bytes] = {}
-#: The quick refusals' answers as bytes, by (id of the answer, keep-alive, HTTP/1.0): each
-#: answer is one object kept for good by `api.refusals`, so its id stays its own.
-_RENDERED: dict[tuple[int, bool, bool], bytes] = {}
-
-
-def status_line(status: int) -> bytes:
-    line = _STATUS_LINES.get(status)
-    if line is None:
-        reason = _REASONS.get(status, b"Unknown")
-        line = _STATUS_LINES[status] = b"HTTP/1.1 %d %s\r\n" % (status, reason)
-    return line
-
-
-def render(response: Response, keep_alive: bool, http10: bool = False) -> bytes:
-    """One HTTP/1.1 response, head and body, as bytes for a single write."""
-    status, body, headers = response
-    parts = [status_line(status)]
-    for name, value in headers:
-        parts += (name, b": ", value, b"\r\n")
-    parts.append(b"content-length: %d\r\n" % len(body))
-    if not keep_alive:
-        parts.append(b"connection: close\r\n")
-    elif http10:
-        parts.append(b"connection: keep-alive\r\n")
-    parts += (b"\r\n", body)
-    return b"".join(parts)
 
 
 class _Slot:
@@ -319,10 +290,7 @@ class HttpConnection(asyncio.Protocol):
     def _refuse_quickly(self, refusal: Response, keep_alive: bool, http10: bool) -> None:
         """An infer request refused before routing (`api.refusals`): its prepared answer,
         rendered once per kind of connection, written at once (nothing is pending before it)."""
-        key = (id(refusal), keep_alive, http10)
-        data = _RENDERED.get(key)
-        if data is None:
-            data = _RENDERED[key] = render(refusal, keep_alive, http10)
+        data = rendered_once(refusal, keep_alive, http10)
         transport = self.transport
         if transport is None or self.closing:
             return
