@@ -5,15 +5,19 @@ carries."""
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import numpy as np
 
 from headway.clock import ManualClock
 from headway.control.actions import LOAD, Dispatch
+from headway.control.model_stats import ModelStats
+from headway.control.models import READY, ModelState
 from headway.control.profiles import LatencyEstimator
 from headway.control.request import DEFAULT_PRIORITY, Request
 from headway.control.scheduler import Scheduler
 from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
+from headway.control.unread import UnreadRefusals
 
 
 def scheduler(
@@ -109,3 +113,12 @@ def request(
 
 def tags(dispatch: Dispatch) -> list[str]:
     return [r.token for r in dispatch.requests]
+
+
+def over(s: Scheduler, clock: ManualClock, *, inline: bool) -> UnreadRefusals:
+    """`UnreadRefusals` over `s`, whose model `m` (SLO 50 ms) it serves, for either engine."""
+    config = SimpleNamespace(key="m", cache=False, slo_ms=50.0)
+    state = ModelState(config=config, state=READY)  # type: ignore[arg-type]
+    stats = {"m": ModelStats()}
+    s.placement.inline = inline
+    return UnreadRefusals(s, clock, stats, lambda name, version: state, inline=inline)

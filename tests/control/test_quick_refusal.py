@@ -36,7 +36,7 @@ from headway.control.scheduler import Scheduler
 from headway.errors import Backlogged, DeadlineUnmeetable
 from headway.repository import Repository
 from headway.testing import FakeEngine
-from tests.control.helpers import ms, request, scheduler, seed
+from tests.control.helpers import ms, over, request, scheduler, seed
 
 # -- FrontendLag: CoDel on the frontend's read wait ------------------------------------------
 
@@ -338,3 +338,44 @@ def test_the_controller_counts_each_quick_refusal_by_model_and_reason(tmp_path: 
         await controller.stop()
 
     asyncio.run(scenario())
+
+
+# -- inline: admission's check of the work ahead, asked before decoding ----------------------
+
+
+def test_behind_is_admissions_check_of_the_work_ahead_for_one_row(clock: ManualClock) -> None:
+    """Before any request was refused (no backlog summary yet), the frontend can tell whether
+    admission would refuse one row due at a deadline for the work ahead: exactly when a
+    submitted one-row request is refused so."""
+    s, _ = backlogged_model(clock)  # 8 rows queued behind a running batch of 10 ms
+    unread = over(s, clock, inline=True)
+    assert s.backlogged("m") == NONE
+    assert unread.behind("m", clock.now() + ms(28), clock.now())  # ~3 batches of 10 ms ahead
+    assert not unread.behind("m", clock.now() + ms(60), clock.now())
+    for deadline_in in (ms(20), ms(28), ms(35), ms(45), ms(60)):
+        refused = unread.behind("m", clock.now() + deadline_in, clock.now())
+        try:
+            s.submit(request(clock, "probe", deadline_in))
+            submitted_refused = False
+        except Backlogged:
+            submitted_refused = True
+        assert refused == submitted_refused, deadline_in
+    assert not unread.behind("unknown", clock.now() + ms(1), clock.now())  # left to admission
+
+
+def test_inline_a_request_admission_would_refuse_for_the_work_ahead_is_refused_unread(
+    clock: ManualClock,
+) -> None:
+    """With the model on the event loop nothing ahead runs while the loop reads, so the first
+    request that the queued work would make late is refused before it is decoded, not only
+    those after a decoded refusal (the backlog summary): a decoded refusal costs the loop its
+    decode, and the reads between two runs grow by it."""
+    s, _ = backlogged_model(clock)  # 8 rows queued behind a running batch of 10 ms
+    unread = over(s, clock, inline=True)
+    ask = dict(timeout=ms(30), priority=None, waited=ms(2))
+    assert unread.quick_refusal("m", None, **ask) == BACKLOG  # 8 rows and the batch ahead
+    assert unread.stats["m"].errors[DeadlineUnmeetable.reason] == 1
+    assert s.events["m", "refused_unread", BACKLOG] == 1
+    assert unread.quick_refusal("m", None, timeout=ms(200), priority=None, waited=ms(2)) is None
+    worker = over(backlogged_model(clock)[0], clock, inline=False)  # left to admission
+    assert worker.quick_refusal("m", None, **ask) is None

@@ -53,26 +53,54 @@ def admit(
             )
     if service is None or not model.replicas:
         return
-    busy = busy_wait(model, now)
+    why = behind(
+        model,
+        rows=request.rows,
+        priority=request.priority,
+        deadline=request.deadline,
+        now=now,
+        service=service,
+        predictions=predictions,
+        busy=busy_wait(model, now),
+    )
+    if why is not None:
+        raise Backlogged(f"model {request.model!r}: deadline cannot be met: {why}")
+
+
+def behind(
+    model: ModelSlot,
+    *,
+    rows: int,
+    priority: int,
+    deadline: float,
+    now: float,
+    service: float,
+    predictions: Predictions,
+    busy: float,
+) -> str | None:
+    """Why a request of `rows` rows (`service`: their predicted seconds) cannot make
+    `deadline` behind the work ahead of it on a loaded `model` (`busy`: the predicted wait for
+    a worker holding it), or None if it can. Admission's check, and, for a request not yet
+    decoded, the frontend's with one row, the least it can hold (`Scheduler.refuses_unread`)."""
+    left = deadline - now
     if busy + service > left:
-        raise Backlogged(
-            f"model {request.model!r}: deadline cannot be met: its worker is busy for "
-            f"~{busy * 1e3:.1f} ms more, and the request needs ~{service * 1e3:.2f} ms; "
-            f"{left * 1e3:.1f} ms left"
+        return (
+            f"its worker is busy for ~{busy * 1e3:.1f} ms more, and the request needs "
+            f"~{service * 1e3:.2f} ms; {left * 1e3:.1f} ms left"
         )
     if model.queue.rows:
         # Only the rows that run before this request delay it, and they run batched with
         # it. All queued rows bound them; count exactly only when that bound does not fit.
-        finish = _finish_time(model, predictions, model.queue.rows + request.rows)
+        finish = _finish_time(model, predictions, model.queue.rows + rows)
         if finish is not None and busy + finish > left:
-            ahead = model.queue.rows_ahead(request.priority, request.deadline)
-            finish = _finish_time(model, predictions, ahead + request.rows) if ahead else service
+            ahead = model.queue.rows_ahead(priority, deadline)
+            finish = _finish_time(model, predictions, ahead + rows) if ahead else service
             if finish is not None and busy + finish > left:
-                raise Backlogged(
-                    f"model {request.model!r}: deadline cannot be met: {ahead} rows queued "
-                    f"ahead; with them it needs ~{(busy + finish) * 1e3:.1f} ms, "
-                    f"{left * 1e3:.1f} ms left"
+                return (
+                    f"{ahead} rows queued ahead; with them it needs "
+                    f"~{(busy + finish) * 1e3:.1f} ms, {left * 1e3:.1f} ms left"
                 )
+    return None
 
 
 def admit_unread(

@@ -147,7 +147,10 @@ class Dispatcher:
 
     def catch_up(self) -> None:
         """Hear the workers' waiting replies now, and send what they free up (see
-        `Controller.catch_up`)."""
+        `Controller.catch_up`). Inline nothing is: a batch chosen now would run only once the
+        turn of reads ends, later than chosen for and without the rows read meanwhile."""
+        if self.engine.runs_inline:
+            return
         self.engine.catch_up()
         if self._pump_scheduled:
             self._pump()

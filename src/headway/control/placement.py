@@ -33,6 +33,8 @@ class Placement:
         #: The workers run their actions on the event loop that asks `busy_wait` (`--engine
         #: inline`): an action in flight has not started when asked, and runs before any other.
         self.inline = inline
+        #: Inline: the loop's turn of reads before each action runs (`Predictions.turn`).
+        self.turn = 0.0
         #: Queue order of new models: first come, first served instead of by deadline.
         self.fifo = fifo
         self.models: dict[str, ModelSlot] = {}
@@ -163,7 +165,8 @@ class Placement:
         the drop times account for, and under overload they must be kept fed, not second-
         guessed by a pessimistic estimate of the batch in flight). Inline, the batches in
         flight have not started (they run between turns of reads, and this is asked in one):
-        all of each runs before a new request's, so their predicted time counts in full."""
+        all of each runs before a new request's, so their predicted time counts in full, each
+        with a turn of reads (`turn`) before it."""
         key, wait = model.key, None
         for w in model.replicas:  # a loop, not generators: it runs on every request
             worker = self.workers.get(w)
@@ -176,7 +179,7 @@ class Placement:
             else:
                 if not self.inline:
                     return 0.0  # a replica runs only this model's batches, or nothing
-                busy = sum(action.expected or 0.0 for action in worker.inflight)
+                busy = sum(self.turn + (action.expected or 0.0) for action in worker.inflight)
             wait = busy if wait is None or busy < wait else wait
         return 0.0 if wait is None else wait
 

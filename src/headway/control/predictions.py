@@ -56,6 +56,12 @@ class Predictions:
         )
         self._overheads: deque[float] = deque(maxlen=overhead_window)
         self.overhead = 0.0
+        self._turns: deque[float] = deque(maxlen=overhead_window)
+        #: Inline (`--engine inline`): the event loop's turn of reads before each batch runs
+        #: while work waits (`observe_turn`); 0 for workers that run beside the loop.
+        self.turn = 0.0
+        self._turns_seen = 0
+        self._last_runs: dict[int, tuple[float, bool]] = {}  # worker: (end, work waiting)
 
     def service_time(self, key: str, rows: int) -> float | None:
         """Predicted seconds from dispatch to answer for `rows` rows (RPC overhead included;
@@ -84,7 +90,7 @@ class Predictions:
             typical = full - self.overhead
         batches = -(-rows // max_batch)
         rounds = -(-batches // max(1, replicas))
-        return (rounds - 1) * (typical + self.overhead) + full
+        return (rounds - 1) * (typical + self.overhead + self.turn) + full
 
     def load_time(self, key: str) -> float | None:
         """Predicted seconds to LOAD `key`: its own measurements (no more than a never-loaded
@@ -114,6 +120,34 @@ class Predictions:
         unseen = self.unseen_load_time()
         self.loads.observe(key, 1, seconds)
         return self.unseen_load_time() != unseen
+
+    def observe_inline_run(
+        self, worker: int, sent_at: float, start: float, end: float, *, waiting: bool
+    ) -> float:
+        """Record an INFER that ran on the event loop (inline) from `start` to `end`, sent at
+        `sent_at`; `waiting`: work waited when it ended. Returns the turn (`turn`).
+
+        Such a batch runs right after the turn of reads that follows the previous run. When
+        work waited through that turn, the turn is what each round of batches ahead of a new
+        request takes beyond its run, and there is no round trip: a batch sent before the
+        previous one ended waited for it and for the turn, not for a hop to a worker. Else
+        the round trip is counted from when it could start."""
+        ended, waited = self._last_runs.get(worker, (float("-inf"), False))
+        if waited:
+            self.observe_turn(start - ended)
+            self.observe_round_trip(0.0)
+        else:
+            self.observe_round_trip(start - max(sent_at, ended))
+        self._last_runs[worker] = (end, waiting)
+        return self.turn
+
+    def observe_turn(self, seconds: float) -> None:
+        """Record the seconds between two runs on the event loop while work waited (inline: a
+        turn of reads, the loop's other work); the 90th percentile of recent ones is kept."""
+        self._turns.append(max(0.0, seconds))
+        self._turns_seen += 1
+        if self._turns_seen % 8 == 1 or self._turns_seen < 8:
+            self.turn = percentile(list(self._turns), 90.0)
 
     def observe_round_trip(self, overhead: float) -> None:
         """Record one action's RPC overhead; the 90th percentile of recent ones is kept."""

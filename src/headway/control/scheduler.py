@@ -359,9 +359,19 @@ class Scheduler:
             return None
         self.epoch += 1
         if duration is not None:
+            waiting = None
+            if self.placement.inline:  # it ran on the event loop: did work wait meanwhile?
+                worker = self._workers.get(dispatch.worker)
+                waiting = bool(self._waiting) or (worker is not None and bool(worker.inflight))
             estimate_changed = learn(
-                dispatch, duration, now, predictions=self.predictions, models=self._models
+                dispatch,
+                duration,
+                now,
+                predictions=self.predictions,
+                models=self._models,
+                inline_waiting=waiting,
             )
+            self.placement.turn = self.predictions.turn
             if estimate_changed and self.demand_loading:
                 # (only this model's own estimate changed, and it is loaded)
                 self._queued.load_estimate_changed()

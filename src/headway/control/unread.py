@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from headway.clock import Clock
-from headway.control.admission import admit_unread
+from headway.control.admission import admit_unread, behind
 from headway.control.model_stats import ModelStats
 from headway.control.models import READY, ModelState
 from headway.control.overload import (
+    BACKLOG,
     MIN_SHARE,
     NO_BACKLOG,
     NOTICEABLE_WAIT_S,
@@ -52,6 +53,10 @@ class UnreadRefusals:
         #: inline engine (`inline`) a model's run holds the loop, and a wait as long as a run
         #: is that run's, not a backlog of reads: shedding does not grow harder there.
         self.lag = FrontendLag(min_share=SHARE if inline else MIN_SHARE)
+        #: Inline, admission's whole check of the work ahead is asked unread too: nothing
+        #: ahead runs while the loop reads, so a refusal decided after decoding costs the
+        #: loop the decode for nothing, and the reads after a model's run outgrow it.
+        self.inline = inline
 
     def refuse_late(
         self, model: ModelState, *, timeout: float | None, waited: float, now: float
@@ -124,9 +129,36 @@ class UnreadRefusals:
             shedding=shedding,
             share=self.lag.share,
         )
+        if reason is None and self.inline and self.behind(key, now - waited + timeout, now):
+            reason = BACKLOG
         if reason is not None:
             stats = self.stats[key]
             stats.requests += 1
             stats.errors[Shed.reason if reason == SHED else DeadlineUnmeetable.reason] += 1
             scheduler.count(key, "refused_unread", reason)
         return reason
+
+    def behind(self, key: str, deadline: float, now: float) -> bool:
+        """Whether admission would refuse a one-row request of the default priority for `key`,
+        due at `deadline`, for the work ahead of it (`admission.behind`): one row is the least
+        a request not yet decoded can hold. A model not loaded or not profiled is left to
+        admission."""
+        scheduler = self.scheduler
+        model = scheduler.placement.models.get(key)
+        if model is None or not model.replicas or not scheduler.policy.early_reject:
+            return False
+        predictions = scheduler.predictions
+        service = predictions.service_time(key, 1)
+        if service is None:
+            return False
+        why = behind(
+            model,
+            rows=1,
+            priority=DEFAULT_PRIORITY,
+            deadline=deadline,
+            now=now,
+            service=service,
+            predictions=predictions,
+            busy=scheduler.placement.busy_wait(model, now),
+        )
+        return why is not None

@@ -1,0 +1,122 @@
+"""With `--engine inline` a batch runs on the event loop, between turns of reads: each round of
+batches ahead of a new request takes its run and the turn of reads before it, and admission
+counts both, or under overload it admits requests that the queue then drops (decoded, queued
+and refused late, at several times the cost of a refusal before decoding). Times are seconds,
+written as milliseconds; the clock is injected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from headway.clock import ManualClock
+from headway.control.dispatch import Dispatcher
+from headway.control.scheduler import Scheduler
+from headway.errors import Backlogged
+from headway.testing import FakeEngine
+from tests.control.helpers import ms, over, request, scheduler, seed
+
+
+def inline_model(clock: ManualClock) -> Scheduler:
+    """One inline worker with model `m`: batches of 4 rows, 5 ms for one row, 10 ms for 4."""
+    s = scheduler(clock, {1: ["m"]}, max_batch=4, inline=True)
+    seed(s, "m", {1: ms(5), 4: ms(10)})
+    return s
+
+
+def run_next(s: Scheduler, clock: ManualClock, reads: float) -> None:
+    """A turn of reads of `reads` s, then the next batch in flight runs for 10 ms and is
+    answered (a full batch may have been sent ahead of it: it runs after the next turn)."""
+    clock.advance(reads)
+    s.poll()
+    [batch, *_] = s.placement.workers[1].inflight
+    clock.advance(ms(10))
+    s.complete(batch.id, ms(10))
+
+
+def test_the_turn_of_reads_between_two_runs_while_work_waits_is_measured(
+    clock: ManualClock,
+) -> None:
+    s = inline_model(clock)
+    for i in range(12):
+        s.submit(request(clock, f"r{i}", ms(500)))
+    run_next(s, clock, 0.0)  # 8 rows still wait when it ends
+    assert s.predictions.turn == 0.0
+    run_next(s, clock, ms(12))  # a 12 ms turn of reads before the second batch
+    assert s.predictions.turn == pytest.approx(ms(12))
+    run_next(s, clock, ms(12))
+    assert s.predictions.turn == pytest.approx(ms(12))
+
+
+def test_an_idle_pause_between_runs_is_not_a_turn_of_reads(clock: ManualClock) -> None:
+    s = inline_model(clock)
+    s.submit(request(clock, "alone", ms(500)))
+    run_next(s, clock, 0.0)  # nothing waits when it ends
+    s.submit(request(clock, "later", ms(500)))
+    run_next(s, clock, ms(100))  # the loop slept until it came
+    assert s.predictions.turn == 0.0
+
+
+def test_inline_admission_counts_a_turn_of_reads_before_each_batch_ahead(
+    clock: ManualClock,
+) -> None:
+    """Once turns of 12 ms were measured, a batch of 4 in flight (it runs after this turn)
+    delays a new request by 12 + 10 ms, and a full batch queued ahead of it by as much
+    again: what the loop will do before it, not the runs alone."""
+    s = inline_model(clock)
+    for i in range(12):
+        s.submit(request(clock, f"r{i}", ms(500)))
+    run_next(s, clock, 0.0)
+    run_next(s, clock, ms(12))  # the turn is measured; the last 4 rows went ahead in flight
+    assert len(s.placement.workers[1].inflight) == 1
+    with pytest.raises(Backlogged, match=r"busy for ~22\.0 ms more"):
+        s.submit(request(clock, "tight", ms(25)))  # 10 + 5 ms of runs: admitted before
+    assert over(s, clock, inline=True).behind("m", clock.now() + ms(25), clock.now())
+    for i in range(4):
+        s.submit(request(clock, f"q{i}", ms(45)))  # a full batch queued, due first
+    with pytest.raises(Backlogged, match="4 rows queued ahead"):
+        s.submit(request(clock, "behind", ms(48)))  # 22 + 22 + 5 ms; runs alone: 25 ms
+    s.submit(request(clock, "enough", ms(60)))
+
+
+def test_the_worker_engines_rounds_have_no_turn_of_reads(clock: ManualClock) -> None:
+    s = scheduler(clock, {1: ["m"]}, max_batch=4)
+    seed(s, "m", {1: ms(5), 4: ms(10)})
+    for i in range(12):
+        s.submit(request(clock, f"r{i}", ms(500)))
+    run_next(s, clock, 0.0)
+    run_next(s, clock, ms(12))
+    assert s.predictions.turn == 0.0 and s.placement.turn == 0.0
+
+
+def test_inline_a_long_turn_of_reads_chooses_no_batch_before_it_ends(clock: ManualClock) -> None:
+    """A worker process hears replies and gets its next batch during a long turn of reads
+    (`Dispatcher.catch_up`); inline, a batch chosen then would only run once the turn ends,
+    later than chosen for and without the rows read since, so none is chosen."""
+
+    async def scenario() -> int:
+        s = inline_model(clock)
+        engine = FakeEngine()
+        engine.runs_inline = True
+        dispatcher = Dispatcher(s, engine, clock)  # type: ignore[arg-type]
+        dispatcher.loop = asyncio.get_running_loop()
+        s.submit(request(clock, "read", ms(500)))
+        dispatcher.kick()  # its pump comes once the turn of reads is over
+        dispatcher.catch_up()  # deep in that turn
+        return len(s.placement.inflight)
+
+    assert asyncio.run(scenario()) == 0
+
+
+def test_the_turn_follows_the_recent_turns_however_many_came_before(clock: ManualClock) -> None:
+    """The turn is the 90th percentile of a window of recent turns, refreshed as new ones come
+    in: long after the window first filled, longer turns still raise it."""
+    s = inline_model(clock)
+    for _ in range(200):
+        s.predictions.observe_turn(ms(1))
+    assert s.predictions.turn == pytest.approx(ms(1))
+    for _ in range(64):
+        s.predictions.observe_turn(ms(15))
+    assert s.predictions.turn == pytest.approx(ms(15))
