@@ -4,8 +4,8 @@ Every action a worker runs comes back with the seconds it took, and each such me
 keeps current what the next decisions rest on (Clockwork's predictions, refined by the actions
 themselves): a LOAD's duration the load estimates; an INFER's the model's service-time
 estimates (when every request in it was measured), the RPC overhead (the round trip less the
-worker's time; inline, the turn of reads between two runs), and the baseline's AIMD batch size (a batch that met every deadline grows it,
-a late one shrinks it).
+worker's time; inline, the turn of reads between two runs instead), and the baseline's AIMD
+batch size (a batch that met every deadline grows it, a late one shrinks it).
 """
 
 from __future__ import annotations
