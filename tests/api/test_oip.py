@@ -228,6 +228,14 @@ def test_malformed_json() -> None:
             "input 'x': shape must be a list of non-negative integers, got [-1]",
         ),
         (
+            {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, True], "data": [1]}]},
+            "input 'x': shape must be a list of non-negative integers, got [1, True]",
+        ),
+        (
+            {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1.0], "data": [1]}]},
+            "input 'x': shape must be a list of non-negative integers, got [1.0]",
+        ),
+        (
             {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1]}]},
             "input 'x': needs 'data' or parameters.binary_data_size",
         ),

@@ -122,6 +122,7 @@ def test_check_outputs() -> None:
     specs = (TensorSpec("label", "INT64", (-1,)), TensorSpec("probabilities", "FP64", (-1, 3)))
     check_outputs("m", specs, None)
     check_outputs("m", specs, ["label"])
+    check_outputs("m", specs, ["probabilities", "label"])
     check_outputs("m", (), ["anything"])  # unknown signature: the model decides
     with pytest.raises(InvalidInput) as info:
         check_outputs("m", specs, ["label", "scores"])

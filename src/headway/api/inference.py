@@ -138,25 +138,23 @@ class InferRoute:
 def _reply_encoded(
     reply: Reply, request: oip.InferRequest, name: str, prediction: asyncio.Future[Any]
 ) -> None:
-    """The prediction is known: encode it (or its error) and reply."""
-    reply(_encoded(prediction, request, name))
-
-
-def _encoded(prediction: asyncio.Future[Any], request: oip.InferRequest, name: str) -> Response:
-    """The answer to a request whose prediction (or error) is known."""
+    """The prediction (or its error) is known: encode it and reply."""
     try:
         result = prediction.result()
         payload, header_length = oip.encode_infer(
             result.model, result.version, result.outputs, request
         )
     except asyncio.CancelledError:
-        return problem(503, "the server is stopping")
+        reply(problem(503, "the server is stopping"))
+        return
     except Exception as exc:
-        return failure(exc, "POST", f"/v2/models/{name}/infer")
+        reply(failure(exc, "POST", f"/v2/models/{name}/infer"))
+        return
     if header_length is None:
-        return 200, payload, JSON
+        reply((200, payload, JSON))
+        return
     binary = [
         (b"content-type", b"application/octet-stream"),
         (b"inference-header-content-length", str(header_length).encode()),
     ]
-    return 200, payload, binary
+    reply((200, payload, binary))

@@ -38,13 +38,15 @@ class InferRequest:
 
 
 def _shape(raw: Any, name: str) -> tuple[int, ...]:
-    if not isinstance(raw, list) or not all(
-        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in raw
-    ):
-        raise InvalidInput(
-            f"input {name!r}: shape must be a list of non-negative integers, got {raw!r}"
-        )
-    return tuple(raw)
+    if isinstance(raw, list):
+        for d in raw:  # a loop, not all(...): this runs for every tensor of every request
+            if not isinstance(d, int) or isinstance(d, bool) or d < 0:
+                break
+        else:
+            return tuple(raw)
+    raise InvalidInput(
+        f"input {name!r}: shape must be a list of non-negative integers, got {raw!r}"
+    )
 
 
 #: The kinds of JSON numbers each kind of datatype accepts: no strings, nulls or bools for
