@@ -22,16 +22,6 @@ def latest_start(predictions: Predictions, model: ModelSlot, request: Request) -
     return request.deadline - (predictions.service_time(model.key, request.rows) or 0.0)
 
 
-def drop_time(
-    predictions: Predictions, model: ModelSlot, request: Request, *, demand_loading: bool
-) -> float:
-    """When `request` must be dropped if it has not started (counting a LOAD it still needs)."""
-    latest = latest_start(predictions, model, request)
-    if demand_loading and model.unplaced:
-        latest -= predictions.load_time(model.key) or 0.0
-    return latest
-
-
 def drop_error(model: ModelSlot, service: float, *, demand_loading: bool) -> HeadwayError:
     """Why a queued request of `model` was dropped, in words a client can act on."""
     if model.replicas:
@@ -67,11 +57,18 @@ class DropTimes:
         self._heap: list[tuple[float, str]] = []
 
     def time(self, model: ModelSlot, request: Request) -> float:
-        return drop_time(self._predictions, model, request, demand_loading=self._demand_loading)
+        """When `request` must be dropped if it has not started (counting a LOAD it still
+        needs)."""
+        latest = latest_start(self._predictions, model, request)
+        if self._demand_loading and model.unplaced:
+            latest -= self._predictions.load_time(model.key) or 0.0
+        return latest
 
     def pushed(self, model: ModelSlot, request: Request) -> None:
         """`request` joined `model`'s queue: it may bring the model's drop time forward."""
-        self._set(model, min(model.drop_at, self.time(model, request)))
+        when = self.time(model, request)
+        if when < model.drop_at:
+            self._set(model, when)
 
     def refresh(self, model: ModelSlot) -> None:
         """Recompute `model`'s drop time from its whole queue (after its head left, or what the
