@@ -327,3 +327,24 @@ def test_fewer_replicas_than_a_configuration_that_missed_are_refused_without_an_
     more = missed.with_stage("s0", replicas=3)
     assert not p.feasible(more)
     assert len(p._estimates) == estimated + 1  # more replicas somewhere: estimated
+
+
+def test_each_action_s_floor_is_the_least_it_could_cost_without_an_estimate() -> None:
+    p = Planner(chain(1.0), PROFILES, CATALOGUE, steady(150), 60 * MS, restarts=False)
+    three = Configuration({"s0": StageConfig("cpu1", 1, 3)})
+    floors = {a: p.floor(three, "s0", a) for a in ("RemoveReplica", "IncreaseBatch")}
+    # one replica fewer: $0.2/h; batch 2 takes 2 / 12 ms = 167 queries/s: one replica, $0.1/h
+    assert floors == pytest.approx({"RemoveReplica": 0.2, "IncreaseBatch": 0.1})
+    assert p.floor(three, "s0", "DowngradeHardware") == float("inf")  # nothing cheaper
+    assert p.floor(three, "s0", "Reconfigure") == pytest.approx(0.1)
+    assert p.replays == 0
+
+
+def test_a_step_tries_the_action_that_could_cost_least_first() -> None:
+    p = Planner(chain(1.0), PROFILES, CATALOGUE, steady(150), 60 * MS, restarts=False)
+    steps: list[str] = []
+    end = p._descend(Configuration({"s0": StageConfig("cpu1", 1, 3)}), steps, reconfigure=False)
+    assert end == Configuration({"s0": StageConfig("cpu1", 2, 1)})
+    assert steps == ["IncreaseBatch on s0: $0.100/h"]
+    # batch 2 on one replica met the SLO: removing one of three ($0.2/h) was never replayed
+    assert p.replays == 1

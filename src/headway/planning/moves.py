@@ -108,6 +108,33 @@ class Moves:
         rest = self.cost(config) - c.replicas * self.catalogue[c.hardware].cost_per_hour
         return min(MAX_REPLICAS, math.floor((budget - rest) / price + 1e-9))
 
+    def floor(self, config: Configuration, stage: str, action: str) -> float:
+        """The least `action` could make `config` cost, with no estimate: the stage at the
+        fewest replicas below its throughput on each (kind, batch size) the action may pick
+        (inf: the action has nothing to propose). The search tries the actions whose floor is
+        lowest first, so that once one is feasible the rest cost no estimate."""
+        c = config[stage]
+        own = self.catalogue[c.hardware].cost_per_hour
+        rest = self.cost(config) - c.replicas * own
+        if action == "RemoveReplica":
+            return rest + (c.replicas - 1) * own if c.replicas > 1 else math.inf
+        kinds = self.hardware_for(stage)
+        if action == "IncreaseBatch":
+            kinds = [c.hardware]
+        elif action == "DowngradeHardware":
+            kinds = [k for k in kinds if self.catalogue[k].cost_per_hour < own][:1]
+        least = math.inf
+        for kind in kinds:
+            price = self.catalogue[kind].cost_per_hour
+            for size in self.profile(stage, kind).batch_sizes:
+                if action == "IncreaseBatch" and size <= c.max_batch:
+                    continue
+                moved = config.with_stage(stage, hardware=kind, max_batch=size, replicas=1)
+                count = self.least_replicas(moved, stage)
+                if action != "IncreaseBatch" or count < c.replicas:
+                    least = min(least, count * price)
+        return rest + least
+
     def increase_batch(
         self, config: Configuration, stage: str, budget: float = math.inf
     ) -> Configuration | None:

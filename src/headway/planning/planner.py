@@ -426,17 +426,24 @@ class Planner(Moves):
         if reconfigure:
             actions["Reconfigure"] = self.reconfigure
         while True:
-            # the cheapest feasible candidate (then the lowest P99, then stage and action order)
+            # the cheapest feasible candidate (then the lowest P99, then stage and action
+            # order), trying the actions that could cost least first (`Moves.floor`)
             best: tuple[float, float, int, int, str, str, Configuration] | None = None
-            for a, (name, action) in enumerate(actions.items()):
-                for s, stage in enumerate(self.pipeline.names):
-                    budget = best[0] if best is not None else self.cost(config) - CENT
-                    candidate = action(config, stage, budget)
-                    if candidate is None or not self.feasible(candidate):
-                        continue
-                    ranked = (self.cost(candidate), self.estimate(candidate).p99, s, a)
-                    if best is None or ranked < best[:4]:
-                        best = (*ranked, name, stage, candidate)
+            tries = sorted(
+                (self.floor(config, stage, name), a, s, name, action, stage)
+                for a, (name, action) in enumerate(actions.items())
+                for s, stage in enumerate(self.pipeline.names)
+            )
+            for floor, a, s, name, action, stage in tries:
+                budget = best[0] if best is not None else self.cost(config) - CENT
+                if floor > budget + CENT:
+                    break  # neither this nor any after it can be cheaper than `best`
+                candidate = action(config, stage, budget)
+                if candidate is None or not self.feasible(candidate):
+                    continue
+                ranked = (self.cost(candidate), self.estimate(candidate).p99, s, a)
+                if best is None or ranked < best[:4]:
+                    best = (*ranked, name, stage, candidate)
             if best is None or best[0] >= self.cost(config) - CENT:
                 return config
             config = best[6]
