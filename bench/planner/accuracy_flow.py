@@ -71,6 +71,7 @@ from headway.planning.in_place import (  # noqa: E402
     children,
     loaded_profiles,
     scheduled,
+    waits_per_action,
 )
 from headway.planning.pipeline import Hardware, Profiles  # noqa: E402
 from headway.planning.profiler import frontend_of, profile_kind, under_load_of  # noqa: E402
@@ -314,9 +315,18 @@ def accuracy(
                     "stages": stage_figures(stats2, stats3),
                     "load_average_1m": os.getloadavg()[0],
                 }  # fmt: skip
+                workers = {
+                    int(k): (sched3[k][0] - sched2[k][0], sched3[k][1] - sched2[k][1])
+                    for k in sched3
+                    if k != "loop" and k in sched2
+                }
+                ran = between(batch_seconds(stats2), batch_seconds(stats3))
+                waits = waits_per_action(ran, workers)
                 same_run = {
                     m: {KIND: p}
-                    for m, p in loaded_profiles(on_kind, stats2, stats3, served_as).items()
+                    for m, p in loaded_profiles(
+                        on_kind, stats2, stats3, served_as, waits=waits
+                    ).items()
                 }
                 own = bodies[np.arange(len(schedule)) % len(bodies)]  # the queries' own reach
                 same_loop = loop_seconds(sched2, sched3, len(schedule))

@@ -24,6 +24,7 @@ from headway.planning.in_place import (
     loaded_profiles,
     scheduled,
     under_load,
+    waits_per_action,
 )
 from headway.planning.pipeline import LatencyProfile
 from headway.planning.profiler import under_load_of
@@ -65,6 +66,26 @@ def test_sizes_not_formed_under_load_keep_their_idle_shape() -> None:
     assert profile.seconds == pytest.approx({1: 15 * MS, 4: 30 * MS})
     # p99s scaled as their size's mean was, so a spread estimate keeps the idle tail's shape
     assert profile.p99 == pytest.approx({1: 22.5 * MS, 4: 60 * MS})
+
+
+def test_with_the_workers_wait_the_tail_is_an_exponential_wait_past_the_mean() -> None:
+    idle = LatencyProfile({1: 10 * MS, 4: 20 * MS}, {1: 15 * MS, 4: 40 * MS})
+    # 1.5x slower under load, its worker waiting 2 ms for a core per action on average:
+    # p99 = mean + (ln 100 - 1) x 2 ms, at every size
+    profile = under_load(idle, {1: (10, 150 * MS)}, least=5, wait=2 * MS)
+    assert profile.seconds == pytest.approx({1: 15 * MS, 4: 30 * MS})
+    extra = (np.log(100) - 1) * 2 * MS
+    assert profile.p99 == pytest.approx({1: 15 * MS + extra, 4: 30 * MS + extra})
+
+
+def test_each_model_gets_the_wait_of_the_worker_whose_run_matches_its_time() -> None:
+    ran = {"forest": {1: (10, 0.200)}, "fast": {1: (100, 0.050), 2: (50, 0.030)}}
+    workers = {101: (0.06, 0.010), 102: (0.18, 0.100)}  # (run, wait) seconds
+    # the forest (0.2 s of actions) ran on 102 (0.18 s), the fast model (0.08 s) on 101
+    assert waits_per_action(ran, workers) == pytest.approx({"forest": 0.01, "fast": 0.01 / 150})
+    # one worker for both: its wait is shared by all their actions
+    shared = waits_per_action(ran, {101: (0.3, 0.16)})
+    assert shared == pytest.approx({"forest": 0.16 / 160, "fast": 0.16 / 160})
 
 
 def test_a_size_run_too_few_times_is_not_measured() -> None:

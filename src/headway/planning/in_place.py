@@ -15,11 +15,13 @@ sum per action is the model's time per batch under that load, in the profiler's 
 worker also waits there behind the batch it runs, which a max batch the load rarely fills
 makes rare). A batch size the load formed too rarely to measure
 keeps its idle time scaled by how much slower the measured sizes ran: contention is taken
-to slow every size alike.
+to slow every size alike. The tail comes from the kernel's accounting of each worker's waits
+for a core (`waits_per_action`, `under_load`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,8 @@ from headway.planning.pipeline import LatencyProfile
 
 #: Actions of one batch size below which its mean under load is not trusted.
 LEAST_ACTIONS = 5
+#: An exponential wait's p99 over its mean, less the mean wait a batch's mean holds already.
+WAIT_TAIL = math.log(100) - 1
 #: The parts of an INFER action's time the server reports per batch size.
 PARTS = ("compute_input", "compute_infer", "compute_output")
 
@@ -67,14 +71,22 @@ def between(
 
 
 def under_load(
-    idle: LatencyProfile, ran: BatchSeconds, least: int = LEAST_ACTIONS
+    idle: LatencyProfile,
+    ran: BatchSeconds,
+    least: int = LEAST_ACTIONS,
+    wait: float | None = None,
 ) -> LatencyProfile:
     """`idle`, the model's profile taken alone, as the load that `ran` (the model's actions
     between two reads) found it: each batch size run at least `least` times takes its mean
     under the load; every other size of `idle` its idle time times the slow-down of the
-    measured ones (their time under load over their idle time, weighted by actions). P99s
-    are the idle ones scaled by the same factor as the size's mean, so a spread estimate
-    keeps the shape of the idle tail. Refused when no size ran `least` times."""
+    measured ones (their time under load over their idle time, weighted by actions).
+    Refused when no size ran `least` times.
+
+    P99s: with `wait`, the mean seconds the model's worker waited runnable for a core per
+    action under the load, each size's mean plus (ln 100 - 1) times it -- the wait taken as
+    exponential (its p99 is ln 100 times its mean; the mean already holds one mean wait), the
+    run at its mean: on shared cores the tail is the waits'. Without, the idle p99s scaled as
+    their size's mean was (the idle tail's shape)."""
     measured = {size: seconds / count for size, (count, seconds) in ran.items() if count >= least}
     if not measured:
         raise ConfigError(f"no batch size ran at least {least} times under the load: run it longer")
@@ -83,11 +95,38 @@ def under_load(
     slower = sum(actions[s] * measured[s] for s in measured) / idle_time
     seconds = {size: idle.latency(size) * slower for size in idle.batch_sizes}
     seconds.update(measured)
+    if wait is not None:
+        return LatencyProfile(seconds, {s: t + WAIT_TAIL * wait for s, t in seconds.items()})
     p99 = {
         size: tail * seconds.get(size, idle.latency(size) * slower) / idle.latency(size)
         for size, tail in idle.p99.items()
     }
     return LatencyProfile(seconds, p99)
+
+
+def waits_per_action(
+    ran: Mapping[str, BatchSeconds], workers: Mapping[int, tuple[float, float]]
+) -> dict[str, float]:
+    """Per served model, the mean seconds its worker waited for a core per action: `ran`
+    holds each model's actions between two reads, `workers` each worker process's (run, wait)
+    seconds over the same time. The server does not say which process serves which model, so
+    each model (the busiest first) is matched to the unmatched worker whose run time is
+    closest to the model's time (a worker runs its model's actions; once every worker is
+    matched, the closest again); a worker's wait is shared by its models' actions."""
+    busy = {name: sum(s for _, s in sizes.values()) for name, sizes in ran.items() if sizes}
+    on: dict[int, list[str]] = {}
+    for name in sorted(busy, key=lambda n: -busy[n]):
+        free = [w for w in workers if w not in on] or list(workers)
+        if not free:
+            break
+        worker = min(free, key=lambda w: abs(workers[w][0] - busy[name]))
+        on.setdefault(worker, []).append(name)
+    out = {}
+    for worker, names in on.items():
+        actions = sum(c for name in names for c, _ in ran[name].values())
+        for name in names:
+            out[name] = workers[worker][1] / actions
+    return out
 
 
 def loaded_profiles(
@@ -96,20 +135,23 @@ def loaded_profiles(
     after: Mapping[str, Any],
     served_as: Mapping[str, str],
     least: int = LEAST_ACTIONS,
+    waits: Mapping[str, float] | None = None,
 ) -> dict[str, LatencyProfile]:
     """Each model of `idle` (model -> its profile alone, on the hardware the server's workers
     are) under the load run between the stats bodies `before` and `after`; `served_as` names
     the served model whose actions are each model's (a flow's stage model runs a repository
-    model; a model missing from it is served under its own name). A model the load never ran
-    is left out."""
+    model; a model missing from it is served under its own name); `waits`, per served model,
+    its worker's wait for a core per action (`waits_per_action`), gives the p99s. A model the
+    load never ran is left out."""
     ran = between(batch_seconds(before), batch_seconds(after))
     out = {}
     for model, profile in idle.items():
-        actions = ran.get(served_as.get(model, model))
+        name = served_as.get(model, model)
+        actions = ran.get(name)
         if not actions:  # the load never ran it: not one of the app's models
             continue
         try:
-            out[model] = under_load(profile, actions, least)
+            out[model] = under_load(profile, actions, least, (waits or {}).get(name))
         except ConfigError as error:
             raise ConfigError(f"model {model!r}: {error}") from None
     return out

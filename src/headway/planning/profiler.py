@@ -39,7 +39,14 @@ from headway.loadgen.client import Target, http_request, run
 from headway.loadgen.tally import Tally
 from headway.loadgen.workload import Body, random_tensor
 from headway.planning.frontend import frontend_row, frontend_time
-from headway.planning.in_place import loaded_profiles, scheduled
+from headway.planning.in_place import (
+    batch_seconds,
+    between,
+    children,
+    loaded_profiles,
+    scheduled,
+    waits_per_action,
+)
 from headway.planning.pipeline import Hardware, LatencyProfile
 from headway.repository import Repository, TensorSpec
 from headway.runtime.engines.local import LocalEngine
@@ -225,7 +232,8 @@ def under_load_of(
     arrivals (CV 1) at `rate` queries/s for `seconds`, and read what they cost: each model of
     `idle` (its profile alone, on the kind the server's workers are) as the server's batch
     statistics saw it (`headway.planning.in_place.loaded_profiles`; a flow's models through
-    the stage models that serve them), and the loop thread's run and run-queue wait per query.
+    the stage models that serve them; their p99s from each worker's waits for a core), and the
+    loop thread's run and run-queue wait per query.
     """
     target = Target.parse(url)
     path = f"{target.prefix}/apps/{app}/predict"
@@ -239,10 +247,18 @@ def under_load_of(
     }
     sent = arrivals.schedule(rate, seconds, "gamma", cv=1.0, seed=seed)
     before, loop_before = httpx.get(f"{url}/v2/models/stats", timeout=10).json(), scheduled(pid)
+    workers_before = {child: scheduled(child) for child in children(pid)}
     _answered(app, run(target, bodies, duration=seconds, warmup=0.0, schedule=sent))
     after, loop_after = httpx.get(f"{url}/v2/models/stats", timeout=10).json(), scheduled(pid)
+    workers = {
+        child: (ran - workers_before[child][0], waited - workers_before[child][1])
+        for child in children(pid)
+        if child in workers_before
+        for ran, waited in [scheduled(child)]
+    }
     loop = sum(loop_after) - sum(loop_before)
-    profiles = loaded_profiles(idle, before, after, served_as)
+    waits = waits_per_action(between(batch_seconds(before), batch_seconds(after)), workers)
+    profiles = loaded_profiles(idle, before, after, served_as, waits=waits)
     return UnderLoad(profiles, loop / len(sent), len(sent))
 
 
