@@ -44,6 +44,7 @@ is infeasible whatever the models get.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -395,7 +396,9 @@ class Planner(Moves):
         steps.append("InferLine's descent on the whole trace")
         self.screening, self.target, self._left = self.arrivals, self.slo, self.polish
         self._estimates, self._missing, self.cheapest = self._whole, {}, config
-        end = self._descend(config, steps, reconfigure=False)
+        # InferLine's order: the floors' optimistic picks, mostly infeasible, would spend the
+        # few replays on the whole trace before the small sure savings are tried
+        end = self._descend(config, steps, reconfigure=False, by_floor=False)
         cheapest = self.cheapest or end
         return cheapest if self.cost(cheapest) < self.cost(end) - CENT else end
 
@@ -416,8 +419,12 @@ class Planner(Moves):
             steps.append(f"add a replica to the bottleneck {stage}")
         return config
 
-    def _descend(self, config: Configuration, steps: list[str], reconfigure: bool) -> Configuration:
-        """Greedily apply the cheapest feasible action until none is cheaper."""
+    def _descend(
+        self, config: Configuration, steps: list[str], reconfigure: bool, by_floor: bool = True
+    ) -> Configuration:
+        """Greedily apply the cheapest feasible action until none is cheaper; with `by_floor`,
+        each step tries the actions by the least they could cost, else in InferLine's order
+        (RemoveReplica, IncreaseBatch, DowngradeHardware, each on every stage)."""
         actions: dict[str, Action] = {
             "RemoveReplica": self.remove_replica,
             "IncreaseBatch": self.increase_batch,
@@ -430,7 +437,14 @@ class Planner(Moves):
             # order), trying the actions that could cost least first (`Moves.floor`)
             best: tuple[float, float, int, int, str, str, Configuration] | None = None
             tries = sorted(
-                (self.floor(config, stage, name), a, s, name, action, stage)
+                (
+                    self.floor(config, stage, name) if by_floor else -math.inf,
+                    a,
+                    s,
+                    name,
+                    action,
+                    stage,
+                )
                 for a, (name, action) in enumerate(actions.items())
                 for s, stage in enumerate(self.pipeline.names)
             )
