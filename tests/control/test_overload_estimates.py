@@ -131,3 +131,40 @@ def test_a_batch_sent_ahead_does_not_count_its_wait_behind_the_one_before_as_rou
         clock.advance(mlp(4) + ms(0.5))
         s.complete(dispatch.id, mlp(4))
     assert s.predictions.overhead == pytest.approx(ms(0.5))
+
+
+def overloaded_queue(clock: ManualClock, fresh_in: float) -> Scheduler:
+    """Eight requests due in `fresh_in`, then two read late (they waited to be read), which
+    only a batch of two can serve in time (1.25 ms left; two rows take 1.2 ms, four 1.4 ms):
+    admitted, they go to the head of the queue."""
+    s = scheduler(clock, {1: ["mlp"]}, max_batch=4)
+    for size in (1, 2, 3, 4):
+        for _ in range(3):
+            s.estimator.observe("mlp", size, mlp(size))
+    for _ in range(8):
+        s.submit(request(clock, 1, fresh_in))
+    for _ in range(2):
+        s.submit(request(clock, 1, ms(1.25)))
+    return s
+
+
+def test_under_overload_a_full_batch_runs_instead_of_the_stale_head(clock: ManualClock) -> None:
+    """EDF's collapse (the overload scenario at 2x: batches of 3-45 rows sized to the stale
+    head while 200+ rows waited): the ten rows cannot all run by the last deadline, so the
+    two stale ones, which only a batch of two could serve, are dropped, and both batches of
+    fresh ones (1.4 ms each, due in 3 ms) run in time; serving the stale pair first made
+    four fresh ones late."""
+    s = overloaded_queue(clock, ms(3))
+    decisions = s.poll()
+    first, second = decisions.dispatches  # the second sent ahead: a full batch is queued
+    assert [r.deadline for r, _ in decisions.rejected] == [ms(1.25), ms(1.25)]
+    assert s.counters.dropped == 2
+    for dispatch in (first, second):
+        assert dispatch.rows == 4 and all(r.deadline == ms(3) for r in dispatch.requests)
+    assert second.earliest + mlp(4) <= ms(3)  # it starts when the first ends, and is in time
+
+
+def test_a_queue_that_can_all_run_in_time_serves_its_stale_head_first(clock: ManualClock) -> None:
+    s = overloaded_queue(clock, ms(50))
+    decisions = s.poll()
+    assert decisions.dispatches[0].rows == 2 and not decisions.rejected  # the stale pair

@@ -16,12 +16,14 @@ from headway.clock import Clock
 from headway.control.actions import INFER, LOAD, Decisions, Dispatch, Tally, earliest
 from headway.control.admission import admit
 from headway.control.cold_starts import load_wait
+from headway.control.drops import drop_error
 from headway.control.infer_choice import (
     full_batch_ahead,
     hold_until,
     most_urgent,
     start_alone,
     take_batch,
+    take_doomed_heads,
 )
 from headway.control.load_probes import LoadProbes
 from headway.control.outcomes import learn
@@ -276,7 +278,7 @@ class Scheduler:
                 continue
             model = full_batch_ahead(worker, self._models, self._waiting, self.predictions)
             if model is not None:
-                self._start(worker, self._batch(model, worker.free_at), now, decisions)
+                self._start(worker, self._batch(model, worker.free_at, decisions), now, decisions)
 
     def _next_action(self, worker: WorkerSlot, now: float, decisions: Decisions) -> Dispatch | None:
         if worker.control:
@@ -308,7 +310,7 @@ class Scheduler:
         if wait is not None:
             decisions.wakeup = earliest(decisions.wakeup, wait)
             return None
-        return self._batch(model, start)
+        return self._batch(model, start, decisions)
 
     def _load(self, worker: WorkerSlot, model: ModelSlot, victims: list[str]) -> Dispatch:
         now = self.clock.now()
@@ -322,7 +324,13 @@ class Scheduler:
         dispatch.expected = self.predictions.load_time(model.key) or DEFAULT_LOAD_SECONDS
         return dispatch
 
-    def _batch(self, model: ModelSlot, start: float) -> Dispatch:
+    def _batch(self, model: ModelSlot, start: float, decisions: Decisions) -> Dispatch:
+        doomed = take_doomed_heads(model, start, predictions=self.predictions, policy=self.policy)
+        if doomed:  # overloaded: a full batch of fresher requests runs instead
+            service = self.predictions.service_time(model.key, 1) or 0.0
+            error = drop_error(model, service, demand_loading=False)
+            decisions.rejected.extend((request, error) for request in doomed)
+            self.count(model.key, "dropped", error.reason, len(doomed))
         requests, rows = take_batch(model, start, predictions=self.predictions, policy=self.policy)
         if not model.queue:
             self._waiting.discard(model.key)
