@@ -117,6 +117,24 @@ def all_stats() -> dict[int, ProcStat]:
     return out
 
 
+#: The environment variable that gives each started server's session (its own autogroup, as
+#: it starts in a new session) this nice value (`bench/run.py --autogroup-nice`).
+AUTOGROUP_NICE = "HEADWAY_BENCH_AUTOGROUP_NICE"
+
+
+def set_autogroup_nice(pid: int) -> None:
+    """With the kernel's autogroups on, `nice` orders processes only within one session, and
+    every session's group gets an equal share of the CPUs: a neighbour's `nice -n 19` jobs in
+    their own session take as much as the server under test. Setting the server's group's
+    nice (AUTOGROUP_NICE) restores the order the niced jobs asked for."""
+    value = os.environ.get(AUTOGROUP_NICE)
+    if value:
+        try:
+            Path(f"/proc/{pid}/autogroup").write_text(value)
+        except OSError as exc:
+            print(f"note: could not set the autogroup nice of {pid}: {exc}", flush=True)
+
+
 @dataclass
 class Server:
     """A server process started in its own session; it and its descendants are stopped by PID."""
@@ -138,6 +156,7 @@ class Server:
                 list(self.argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env={**os.environ, **self.env}, cwd=self.cwd, start_new_session=True,
             )  # fmt: skip
+        set_autogroup_nice(self.process.pid)
         self.refresh()
         try:
             self._wait_ready(timeout)
