@@ -118,6 +118,9 @@ def test_import_then_plan_then_simulate_the_plan(profiled: Path, tmp_path: Path)
     assert not any(step.startswith("restart") for step in inferline["steps"])
     assert inferline["cost_per_hour"] >= plan["cost_per_hour"]
     assert (plan["screened_queries"], plan["trace_queries"]) == (200, 200)
+    assert "the trace has 200 queries, so its P99 rests on its 2 slowest" in " ".join(
+        result.output.split()
+    )
     screened = tmp_path / "screened.yaml"
     result = runner.invoke(cli, [*args, "--screen-queries", "100", "-o", str(screened)])
     assert result.exit_code == 0, result.output

@@ -450,3 +450,9 @@ def _show(console: Console, document: dict[str, object], out: Path) -> None:
             else ")"
         )
     )
+    if whole < SCREEN:
+        console.print(
+            f"note: the trace has {whole:,} queries, so its P99 rests on its {whole // 100:,} "
+            f"slowest; a plan on a short trace misses more on other traffic than it did here. "
+            f"Plan on a longer one (at least {SCREEN:,} queries), or to a lower --slo-ms."
+        )
