@@ -55,6 +55,7 @@ class Predictions:
             min_samples=1, trim=LOAD_OUTLIERS_IGNORED, pool=RECENT_LOADS
         )
         self._overheads: deque[float] = deque(maxlen=overhead_window)
+        self._overheads_seen = 0
         self.overhead = 0.0
         self._turns: deque[float] = deque(maxlen=overhead_window)
         #: Inline (`--engine inline`): the event loop's turn of reads before each batch runs
@@ -152,5 +153,7 @@ class Predictions:
     def observe_round_trip(self, overhead: float) -> None:
         """Record one action's RPC overhead; the 90th percentile of recent ones is kept."""
         self._overheads.append(max(0.0, overhead))
-        if len(self._overheads) % 8 == 1 or len(self._overheads) < 8:
+        # counted, not the window's length: a full window's length never changes again
+        self._overheads_seen += 1
+        if self._overheads_seen % 8 == 1 or self._overheads_seen < 8:
             self.overhead = percentile(list(self._overheads), 90.0)
