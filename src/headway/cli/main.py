@@ -236,7 +236,8 @@ def serve(**options: object) -> None:
 
 
 def _add_optional_commands() -> None:
-    from headway.cli.planning import plan_command, profile_command
+    from headway.cli.planning import plan_command
+    from headway.cli.profiling import profile_command
     from headway.cli.trace import trace
 
     cli.add_command(trace)

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from headway.errors import ConfigError
-from headway.flows.local import run_action, run_stage
-from headway.flows.operators import Filter, Model, Services
+from headway.flows.local import leading_filters, run_action, run_stage
+from headway.flows.operators import Model, Services
 from headway.flows.placement import model_less, runs_in_frontend
 from headway.flows.plan import ACTION, SOURCE
 from headway.flows.plan import Plan as FlowPlan
@@ -92,7 +92,7 @@ def model_input(plan: FlowPlan, stage: FlowStage, table: Table, services: Servic
     if stage.models:
         ahead = next(i for i, (op, _) in enumerate(ops) if isinstance(op, Model))
     else:  # the leading filters, which run before dispatch
-        ahead = next((i for i, (op, _) in enumerate(ops) if not isinstance(op, Filter)), len(ops))
+        ahead = leading_filters(ops)
     return run_action(ops[:ahead], table, services) if ahead else table
 
 
