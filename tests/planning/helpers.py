@@ -28,3 +28,17 @@ CATALOGUE = Catalogue(
         "cpu1": Hardware("cpu1", 0.1),
     }
 )
+
+
+SIZES = (1, 2, 4, 8)
+#: Two models' profiles: m0 10 ms alone, 2 ms more per extra row, on a CPU worker (cpu1), twice
+#: as fast on cpu4 and four times on the GPU-like kind; m1 20 ms + 4 ms a row on cpu1, four
+#: times faster on the GPU-like kind, none on cpu4.
+PROFILES = {
+    "m0": {
+        "cpu1": flat(10, SIZES, per_row_ms=2),
+        "cpu4": flat(5, SIZES, per_row_ms=1),
+        "gpu": flat(2.5, SIZES, per_row_ms=0.5),
+    },
+    "m1": {"cpu1": flat(20, SIZES, per_row_ms=4), "gpu": flat(5, SIZES, per_row_ms=1)},
+}

@@ -7,18 +7,8 @@ import pytest
 
 from headway.planning.baselines import CoarseGrained, peak_rate
 from headway.planning.pipeline import Configuration, StageConfig
-from tests.planning.helpers import CATALOGUE, MS, chain, flat
+from tests.planning.helpers import CATALOGUE, MS, PROFILES, SIZES, chain
 
-SIZES = (1, 2, 4, 8)
-#: m0: 10 ms + 2 ms a row on cpu1; m1: 20 ms + 4 ms a row on cpu1 (none on cpu4)
-PROFILES = {
-    "m0": {
-        "cpu1": flat(10, SIZES, per_row_ms=2),
-        "cpu4": flat(5, SIZES, per_row_ms=1),
-        "gpu": flat(2.5, SIZES, per_row_ms=0.5),
-    },
-    "m1": {"cpu1": flat(20, SIZES, per_row_ms=4), "gpu": flat(5, SIZES, per_row_ms=1)},
-}
 CPU_ONLY = {"m0": {"cpu1": PROFILES["m0"]["cpu1"]}, "m1": {"cpu1": PROFILES["m1"]["cpu1"]}}
 
 

@@ -14,18 +14,7 @@ from headway.planning.pipeline import (
 )
 from headway.planning.planner import Planner
 from headway.planning.workloads import ArrivalSpec, arrival_times
-from tests.planning.helpers import CATALOGUE, MS, chain, flat
-
-SIZES = (1, 2, 4, 8)
-#: 10 ms alone, 2 ms more per extra row, on a CPU worker; four times faster on the GPU-like kind
-PROFILES = {
-    "m0": {
-        "cpu1": flat(10, SIZES, per_row_ms=2),
-        "cpu4": flat(5, SIZES, per_row_ms=1),
-        "gpu": flat(2.5, SIZES, per_row_ms=0.5),
-    },
-    "m1": {"cpu1": flat(20, SIZES, per_row_ms=4), "gpu": flat(5, SIZES, per_row_ms=1)},
-}
+from tests.planning.helpers import CATALOGUE, MS, PROFILES, SIZES, chain, flat
 
 
 def steady(rate: float, seconds: float = 4.0) -> np.ndarray:

@@ -38,6 +38,24 @@ UNPROFILED_FACTOR = 2.0
 UNPROFILED_MARGIN = 0.002
 
 
+class RecentP90:
+    """The 90th percentile of the last `window` samples, recomputed every 8th sample (and
+    each of the first 8): a sort per sample would cost the hot path more than it tells."""
+
+    def __init__(self, window: int) -> None:
+        self._samples: deque[float] = deque(maxlen=window)
+        self._seen = 0  # counted, not the window's length: a full window's never changes
+        self.value = 0.0
+
+    def add(self, sample: float) -> float:
+        """Record `sample` (negatives count as 0); returns the percentile kept."""
+        self._samples.append(max(0.0, sample))
+        self._seen += 1
+        if self._seen % 8 == 1 or self._seen < 8:
+            self.value = percentile(list(self._samples), 90.0)
+        return self.value
+
+
 class Predictions:
     """Predicted seconds for INFER (`service_time`), LOAD (`load_time`) and queued rows."""
 
@@ -54,14 +72,12 @@ class Predictions:
         self.loads = loads or LatencyEstimator(
             min_samples=1, trim=LOAD_OUTLIERS_IGNORED, pool=RECENT_LOADS
         )
-        self._overheads: deque[float] = deque(maxlen=overhead_window)
-        self._overheads_seen = 0
+        self._overheads = RecentP90(overhead_window)
         self.overhead = 0.0
-        self._turns: deque[float] = deque(maxlen=overhead_window)
+        self._turns = RecentP90(overhead_window)
         #: Inline (`--engine inline`): the event loop's turn of reads before each batch runs
         #: while work waits (`observe_turn`); 0 for workers that run beside the loop.
         self.turn = 0.0
-        self._turns_seen = 0
         self._last_runs: dict[int, tuple[float, bool]] = {}  # worker: (end, work waiting)
 
     def service_time(self, key: str, rows: int) -> float | None:
@@ -145,15 +161,8 @@ class Predictions:
     def observe_turn(self, seconds: float) -> None:
         """Record the seconds between two runs on the event loop while work waited (inline: a
         turn of reads, the loop's other work); the 90th percentile of recent ones is kept."""
-        self._turns.append(max(0.0, seconds))
-        self._turns_seen += 1
-        if self._turns_seen % 8 == 1 or self._turns_seen < 8:
-            self.turn = percentile(list(self._turns), 90.0)
+        self.turn = self._turns.add(seconds)
 
     def observe_round_trip(self, overhead: float) -> None:
         """Record one action's RPC overhead; the 90th percentile of recent ones is kept."""
-        self._overheads.append(max(0.0, overhead))
-        # counted, not the window's length: a full window's length never changes again
-        self._overheads_seen += 1
-        if self._overheads_seen % 8 == 1 or self._overheads_seen < 8:
-            self.overhead = percentile(list(self._overheads), 90.0)
+        self.overhead = self._overheads.add(overhead)
