@@ -329,11 +329,9 @@ class Controller:
             return
         error = future.exception()
         if error is None:
-            stats.successes += 1
-            stats.latency.observe(self.clock.now() - started)
+            stats.answered([self.clock.now() - started])
         elif isinstance(error, HeadwayError):
-            stats.errors[error.reason] += 1
-            stats.failure_seconds += self.clock.now() - started
+            stats.failed(error.reason, self.clock.now() - started)
 
     def _enqueue(self, request: Request) -> asyncio.Future[Prediction]:
         """Queue `request` with the scheduler; its token is the future of its prediction."""

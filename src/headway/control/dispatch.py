@@ -226,8 +226,7 @@ class Dispatcher:
                     _call(request.then, future)
             start = end
         if latencies:
-            stats.successes += len(latencies)
-            stats.latency.observe_all(latencies)
+            stats.answered(latencies)
 
     def fail(self, request: Request, error: HeadwayError) -> None:
         """Fail `request` with `error`, unless it has its answer already."""
@@ -235,8 +234,7 @@ class Dispatcher:
         if future is not None and not future.done():
             stats = self.stats.get(request.model) if request.counted else None
             if stats is not None:
-                stats.errors[error.reason] += 1
-                stats.failure_seconds += self.clock.now() - request.arrival
+                stats.failed(error.reason, self.clock.now() - request.arrival)
             future.set_exception(error)
             if request.then is not None:
                 _call(request.then, future)

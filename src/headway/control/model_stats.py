@@ -101,6 +101,16 @@ class ModelStats:
     #: When the last INFER action finished (the controller's clock); 0.0: never.
     last_inference: float = 0.0
 
+    def answered(self, latencies: list[float]) -> None:
+        """Count requests answered, each `latencies` seconds after its arrival."""
+        self.successes += len(latencies)
+        self.latency.observe_all(latencies)
+
+    def failed(self, reason: str, seconds: float) -> None:
+        """Count a request failed for `reason`, `seconds` after its arrival."""
+        self.errors[reason] += 1
+        self.failure_seconds += seconds
+
     def executed(
         self,
         rows: int,
