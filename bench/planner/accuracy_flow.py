@@ -68,13 +68,12 @@ from headway.planning.frontend import process_cpu  # noqa: E402
 from headway.planning.in_place import (  # noqa: E402
     batch_seconds,
     between,
-    children,
     loaded_profiles,
-    scheduled,
     waits_per_action,
 )
 from headway.planning.pipeline import Hardware, Profiles  # noqa: E402
 from headway.planning.profiler import frontend_of, profile_kind, under_load_of  # noqa: E402
+from headway.planning.schedstat import children, scheduled  # noqa: E402
 from headway.repository import Repository  # noqa: E402
 
 SIZES = (1, 2, 4, 8, 16)

@@ -20,14 +20,13 @@ from headway.launcher import ServerProcess
 from headway.planning.in_place import (
     batch_seconds,
     between,
-    children,
     loaded_profiles,
-    scheduled,
     under_load,
     waits_per_action,
 )
 from headway.planning.pipeline import LatencyProfile
 from headway.planning.profiler import under_load_of
+from headway.planning.schedstat import children, scheduled
 from headway.sim import ModelProfile, ServerSimulation
 from tests.integration import models
 from tests.planning.helpers import MS

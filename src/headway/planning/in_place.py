@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from headway.errors import ConfigError
@@ -155,17 +154,3 @@ def loaded_profiles(
         except ConfigError as error:
             raise ConfigError(f"model {model!r}: {error}") from None
     return out
-
-
-def scheduled(pid: int) -> tuple[float, float]:
-    """Seconds the main thread of process `pid` has run, and has waited runnable for a core,
-    so far (Linux's `/proc/PID/schedstat`). The server's event loop is its main thread: under
-    load, the two together are the loop's wall time, what its queue of queries waits on."""
-    fields = Path(f"/proc/{pid}/schedstat").read_text().split()
-    return int(fields[0]) / 1e9, int(fields[1]) / 1e9
-
-
-def children(pid: int) -> list[int]:
-    """The child processes of `pid` (the server's workers), from `/proc`."""
-    found = Path(f"/proc/{pid}/task/{pid}/children")
-    return [int(p) for p in found.read_text().split()] if found.exists() else []

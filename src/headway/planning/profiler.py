@@ -42,12 +42,11 @@ from headway.planning.frontend import frontend_row, frontend_time
 from headway.planning.in_place import (
     batch_seconds,
     between,
-    children,
     loaded_profiles,
-    scheduled,
     waits_per_action,
 )
 from headway.planning.pipeline import Hardware, LatencyProfile
+from headway.planning.schedstat import children, scheduled
 from headway.repository import Repository, TensorSpec
 from headway.runtime.engines.local import LocalEngine
 from headway.runtime.worker import FRAMEWORKS_ENV
