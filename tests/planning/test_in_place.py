@@ -14,13 +14,18 @@ import pytest
 import yaml
 from sklearn.datasets import load_digits
 
+from headway.api.metrics import render
 from headway.api.statistics import statistics
+from headway.control.model_stats import LATENCY_BUCKETS, Histogram
 from headway.errors import ConfigError
 from headway.launcher import ServerProcess
 from headway.planning.in_place import (
+    LEAST_SHAPED,
     batch_seconds,
     between,
     loaded_profiles,
+    lognormal_sigma,
+    shapes_between,
     under_load,
     waits_per_action,
 )
@@ -77,6 +82,62 @@ def test_with_the_workers_wait_the_tail_is_an_exponential_wait_past_the_mean() -
     assert profile.p99 == pytest.approx({1: 15 * MS + extra, 4: 30 * MS + extra})
 
 
+def _lognormal(mean: float, sigma: float, n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.lognormal(np.log(mean) - sigma * sigma / 2, sigma, n)
+
+
+@pytest.mark.parametrize("sigma", [0.15, 0.4, 0.8])
+def test_the_shape_of_run_times_is_fitted_to_the_servers_coarse_buckets(sigma: float) -> None:
+    # 2,000 run times of mean 12 ms counted in the server's own histogram (bounds ~2x apart)
+    histogram = Histogram(LATENCY_BUCKETS)
+    histogram.observe_all(list(_lognormal(12 * MS, sigma, 2000, seed=3)))
+    fitted = lognormal_sigma(histogram.cumulative(), histogram.total)
+    assert fitted == pytest.approx(sigma, abs=0.05)
+
+
+def test_too_few_run_times_give_no_shape() -> None:
+    histogram = Histogram(LATENCY_BUCKETS)
+    histogram.observe_all([12 * MS] * (LEAST_SHAPED - 1))
+    assert lognormal_sigma(histogram.cumulative(), histogram.total) is None
+
+
+def test_with_a_shape_every_sizes_p99_is_its_lognormals_in_place_of_the_wait() -> None:
+    idle = LatencyProfile({1: 10 * MS, 4: 20 * MS}, {1: 15 * MS, 4: 40 * MS})
+    profile = under_load(idle, {1: (10, 150 * MS)}, least=5, wait=2 * MS, sigma=0.5)
+    assert profile.seconds == pytest.approx({1: 15 * MS, 4: 30 * MS})
+    # a log-normal of mean m and shape s: p99 = m exp(Z99 s - s^2 / 2)
+    ratio = np.exp(2.3263 * 0.5 - 0.125)
+    assert profile.p99 == pytest.approx({1: 15 * MS * ratio, 4: 30 * MS * ratio}, rel=1e-4)
+
+
+def test_the_shape_under_load_comes_from_the_servers_histogram_between_two_reads() -> None:
+    # the simulated worker runs each batch for a fixed 12 ms, then, after the first read,
+    # for log-normal times (shape 0.5): the shape between the two reads is the second's
+    model = ModelProfile({1: 12 * MS}, load_seconds=0.0, size_mb=0.0, max_batch=4)
+    spread = iter(_lognormal(12 * MS, 0.5, 300, seed=5))
+    fixed = [True]
+
+    def duration(_name: str, _rows: int) -> float:
+        return 12 * MS if fixed[0] else float(next(spread))
+
+    with ServerSimulation({"m": model}, slo_ms=10_000, sample=duration) as sim:
+        sim.start()
+        sim.run(np.arange(50) * 100 * MS, ["m"] * 50)
+        before, stats_before = render(sim.controller).decode(), statistics(sim.controller)
+        fixed[0] = False
+        sim.run(np.arange(300) * 100 * MS, ["m"] * 300)
+        after, stats_after = render(sim.controller).decode(), statistics(sim.controller)
+    sigmas = shapes_between(before, after)
+    assert sigmas["m"] == pytest.approx(0.5, abs=0.08)
+    idle = {"model": LatencyProfile({1: 10 * MS})}
+    profile = loaded_profiles(
+        idle, stats_before, stats_after, {"model": "m"}, waits={"m": 1 * MS}, sigmas=sigmas
+    )["model"]
+    ratio = np.exp(2.3263 * sigmas["m"] - sigmas["m"] ** 2 / 2)
+    assert profile.p99[1] == pytest.approx(profile.seconds[1] * ratio, rel=1e-4)
+
+
 def test_each_model_gets_the_wait_of_the_worker_whose_run_matches_its_time() -> None:
     ran = {"forest": {1: (10, 0.200)}, "fast": {1: (100, 0.050), 2: (50, 0.030)}}
     workers = {101: (0.06, 0.010), 102: (0.18, 0.100)}  # (run, wait) seconds
@@ -131,6 +192,11 @@ def test_a_served_app_under_load_gives_its_models_profile_and_the_loops_time(
     size, (count, seconds) = max(ran.items(), key=lambda item: item[1][0])
     assert found.profiles["digits-logreg"].seconds[size] == pytest.approx(seconds / count)
     assert set(idle["digits-logreg"].seconds) <= set(found.profiles["digits-logreg"].seconds)
+    # its p99s: a log-normal of each size's mean and the shape of its run times on /metrics
+    sigma = found.sigmas["digits-logreg"]
+    ratio = np.exp(2.3263 * sigma - sigma * sigma / 2)
+    profile = found.profiles["digits-logreg"]
+    assert profile.p99[size] == pytest.approx(profile.seconds[size] * ratio, rel=1e-4)
     assert 0 < found.frontend < 1.0  # the loop's wall time per query
 
 

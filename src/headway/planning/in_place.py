@@ -15,8 +15,14 @@ sum per action is the model's time per batch under that load, in the profiler's 
 worker also waits there behind the batch it runs, which a max batch the load rarely fills
 makes rare). A batch size the load formed too rarely to measure
 keeps its idle time scaled by how much slower the measured sizes ran: contention is taken
-to slow every size alike. The tail comes from the kernel's accounting of each worker's waits
-for a core (`waits_per_action`, `under_load`).
+to slow every size alike.
+
+The tail: the server's histogram of each model's run times on its worker (`/metrics`,
+`headway_compute_seconds`) between the same two reads is the shape of that model's times
+under the load, its waits for a core included as they came; a log-normal of the measured mean
+is fitted to its buckets (`lognormal_sigma`) and gives every size's p99. Where the load ran a
+model too few times for that, the kernel's accounting of its worker's waits for a core stands
+in (`waits_per_action`, `under_load`).
 """
 
 from __future__ import annotations
@@ -25,13 +31,21 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+from prometheus_client.parser import text_string_to_metric_families
+
 from headway.errors import ConfigError
 from headway.planning.pipeline import LatencyProfile
+from headway.planning.simulator import Z99
 
 #: Actions of one batch size below which its mean under load is not trusted.
 LEAST_ACTIONS = 5
 #: An exponential wait's p99 over its mean, less the mean wait a batch's mean holds already.
 WAIT_TAIL = math.log(100) - 1
+#: Actions in a model's run-time histogram below which its shape is not trusted.
+LEAST_SHAPED = 20
+#: The server's histogram of each model's run times per INFER action, on `/metrics`.
+COMPUTE = "headway_compute_seconds"
 #: The parts of an INFER action's time the server reports per batch size.
 PARTS = ("compute_input", "compute_infer", "compute_output")
 
@@ -74,6 +88,7 @@ def under_load(
     ran: BatchSeconds,
     least: int = LEAST_ACTIONS,
     wait: float | None = None,
+    sigma: float | None = None,
 ) -> LatencyProfile:
     """`idle`, the model's profile taken alone, as the load that `ran` (the model's actions
     between two reads) found it: each batch size run at least `least` times takes its mean
@@ -81,7 +96,9 @@ def under_load(
     measured ones (their time under load over their idle time, weighted by actions).
     Refused when no size ran `least` times.
 
-    P99s: with `wait`, the mean seconds the model's worker waited runnable for a core per
+    P99s: with `sigma`, the log-normal shape of the model's times under the load
+    (`lognormal_sigma`), each size's p99 is that of a log-normal of its mean and that shape.
+    Else with `wait`, the mean seconds the model's worker waited runnable for a core per
     action under the load, each size's mean plus (ln 100 - 1) times it -- the wait taken as
     exponential (its p99 is ln 100 times its mean; the mean already holds one mean wait), the
     run at its mean: on shared cores the tail is the waits'. Without, the idle p99s scaled as
@@ -94,6 +111,9 @@ def under_load(
     slower = sum(actions[s] * measured[s] for s in measured) / idle_time
     seconds = {size: idle.latency(size) * slower for size in idle.batch_sizes}
     seconds.update(measured)
+    if sigma is not None:
+        ratio = math.exp(Z99 * sigma - sigma * sigma / 2)
+        return LatencyProfile(seconds, {s: t * ratio for s, t in seconds.items()})
     if wait is not None:
         return LatencyProfile(seconds, {s: t + WAIT_TAIL * wait for s, t in seconds.items()})
     p99 = {
@@ -135,13 +155,15 @@ def loaded_profiles(
     served_as: Mapping[str, str],
     least: int = LEAST_ACTIONS,
     waits: Mapping[str, float] | None = None,
+    sigmas: Mapping[str, float] | None = None,
 ) -> dict[str, LatencyProfile]:
     """Each model of `idle` (model -> its profile alone, on the hardware the server's workers
     are) under the load run between the stats bodies `before` and `after`; `served_as` names
     the served model whose actions are each model's (a flow's stage model runs a repository
     model; a model missing from it is served under its own name); `waits`, per served model,
-    its worker's wait for a core per action (`waits_per_action`), gives the p99s. A model the
-    load never ran is left out."""
+    its worker's wait for a core per action (`waits_per_action`), gives the p99s, and
+    `sigmas`, per served model, the shape of its run times (`shapes_between`), gives them in
+    its place where it has one. A model the load never ran is left out."""
     ran = between(batch_seconds(before), batch_seconds(after))
     out = {}
     for model, profile in idle.items():
@@ -150,7 +172,69 @@ def loaded_profiles(
         if not actions:  # the load never ran it: not one of the app's models
             continue
         try:
-            out[model] = under_load(profile, actions, least, (waits or {}).get(name))
+            out[model] = under_load(
+                profile, actions, least, (waits or {}).get(name), (sigmas or {}).get(name)
+            )
         except ConfigError as error:
             raise ConfigError(f"model {model!r}: {error}") from None
     return out
+
+
+#: A histogram read: its (upper bound, count at or below it) pairs, and its sum of values.
+Buckets = tuple[list[tuple[float, float]], float]
+
+
+def compute_histograms(metrics_text: str) -> dict[str, Buckets]:
+    """Per served model, the server's histogram of its run times per INFER action so far
+    (`headway_compute_seconds` in a `/metrics` body): cumulative buckets and sum."""
+    out: dict[str, tuple[list[tuple[float, float]], float]] = {}
+    for family in text_string_to_metric_families(metrics_text):
+        if family.name != COMPUTE:
+            continue
+        for sample in family.samples:
+            model = sample.labels.get("model", "")
+            buckets, total = out.get(model, ([], 0.0))
+            if sample.name == f"{COMPUTE}_bucket":
+                buckets.append((float(sample.labels["le"]), float(sample.value)))
+            elif sample.name == f"{COMPUTE}_sum":
+                total = float(sample.value)
+            out[model] = (buckets, total)
+    return {m: (sorted(b), total) for m, (b, total) in out.items()}
+
+
+def lognormal_sigma(buckets: list[tuple[float, float]], total: float) -> float | None:
+    """The shape (sigma) of the log-normal with the histogram's mean that best fits its
+    cumulative `buckets` (least squares over the finite bounds), or None with fewer than
+    `LEAST_SHAPED` values. The bounds are coarse (about 2x apart), so the fit, not a
+    quantile read off one bucket, is what places the tail."""
+    count = max((n for _, n in buckets), default=0.0)
+    if count < LEAST_SHAPED or total <= 0:
+        return None
+    finite = [(b, n / count) for b, n in buckets if math.isfinite(b) and b > 0]
+    bounds = np.log([b for b, _ in finite])
+    shares = np.array([f for _, f in finite])
+    sigmas = np.linspace(0.01, Z99, 400)
+    centres = math.log(total / count) - sigmas**2 / 2  # the mean held at the histogram's
+    z = (bounds[None, :] - centres[:, None]) / sigmas[:, None]
+    cdf = 0.5 * (1 + _erf(z / math.sqrt(2)))
+    errors = ((cdf - shares[None, :]) ** 2).sum(axis=1)
+    return float(sigmas[int(np.argmin(errors))])
+
+
+def shapes_between(before: str, after: str) -> dict[str, float]:
+    """Per served model, `lognormal_sigma` of its run times between two `/metrics` bodies
+    (models that ran too few times left out)."""
+    first, last = compute_histograms(before), compute_histograms(after)
+    out = {}
+    for model, (buckets, total) in last.items():
+        earlier, total0 = first.get(model, ([], 0.0))
+        held = dict(earlier)
+        ran = [(b, n - held.get(b, 0.0)) for b, n in buckets]
+        sigma = lognormal_sigma(ran, total - total0)
+        if sigma is not None:
+            out[model] = sigma
+    return out
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erf)(x)  # type: ignore[no-any-return]

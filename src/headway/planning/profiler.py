@@ -23,7 +23,7 @@ import json
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from headway.planning.in_place import (
     batch_seconds,
     between,
     loaded_profiles,
+    shapes_between,
     waits_per_action,
 )
 from headway.planning.pipeline import Hardware, LatencyProfile
@@ -214,6 +215,10 @@ class UnderLoad:
     profiles: dict[str, LatencyProfile]
     frontend: float
     queries: int
+    #: Per model, its worker's wait for a core per action (the tail where no shape is fitted).
+    waits: dict[str, float] = field(default_factory=dict)
+    #: Per model, the log-normal shape fitted to its run times under the load (its p99s).
+    sigmas: dict[str, float] = field(default_factory=dict)
 
 
 def under_load_of(
@@ -231,8 +236,9 @@ def under_load_of(
     arrivals (CV 1) at `rate` queries/s for `seconds`, and read what they cost: each model of
     `idle` (its profile alone, on the kind the server's workers are) as the server's batch
     statistics saw it (`headway.planning.in_place.loaded_profiles`; a flow's models through
-    the stage models that serve them; their p99s from each worker's waits for a core), and the
-    loop thread's run and run-queue wait per query.
+    the stage models that serve them; their p99s from the server's histogram of their run
+    times, or where too few ran, their worker's waits for a core), and the loop thread's run
+    and run-queue wait per query.
     """
     target = Target.parse(url)
     path = f"{target.prefix}/apps/{app}/predict"
@@ -246,9 +252,11 @@ def under_load_of(
     }
     sent = arrivals.schedule(rate, seconds, "gamma", cv=1.0, seed=seed)
     before, loop_before = httpx.get(f"{url}/v2/models/stats", timeout=10).json(), scheduled(pid)
+    metrics_before = httpx.get(f"{url}/metrics", timeout=10).text
     workers_before = {child: scheduled(child) for child in children(pid)}
     _answered(app, run(target, bodies, duration=seconds, warmup=0.0, schedule=sent))
     after, loop_after = httpx.get(f"{url}/v2/models/stats", timeout=10).json(), scheduled(pid)
+    sigmas = shapes_between(metrics_before, httpx.get(f"{url}/metrics", timeout=10).text)
     workers = {
         child: (ran - workers_before[child][0], waited - workers_before[child][1])
         for child in children(pid)
@@ -257,8 +265,15 @@ def under_load_of(
     }
     loop = sum(loop_after) - sum(loop_before)
     waits = waits_per_action(between(batch_seconds(before), batch_seconds(after)), workers)
-    profiles = loaded_profiles(idle, before, after, served_as, waits=waits)
-    return UnderLoad(profiles, loop / len(sent), len(sent))
+    profiles = loaded_profiles(idle, before, after, served_as, waits=waits, sigmas=sigmas)
+    by_model = {model: served_as.get(model, model) for model in idle}
+    return UnderLoad(
+        profiles,
+        loop / len(sent),
+        len(sent),
+        {m: waits[n] for m, n in by_model.items() if n in waits},
+        {m: sigmas[n] for m, n in by_model.items() if n in sigmas},
+    )
 
 
 def measure_under_load(

@@ -1,0 +1,223 @@
+"""Estimator accuracy in one short sitting: the cascade flow app's real P99 at three loads,
+each load measured several times, against the estimate from profiles taken in that sitting.
+
+    python bench/planner/accuracy_sitting.py [--repeats 3] [--seconds 15]
+        [--profile-seconds 15] [--capacity Q] [--out bench/.work/planner-accuracy-sitting.json]
+
+Sized for a quiet machine for a few minutes (about 5 on 2 cores with the defaults). One
+`headway serve` of the cascade flow app (`accuracy_flow.build`: digits-fast for every query,
+digits-slow for the rows it is unsure of; one worker and max batch 16 each), then:
+
+1. Idle: the models alone (`headway profile`'s code) and the frontend (`frontend_of`, as
+   `headway profile --frontend`); the loads are shares of the least capacity of the three
+   (or of `--capacity`).
+2. Per load, a profiling run at its rate (`--profile-seconds`, its own arrivals:
+   `under_load_of`, as `headway profile --frontend APP --under-load QPS`), then `--repeats`
+   measured runs of one trace (gamma arrivals, CV 1, 1 s warm-up, `--seconds` measured): the
+   real P99 of each, so its spread at one load is seen.
+3. With the server stopped, that trace through `Planner.simulate` (as `headway plan
+   --simulate`) with the profiles under load, each query reaching the stages its body
+   reached in the server; variants: the product's (`--spread`: each size's p99 from the
+   shape of its run times under the load), the same with the cruder tail from the worker's
+   waits for a core, each batch at its mean, and the idle profiles (the estimate without a
+   run under load).
+
+Prints a table (load, real P99 of each repeat, simulated P99, error against the repeats'
+median and range) and writes the rows as JSON to `--out`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from bench.flows import wire  # noqa: E402
+from bench.planner.accuracy_flow import (  # noqa: E402
+    APP,
+    CATALOGUE,
+    KIND,
+    LOADS,
+    SIZES,
+    WARMUP_S,
+    build,
+    estimate,
+    ms,
+    own_draws,
+)
+from tests.flows.examples import flow, inputs  # noqa: E402
+
+from headway.flows import LocalServices  # noqa: E402
+from headway.launcher import ServerProcess  # noqa: E402
+from headway.loadgen import arrivals as loadgen_arrivals  # noqa: E402
+from headway.loadgen import report  # noqa: E402
+from headway.loadgen.client import Target, run  # noqa: E402
+from headway.planning import Configuration, StageConfig  # noqa: E402
+from headway.planning.description import profiles_from_rows  # noqa: E402
+from headway.planning.from_flow import measure_scales, pipeline_from_flow  # noqa: E402
+from headway.planning.in_place import WAIT_TAIL  # noqa: E402
+from headway.planning.pipeline import LatencyProfile  # noqa: E402
+from headway.planning.profiler import frontend_of, profile_kind, under_load_of  # noqa: E402
+from headway.repository import Repository  # noqa: E402
+
+
+def sitting(
+    repeats: int, seconds: float, profile_seconds: float, capacity: float | None
+) -> dict[str, Any]:
+    """Measure every load (profiling run, then `repeats` runs of one trace) on one server,
+    then estimate each trace; returns the rows."""
+    began = time.monotonic()
+    root = Path(tempfile.mkdtemp(prefix="headway-accuracy-sitting-"))
+    repo, config = build(root)
+    compiled = flow(APP).compile()
+    rows = inputs(APP, 64)  # the bodies `wire` rotates through
+    services = LocalServices(repository=repo)
+    pipeline = pipeline_from_flow(compiled, measure_scales(compiled, rows, services))
+    bodies = own_draws(pipeline, compiled, rows, services)
+    fast, slow = pipeline.stages
+    out: dict[str, Any] = {"share": slow.scale, "seconds": seconds, "repeats": repeats}
+    measured_loads = []
+    process = ServerProcess(
+        repo, state=root / "state.db", workers=2, grpc_port=0,
+        extra=["--config", str(config)], log=root / "server.log",
+    )  # fmt: skip
+    with process:
+        assert process.process is not None
+        pid = process.process.pid
+        target, requests = Target.parse(process.url), wire(process.url, APP)
+        run(target, requests, duration=2.0, warmup=0.0, concurrency=4)  # every stage measured
+        measured = asyncio.run(
+            profile_kind(Repository.scan(repo), CATALOGUE[KIND], batch_sizes=SIZES)
+        )
+        idle = profiles_from_rows(measured)
+        frontend = frontend_of(process.url, APP, rows, seconds=3.0, warmup=0.5).mean
+        if capacity is None:
+            capacity = min(
+                1 / frontend,
+                idle[fast.model][KIND].throughput(1),
+                idle[slow.model][KIND].throughput(1) / slow.scale,
+            )
+        out["capacity_qps"] = round(capacity, 1)
+        out["idle_frontend_ms"] = round(frontend * 1e3, 3)
+        print(f"# {time.monotonic() - began:.0f} s: idle measured, capacity {capacity:.0f} q/s")
+        for load in LOADS:
+            rate = load * capacity
+            on_kind = {m: p[KIND] for m, p in idle.items()}
+            found = under_load_of(
+                process.url, pid, APP, rows, on_kind, rate, seconds=profile_seconds
+            )
+            schedule = loadgen_arrivals.schedule(rate, WARMUP_S + seconds, "gamma", cv=1.0, seed=7)
+            runs = []
+            for _ in range(repeats):
+                tally = run(
+                    target, requests, duration=seconds, warmup=WARMUP_S, schedule=schedule,
+                    drain_timeout=30.0,
+                )  # fmt: skip
+                figures = report.summarize(tally, seconds)
+                runs.append({
+                    "p50_ms": ms(tally.latencies, 50), "p99_ms": ms(tally.latencies, 99),
+                    "not_ok": figures["rejected"] + figures["errors"] + figures["timeouts"],
+                    "send_lateness_p99_ms": figures["send_lateness_ms"]["p99"],
+                    "load_average_1m": os.getloadavg()[0],
+                })  # fmt: skip
+            print(f"# {time.monotonic() - began:.0f} s: load {load} measured", flush=True)
+            measured_loads.append((load, rate, schedule, found, runs))
+    out["measured_s"] = round(time.monotonic() - began, 1)
+    config_ = Configuration({s.name: StageConfig(KIND, 16, 1) for s in pipeline.stages})
+    out["loads"] = []
+    for load, rate, schedule, found, runs in measured_loads:
+        window = schedule >= WARMUP_S
+        own = bodies[np.arange(len(schedule)) % len(bodies)]
+        loaded = {m: {KIND: p} for m, p in found.profiles.items()}
+        waited = {  # the tail before the fitted shape: mean + (ln 100 - 1) x the worker's wait
+            m: {KIND: LatencyProfile(p.seconds, {b: t + WAIT_TAIL * found.waits.get(m, 0.0)
+                                                 for b, t in p.seconds.items()})}
+            for m, p in found.profiles.items()
+        }  # fmt: skip
+        variants = {  # name: (profiles, frontend seconds, draws, spread)
+            "loaded": (loaded, found.frontend, own, True),
+            "loaded_waits": (waited, found.frontend, own, True),
+            "loaded_means": (loaded, found.frontend, own, False),
+            "idle": (idle, frontend, None, True),
+        }
+        real = [r["p99_ms"] for r in runs]
+        row: dict[str, Any] = {
+            "load": load, "rate_qps": round(rate, 1), "queries": int(window.sum()),
+            "runs": runs, "real_p99_median_ms": round(float(np.median(real)), 2),
+            "loaded_frontend_ms": round(found.frontend * 1e3, 3),
+            "sigmas": {m: round(v, 3) for m, v in found.sigmas.items()},
+            "waits_ms": {m: round(v * 1e3, 3) for m, v in found.waits.items()},
+            "loaded_profiles_ms": {
+                m: {b: round(s * 1e3, 3) for b, s in p.seconds.items() if b in (1, 2, 4)}
+                for m, p in found.profiles.items()
+            },
+        }  # fmt: skip
+        for name, (profiles, front, draws, spread) in variants.items():
+            latencies, _ = estimate(pipeline, config_, profiles, schedule, front, spread, draws)
+            p99 = ms(latencies[window], 99)
+            row[f"sim_{name}_p99_ms"] = p99
+            row[f"sim_{name}_error"] = round(p99 / row["real_p99_median_ms"] - 1, 3)
+            row[f"sim_{name}_error_range"] = [
+                round(p99 / max(real) - 1, 3),
+                round(p99 / min(real) - 1, 3),
+            ]
+        out["loads"].append(row)
+    out["total_s"] = round(time.monotonic() - began, 1)
+    return out
+
+
+def table(found: dict[str, Any]) -> str:
+    """The sitting as a markdown table."""
+    lines = [
+        f"capacity {found['capacity_qps']} queries/s, forest share {found['share']:.3f}, "
+        f"{found['repeats']} x {found['seconds']:.0f} s per load, {found['total_s']:.0f} s in all",
+        "",
+        "| load | queries/s | real P99 per repeat | median | load avg | simulated P99 "
+        "(`--spread`) | error (range) | tails from waits | error | means | error "
+        "| idle profiles | error |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in found["loads"]:
+        real = ", ".join(f"{r['p99_ms']:.1f}" for r in row["runs"])
+        loads = "-".join(f"{r['load_average_1m']:.1f}" for r in row["runs"])
+        low, high = row["sim_loaded_error_range"]
+        lines.append(
+            f"| {row['load']} | {row['rate_qps']} | {real} ms | {row['real_p99_median_ms']:.1f} ms "
+            f"| {loads} | {row['sim_loaded_p99_ms']:.1f} ms | {row['sim_loaded_error']:+.0%} "
+            f"({low:+.0%} to {high:+.0%}) | {row['sim_loaded_waits_p99_ms']:.1f} ms "
+            f"| {row['sim_loaded_waits_error']:+.0%} | {row['sim_loaded_means_p99_ms']:.1f} ms "
+            f"| {row['sim_loaded_means_error']:+.0%} | {row['sim_idle_p99_ms']:.1f} ms "
+            f"| {row['sim_idle_error']:+.0%} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=3, help="measured runs per load")
+    parser.add_argument("--seconds", type=float, default=15.0, help="each measured run")
+    parser.add_argument("--profile-seconds", type=float, default=15.0)
+    parser.add_argument("--capacity", type=float, default=None, help="queries/s of load 1.0")
+    parser.add_argument(
+        "--out", type=Path, default=Path("bench/.work/planner-accuracy-sitting.json")
+    )
+    args = parser.parse_args(argv)
+    found = sitting(args.repeats, args.seconds, args.profile_seconds, args.capacity)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(found, indent=1))
+    print(table(found))
+
+
+if __name__ == "__main__":
+    main()
