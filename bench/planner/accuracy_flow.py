@@ -125,8 +125,11 @@ class Server:
         body: dict[str, Any] = httpx.get(f"{self.url}/v2/models/stats", timeout=10).json()
         return body
 
+    def metrics(self) -> str:
+        return httpx.get(f"{self.url}/metrics", timeout=10).text
+
     def cpu(self) -> float:
-        return process_cpu(httpx.get(f"{self.url}/metrics", timeout=10).text) or 0.0
+        return process_cpu(self.metrics()) or 0.0
 
     def served_as(self) -> dict[str, str]:
         """Repository model -> the stage model that runs it."""

@@ -20,7 +20,8 @@ digits-slow for the rows it is unsure of; one worker and max batch 16 each), the
    reached in the server; variants: the product's (`--spread`: each size's p99 from the
    shape of its run times under the load), the same with the cruder tail from the worker's
    waits for a core, each batch at its mean, and the idle profiles (the estimate without a
-   run under load).
+   run under load); and a diagnostic per measured run, the model given that run's own times
+   (its batch statistics, run-time histograms and loop time): what is left is the model's.
 
 Prints a table (load, real P99 of each repeat, simulated P99, error against the repeats'
 median and range) and writes the rows as JSON to `--out`.
@@ -51,8 +52,10 @@ from bench.planner.accuracy_flow import (  # noqa: E402
     LOADS,
     SIZES,
     WARMUP_S,
+    Server,
     build,
     estimate,
+    loop_seconds,
     ms,
     own_draws,
 )
@@ -66,7 +69,14 @@ from headway.loadgen.client import Target, run  # noqa: E402
 from headway.planning import Configuration, StageConfig  # noqa: E402
 from headway.planning.description import profiles_from_rows  # noqa: E402
 from headway.planning.from_flow import measure_scales, pipeline_from_flow  # noqa: E402
-from headway.planning.in_place import WAIT_TAIL  # noqa: E402
+from headway.planning.in_place import (  # noqa: E402
+    WAIT_TAIL,
+    batch_seconds,
+    between,
+    loaded_profiles,
+    shapes_between,
+    waits_per_action,
+)
 from headway.planning.pipeline import LatencyProfile  # noqa: E402
 from headway.planning.profiler import frontend_of, profile_kind, under_load_of  # noqa: E402
 from headway.repository import Repository  # noqa: E402
@@ -95,8 +105,10 @@ def sitting(
     with process:
         assert process.process is not None
         pid = process.process.pid
+        server = Server(process.url, pid)
         target, requests = Target.parse(process.url), wire(process.url, APP)
         run(target, requests, duration=2.0, warmup=0.0, concurrency=4)  # every stage measured
+        served_as = server.served_as()
         measured = asyncio.run(
             profile_kind(Repository.scan(repo), CATALOGUE[KIND], batch_sizes=SIZES)
         )
@@ -120,16 +132,19 @@ def sitting(
             schedule = loadgen_arrivals.schedule(rate, WARMUP_S + seconds, "gamma", cv=1.0, seed=7)
             runs = []
             for _ in range(repeats):
+                before = server.stats(), server.metrics(), server.sched()
                 tally = run(
                     target, requests, duration=seconds, warmup=WARMUP_S, schedule=schedule,
                     drain_timeout=30.0,
                 )  # fmt: skip
+                after = server.stats(), server.metrics(), server.sched()
                 figures = report.summarize(tally, seconds)
                 runs.append({
                     "p50_ms": ms(tally.latencies, 50), "p99_ms": ms(tally.latencies, 99),
                     "not_ok": figures["rejected"] + figures["errors"] + figures["timeouts"],
                     "send_lateness_p99_ms": figures["send_lateness_ms"]["p99"],
                     "load_average_1m": os.getloadavg()[0],
+                    "own": own_times(on_kind, served_as, before, after, len(schedule)),
                 })  # fmt: skip
             print(f"# {time.monotonic() - began:.0f} s: load {load} measured", flush=True)
             measured_loads.append((load, rate, schedule, found, runs))
@@ -151,6 +166,10 @@ def sitting(
             "loaded_means": (loaded, found.frontend, own, False),
             "idle": (idle, frontend, None, True),
         }
+        for r in runs:  # a diagnostic: each run's own times, the model given them exactly
+            profiles, front = r.pop("own")
+            latencies, _ = estimate(pipeline, config_, profiles, schedule, front, True, own)
+            r["sim_own_p99_ms"] = ms(latencies[window], 99)
         real = [r["p99_ms"] for r in runs]
         row: dict[str, Any] = {
             "load": load, "rate_qps": round(rate, 1), "queries": int(window.sum()),
@@ -177,28 +196,58 @@ def sitting(
     return out
 
 
+Reads = tuple[dict[str, Any], str, dict[str, tuple[float, float]]]
+
+
+def own_times(
+    idle: dict[str, LatencyProfile],
+    served_as: dict[str, str],
+    before: Reads,
+    after: Reads,
+    queries: int,
+) -> tuple[dict[str, dict[str, LatencyProfile]], float]:
+    """The profiles and loop time per query of one measured run, from the server's reads
+    around it (stats, /metrics, the kernel's accounting), as `under_load_of` takes them."""
+    workers = {
+        int(k): (after[2][k][0] - before[2][k][0], after[2][k][1] - before[2][k][1])
+        for k in after[2]
+        if k != "loop" and k in before[2]
+    }
+    waits = waits_per_action(between(batch_seconds(before[0]), batch_seconds(after[0])), workers)
+    profiles = loaded_profiles(
+        idle, before[0], after[0], served_as, waits=waits,
+        sigmas=shapes_between(before[1], after[1]),
+    )  # fmt: skip
+    return {m: {KIND: p} for m, p in profiles.items()}, loop_seconds(before[2], after[2], queries)
+
+
 def table(found: dict[str, Any]) -> str:
     """The sitting as a markdown table."""
     lines = [
         f"capacity {found['capacity_qps']} queries/s, forest share {found['share']:.3f}, "
         f"{found['repeats']} x {found['seconds']:.0f} s per load, {found['total_s']:.0f} s in all",
         "",
-        "| load | queries/s | real P99 per repeat | median | load avg | simulated P99 "
-        "(`--spread`) | error (range) | tails from waits | error | means | error "
-        "| idle profiles | error |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| load | queries/s | real P99 per repeat | median | send lateness p99 | load avg "
+        "| simulated P99 (`--spread`) | error (range) | tails from waits | error | means | error "
+        "| idle profiles | error | each run's own times (diagnostic) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in found["loads"]:
         real = ", ".join(f"{r['p99_ms']:.1f}" for r in row["runs"])
         loads = "-".join(f"{r['load_average_1m']:.1f}" for r in row["runs"])
+        late = ", ".join(f"{r['send_lateness_p99_ms']:.1f}" for r in row["runs"])
+        own = ", ".join(
+            f"{r['sim_own_p99_ms']:.1f} ({r['sim_own_p99_ms'] / r['p99_ms'] - 1:+.0%})"
+            for r in row["runs"]
+        )
         low, high = row["sim_loaded_error_range"]
         lines.append(
             f"| {row['load']} | {row['rate_qps']} | {real} ms | {row['real_p99_median_ms']:.1f} ms "
-            f"| {loads} | {row['sim_loaded_p99_ms']:.1f} ms | {row['sim_loaded_error']:+.0%} "
+            f"| {late} ms | {loads} | {row['sim_loaded_p99_ms']:.1f} ms | {row['sim_loaded_error']:+.0%} "
             f"({low:+.0%} to {high:+.0%}) | {row['sim_loaded_waits_p99_ms']:.1f} ms "
             f"| {row['sim_loaded_waits_error']:+.0%} | {row['sim_loaded_means_p99_ms']:.1f} ms "
             f"| {row['sim_loaded_means_error']:+.0%} | {row['sim_idle_p99_ms']:.1f} ms "
-            f"| {row['sim_idle_error']:+.0%} |"
+            f"| {row['sim_idle_error']:+.0%} | {own} ms |"
         )
     return "\n".join(lines)
 
