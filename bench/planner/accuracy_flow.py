@@ -244,19 +244,26 @@ def own_draws(
     return np.array(draws)
 
 
+def prepare(prefix: str) -> tuple[Path, Path, Path, list[Any], Pipeline, np.ndarray]:
+    """A scratch folder (`prefix`), the cascade's repository and config in it (`build`), the
+    rows the load generator rotates through, the compiled flow's pipeline with its measured
+    share, and each row's reach draw (`own_draws`)."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    repo, config = build(root)
+    compiled = flow(APP).compile()
+    rows = inputs(APP, 64)  # the bodies `wire` rotates through
+    services = LocalServices(repository=repo)
+    pipeline = pipeline_from_flow(compiled, measure_scales(compiled, rows, services))
+    return root, repo, config, rows, pipeline, own_draws(pipeline, compiled, rows, services)
+
+
 def accuracy(
     seconds: float, rounds: int, capacity: float | None = None, profile_seconds: float = 20.0
 ) -> dict[str, Any]:
     """Simulated vs measured P99 of the cascade flow app over HTTP, at each of `LOADS`, for
     `rounds` rounds in one sitting (one server); `capacity`: queries/s the loads are shares of
     (default: the first measurement's)."""
-    root = Path(tempfile.mkdtemp(prefix="headway-accuracy-flow-"))
-    repo, config = build(root)
-    compiled = flow(APP).compile()
-    rows = inputs(APP, 64)  # the bodies `wire` rotates through
-    services = LocalServices(repository=repo)
-    pipeline = pipeline_from_flow(compiled, measure_scales(compiled, rows, services))
-    bodies = own_draws(pipeline, compiled, rows, services)
+    root, repo, config, rows, pipeline, bodies = prepare("headway-accuracy-flow-")
     config_ = Configuration({s.name: StageConfig(KIND, 16, 1) for s in pipeline.stages})
     fast, slow = pipeline.stages
     out: dict[str, Any] = {"share": slow.scale, "seconds": seconds, "loads": []}

@@ -34,7 +34,6 @@ import asyncio
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -53,22 +52,18 @@ from bench.planner.accuracy_flow import (  # noqa: E402
     SIZES,
     WARMUP_S,
     Server,
-    build,
     estimate,
     loop_seconds,
     ms,
-    own_draws,
+    prepare,
 )
-from tests.flows.examples import flow, inputs  # noqa: E402
 
-from headway.flows import LocalServices  # noqa: E402
 from headway.launcher import ServerProcess  # noqa: E402
 from headway.loadgen import arrivals as loadgen_arrivals  # noqa: E402
 from headway.loadgen import report  # noqa: E402
 from headway.loadgen.client import Target, run  # noqa: E402
 from headway.planning import Configuration, StageConfig  # noqa: E402
 from headway.planning.description import profiles_from_rows  # noqa: E402
-from headway.planning.from_flow import measure_scales, pipeline_from_flow  # noqa: E402
 from headway.planning.in_place import (  # noqa: E402
     WAIT_TAIL,
     batch_seconds,
@@ -88,13 +83,7 @@ def sitting(
     """Measure every load (profiling run, then `repeats` runs of one trace) on one server,
     then estimate each trace; returns the rows."""
     began = time.monotonic()
-    root = Path(tempfile.mkdtemp(prefix="headway-accuracy-sitting-"))
-    repo, config = build(root)
-    compiled = flow(APP).compile()
-    rows = inputs(APP, 64)  # the bodies `wire` rotates through
-    services = LocalServices(repository=repo)
-    pipeline = pipeline_from_flow(compiled, measure_scales(compiled, rows, services))
-    bodies = own_draws(pipeline, compiled, rows, services)
+    root, repo, config, rows, pipeline, bodies = prepare("headway-accuracy-sitting-")
     fast, slow = pipeline.stages
     out: dict[str, Any] = {"share": slow.scale, "seconds": seconds, "repeats": repeats}
     measured_loads = []
