@@ -56,6 +56,7 @@ from bench.planner.accuracy_flow import (  # noqa: E402
     loop_seconds,
     ms,
     prepare,
+    stage_figures,
 )
 
 from headway.launcher import ServerProcess  # noqa: E402
@@ -133,6 +134,7 @@ def sitting(
                     "not_ok": figures["rejected"] + figures["errors"] + figures["timeouts"],
                     "send_lateness_p99_ms": figures["send_lateness_ms"]["p99"],
                     "load_average_1m": os.getloadavg()[0],
+                    "stages": stage_figures(before[0], after[0]),
                     "own": own_times(on_kind, served_as, before, after, len(schedule)),
                 })  # fmt: skip
             print(f"# {time.monotonic() - began:.0f} s: load {load} measured", flush=True)
@@ -157,8 +159,17 @@ def sitting(
         }
         for r in runs:  # a diagnostic: each run's own times, the model given them exactly
             profiles, front = r.pop("own")
-            latencies, _ = estimate(pipeline, config_, profiles, schedule, front, True, own)
+            latencies, batch = estimate(pipeline, config_, profiles, schedule, front, True, own)
             r["sim_own_p99_ms"] = ms(latencies[window], 99)
+            r["sim_own_rows_per_action"] = {k: round(v, 3) for k, v in batch.items()}
+            r["own_frontend_ms"] = round(front * 1e3, 3)
+            r["own_profiles_ms"] = {
+                m: {b: round(t * 1e3, 3) for b, t in p[KIND].seconds.items() if b in (1, 2, 4)}
+                for m, p in profiles.items()
+            }
+            r["own_p99_ms"] = {
+                m: round(p[KIND].tail(1) or 0.0, 6) * 1e3 for m, p in profiles.items()
+            }
         real = [r["p99_ms"] for r in runs]
         row: dict[str, Any] = {
             "load": load, "rate_qps": round(rate, 1), "queries": int(window.sum()),
