@@ -37,3 +37,16 @@ def test_a_timer_set_by_a_timer_runs_in_the_same_move_when_it_falls_due() -> Non
     assert clock.next_timer() == pytest.approx(0.3)
     assert clock.run_next() and len(ran) == 3
     assert not clock.run_next()
+
+
+def test_run_next_runs_only_a_timer_due_by_its_bound_passing_cancelled_ones() -> None:
+    clock = ManualClock()
+    ran: list[tuple[str, float]] = []
+    clock.call_at(0.1, lambda: ran.append(("cancelled", clock.now()))).cancel()
+    clock.call_at(0.2, lambda: ran.append(("due", clock.now())))
+    clock.call_at(0.5, lambda: ran.append(("later", clock.now())))
+    assert not clock.run_next(0.15) and ran == [] and clock.now() == 0.0
+    assert clock.run_next(0.2) and ran == [("due", 0.2)]
+    assert not clock.run_next(0.4) and clock.now() == 0.2
+    assert clock.run_next() and ran[-1] == ("later", 0.5)
+    assert not clock.run_next()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import math
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -83,15 +84,23 @@ class ManualClock:
             heapq.heappop(self._timers)
         return self._timers[0][0] if self._timers else None
 
-    def run_next(self) -> bool:
-        """Move to the earliest pending timer and run it; False if there is none."""
-        when = self.next_timer()
-        if when is None:
-            return False
-        _, _, timer = heapq.heappop(self._timers)
-        self._now = max(self._now, when)
-        timer.callback()
-        return True
+    def run_next(self, until: float = math.inf) -> bool:
+        """Move to the earliest pending timer and run it, if it is due by `until`; False if
+        none is."""
+        timers = self._timers
+        while timers:
+            when, _, timer = timers[0]
+            if timer.cancelled:
+                heapq.heappop(timers)
+                continue
+            if when > until:
+                return False
+            heapq.heappop(timers)
+            if when > self._now:
+                self._now = when
+            timer.callback()
+            return True
+        return False
 
     def advance(self, seconds: float) -> float:
         if seconds < 0:
@@ -102,6 +111,6 @@ class ManualClock:
     def set(self, when: float) -> None:
         if when < self._now:
             raise ValueError("a clock cannot go backwards")
-        while (due := self.next_timer()) is not None and due <= when:
-            self.run_next()
+        while self.run_next(when):
+            pass
         self._now = when

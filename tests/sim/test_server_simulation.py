@@ -10,6 +10,8 @@ a request to the fast model that arrives later is answered within its SLO.
 
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -87,3 +89,19 @@ def test_cold_starts_refused_on_slow_pre_warm_loads_do_not_stay_refused() -> Non
         ({"model": name}, 1.0)
         for name in names  # each model measured once
     ]
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_replay_pauses_the_garbage_collector_and_leaves_it_as_it_found_it(
+    enabled: bool,
+) -> None:
+    seen: list[bool] = []
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        with sharing() as sim:
+            sim.replay(np.array([0.0, 0.01]), lambda index: seen.append(gc.isenabled()), drain=0.1)
+        assert seen == [False, False]
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()

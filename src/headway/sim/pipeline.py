@@ -62,9 +62,10 @@ def run_pipeline(
         for parent in above:
             children[parent].append(stage)
     inputs = [i for i in range(count) if not parents[i]]
-    # per query (Python lists: read and written once per request, faster than numpy's items)
-    reach: list[list[bool]] = reaches.tolist()
-    waiting = [[len(p) for p in parents] for _ in range(queries)]
+    # per (query, stage), flat at query * count + stage (Python lists: read and written once
+    # per request, faster than numpy's items; one list each, built without a loop per query)
+    reach: list[bool] = reaches.ravel().tolist()
+    waiting = [len(p) for p in parents] * queries
     left: list[int] = reaches.sum(axis=1).tolist()
     finished = [math.nan] * queries
     arrivals = [0.0] * queries
@@ -98,11 +99,12 @@ def run_pipeline(
             state["open"] -= 1
             if give_up is not None and now - arrivals[query] > give_up and not stale[query]:
                 state["late"] += 1
-        reached, waits = reach[query], waiting[query]
+        base = query * count
         for child in children[stage]:
-            if reached[child]:
-                waits[child] -= 1
-                if not waits[child]:
+            at = base + child
+            if reach[at]:
+                waiting[at] -= 1
+                if not waiting[at]:
                     submit(query, child, now)
 
     def arrive(query: int) -> None:
@@ -114,9 +116,9 @@ def run_pipeline(
             finished[query] = now
             state["open"] -= 1
             return
-        reached = reach[query]
+        base = query * count
         for stage in inputs:
-            if reached[stage]:
+            if reach[base + stage]:
                 submit(query, stage, now)
 
     def done() -> bool:
