@@ -26,7 +26,9 @@ win (no dearer than the cheapest feasible candidate of the step so far), from th
 keep the stage below its throughput upwards, so most candidates cost no estimate.
 
 Each candidate is estimated with `simulate` on the planning trace; results are cached, as the
-greedy loop proposes the same configurations again. A candidate is feasible when its estimated
+greedy loop proposes the same configurations again, and a configuration that differs from one
+replayed only in max batch sizes its queues never reached takes that replay's estimate
+(`headway.planning.estimates`). A candidate is feasible when its estimated
 P99 meets the SLO and every stage's planned utilisation is below 1 (a stage at or over its
 throughput has a queue that grows for ever, which a finite trace can hide).
 
@@ -50,6 +52,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from headway.planning.estimates import Estimates
 from headway.planning.frontend import with_frontend, with_server
 from headway.planning.moves import CENT, MAX_REPLICAS
 from headway.planning.pipeline import (
@@ -132,9 +135,11 @@ class Planner(Starts):
         self.polish = polish
         #: replays left before an estimate is refused unmade (None: no limit)
         self._left: int | None = None
-        self._estimates: dict[tuple[tuple[str, int, int], ...], Estimate] = {}
+        # (configurations that replay the same as one replayed are found again, but not
+        # when durations are drawn: `headway.planning.estimates`)
+        self._estimates = Estimates(pipeline.names, by_queue=not spread)
         #: replays of the whole trace (`_confirm`), when the search ran on a prefix
-        self._whole: dict[tuple[tuple[str, int, int], ...], Estimate] = {}
+        self._whole = Estimates(pipeline.names, by_queue=not spread)
         #: replays made (each configuration once per trace)
         self.replays = 0
         #: every configuration found feasible, in the order found
@@ -156,15 +161,14 @@ class Planner(Starts):
 
     def estimate(self, config: Configuration) -> Estimate:
         """`config` replayed on the search's trace (the prefix when screened), cached."""
-        key = self.key(config)
-        found = self._estimates.get(key)
+        found = self._estimates.get(config)
         if found is None and self._left is not None:
             if self._left <= 0:  # out of replays: not estimated, so not feasible
                 return Estimate(np.zeros(0), {}, {}, 0.0, complete=False)
             self._left -= 1
         if found is None:
-            found = self._estimates[key] = self.simulate(
-                config, self.screening, give_up=self.target
+            found = self._estimates.add(
+                config, self.simulate(config, self.screening, give_up=self.target)
             )
             self.replays += 1
         return found
@@ -173,10 +177,9 @@ class Planner(Starts):
         """`config` replayed on the whole planning trace, cached."""
         if not self.screened:
             return self.estimate(config)
-        key = self.key(config)
-        found = self._whole.get(key)
+        found = self._whole.get(config)
         if found is None:
-            found = self._whole[key] = self.simulate(config, give_up=self.slo)
+            found = self._whole.add(config, self.simulate(config, give_up=self.slo))
             self.replays += 1
         return found
 

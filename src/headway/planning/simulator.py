@@ -25,6 +25,8 @@ from headway.sim.pipeline import run_pipeline
 HORIZON = 1e6
 #: The server's policy without early rejection (nothing is ever late enough to reject).
 PLANNING = replace(HEADWAY, name="planning", early_reject=False)
+#: Seconds of the clock at a multiple of which a replay's trace starts (after the warm-up).
+START_GRID = 64.0
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,9 @@ class Estimate:
     complete: bool = True  # False: stopped early, too many queries were late (`give_up`)
     #: stage -> rows per INFER the trace's batches carried (the warm-up runs left out)
     batch: dict[str, float] = field(default_factory=dict)
+    #: stage -> the most requests its queue held at once, until the replay ended (stopped
+    #: early or not): a max batch above it would have made every batch the same
+    queued: dict[str, int] = field(default_factory=dict)
 
     @property
     def p99(self) -> float:
@@ -168,7 +173,11 @@ def simulate(
         seed=seed,
         startup=scaling.startup if scaling is not None else None,
     ) as sim:
-        started = sim.start()
+        # the trace starts at a round time, whatever the warm-up took: two configurations
+        # that differ only in what they warmed up (a max batch no queue reaches) then replay
+        # the trace at the same clock times, to the bit
+        started = math.ceil(sim.start() / START_GRID) * START_GRID
+        sim.idle_until(started)
         warm_up = dict(sim.engine.computing)  # the warm-up runs are not the trace's
         stats = sim.controller.stats
         keys = {name: sim.controller.model(name).config.key for name in order}
@@ -199,6 +208,7 @@ def simulate(
                 busy={},
                 duration=0.0,
                 complete=False,
+                queued=dict(zip(order, run.queued, strict=True)),
             )
         computing = {
             name: sim.engine.computing.get(key, 0.0) - warm_up.get(key, 0.0)
@@ -221,4 +231,5 @@ def simulate(
         busy={name: computing[name] / (span * max(serving[name], 1)) for name in order},
         duration=duration,
         batch=batch,
+        queued=dict(zip(order, run.queued, strict=True)),
     )

@@ -30,6 +30,8 @@ class PipelineRun:
     finished: np.ndarray
     #: False: the replay stopped early, once `give_up` was known to be exceeded.
     complete: bool = True
+    #: per stage, the most requests its model's queue held at once (until the replay ended)
+    queued: tuple[int, ...] = ()
 
     @property
     def latencies(self) -> np.ndarray:
@@ -78,6 +80,9 @@ def run_pipeline(
     stale = [False] * queries  # counted late while still open
     too_many = 0.01 * queries + 2
     controller, clock = sim.controller, sim.clock
+    keys = [controller.model(stage).config.key for stage in stages]
+    queue_length = controller.scheduler.queue_length
+    queued = [0] * count  # per stage, the most requests queued at once
 
     def submit(query: int, stage: int, now: float) -> None:
         controller.submit(
@@ -86,6 +91,9 @@ def run_pipeline(
             timeout=deadlines[query] - now,
             then=partial(answered, query, stage),
         )
+        length = queue_length(keys[stage])  # a queue is longest just after a request joins
+        if length > queued[stage]:
+            queued[stage] = length
 
     def answered(query: int, stage: int, future: asyncio.Future[Prediction]) -> None:
         error = None if future.cancelled() else future.exception()
@@ -138,4 +146,9 @@ def run_pipeline(
         raise HeadwayError(f"the simulated server refused a request: {error.message}") from None
     if failed:
         raise HeadwayError(f"the simulated server failed a request: {failed[0]}")
-    return PipelineRun(times + begun, np.array(finished), complete=state["late"] < too_many)
+    return PipelineRun(
+        times + begun,
+        np.array(finished),
+        complete=state["late"] < too_many,
+        queued=tuple(queued),
+    )

@@ -347,6 +347,14 @@ class ServerSimulation:
             self._advance(last + drain, done)
         return begun
 
+    def idle_until(self, when: float) -> None:
+        """Start the server (once), then run the events due by `when` (no arrivals) and move
+        the clock there."""
+        with self._loop.entered(), collector_paused():
+            if self.started_at is None:
+                self._start()
+            self._advance(when)
+
     def at(self, when: float, action: Callable[[], None]) -> None:
         """Call `action()` at time `when` on the clock, while a replay runs (what changes the
         cluster as it runs, e.g. an autoscaler asking `Controller.scale` for a replica)."""
