@@ -561,3 +561,54 @@ def test_binary_round_trip(arrays: list[np.ndarray]) -> None:
             assert got.reshape(-1).tolist() == array.reshape(-1).tolist()
         else:
             assert got.tobytes() == little(array)  # bit for bit, NaN payloads included
+
+
+@pytest.mark.parametrize(
+    "outputs",
+    [
+        {"probabilities": np.array([[0.25, 0.75]])},
+        {"p": np.arange(6, dtype=np.float32).reshape(3, 2), "label": np.array([1, 0, 1])},
+        {"flag": np.array([True, False])},
+        {"column": np.arange(12.0).reshape(4, 3)[:, 1]},  # not contiguous
+        {"u": np.arange(6, dtype=np.uint8).reshape(2, 3), "i": np.array([-(2**62)])},
+        {"half": np.zeros(2, dtype=np.float16)},  # the general path: FP16 as a list
+        {"big": np.arange(3, dtype=">i4")},  # the general path: swapped to little-endian
+        {"text": np.array([b"a", b"b"], dtype=object)},  # the general path: BYTES
+    ],
+)
+@pytest.mark.parametrize("request_id", [None, "r-1"])
+def test_json_answers_are_the_document_each_time(
+    outputs: dict[str, np.ndarray], request_id: str | None
+) -> None:
+    """The answer's bytes (made from heads kept between answers) are orjson's encoding of the
+    protocol's document, the first time and again, and for each choice of outputs."""
+    for wanted in (None, [next(iter(outputs))], list(outputs)[::-1]):
+        names = wanted if wanted is not None else list(outputs)
+        described = []
+        for name in names:
+            array = outputs[name].astype(outputs[name].dtype.newbyteorder("<"))
+            data: Any = array.reshape(-1).tolist()
+            if array.dtype.kind == "O":
+                data = [x.decode() for x in data]
+            described.append({"name": name, "datatype": oip_datatype(array.dtype),
+                              "shape": list(array.shape), "data": data})  # fmt: skip
+        document: dict[str, Any] = {"model_name": "m", "model_version": "3", "outputs": described}
+        if request_id is not None:
+            document["id"] = request_id
+        request = InferRequest({}, id=request_id, outputs=wanted)
+        for _ in range(2):
+            body, header_length = encode_infer("m", 3, outputs, request)
+            assert header_length is None
+            assert body == orjson.dumps(document)
+
+
+def test_json_answers_of_other_models_and_shapes_get_their_own_heads() -> None:
+    request = InferRequest({}, outputs=["y"])
+    one = encode_infer("a", 1, {"y": np.array([[1.5]])}, request)[0]
+    two = encode_infer("b", 2, {"y": np.array([[1.5, 2.5]])}, request)[0]
+    assert orjson.loads(one) == {"model_name": "a", "model_version": "1",
+        "outputs": [{"name": "y", "datatype": "FP64", "shape": [1, 1], "data": [1.5]}]}  # fmt: skip
+    assert orjson.loads(two)["outputs"][0]["shape"] == [1, 2]
+    assert orjson.loads(two)["model_name"] == "b"
+    with pytest.raises(InvalidInput, match="has no output 'z'"):
+        encode_infer("a", 1, {"y": np.array([[1.5]])}, InferRequest({}, outputs=["z"]))

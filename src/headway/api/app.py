@@ -76,6 +76,9 @@ class HeadwayApp:
         self._apps = AppRoutes(self.apps)
         #: The infer route (`api.inference`).
         self.inference = InferRoute(controller)
+        #: The infer paths routed so far, to their model's (name, version): routed again
+        #: without splitting the path.
+        self._infer_targets: dict[str, tuple[str, str | None]] = {}
         self.tracing = tracing
         self._tasks: set[asyncio.Task[Response]] = set()  # routes still answering
         #: Other frontends over this app (the gRPC server): started before it starts (they
@@ -219,6 +222,14 @@ class HeadwayApp:
         received: float | None,
         reply: Reply,
     ) -> Answer | None:
+        target = self._infer_targets.get(path) if method == "POST" and self.started else None
+        if target is not None:  # most requests: an infer path seen before
+            route = self.inference
+            if route.tracing is None:
+                route.infer(target[0], target[1], headers, body, received, reply)
+            else:
+                route.traced(target[0], target[1], headers, body, received, reply)
+            return None
         parts = [p for p in path.split("/") if p]
         if not self.started and parts[:2] != ["v2", "health"]:
             raise Unavailable("the server is starting: models are loading; retry shortly")
@@ -286,6 +297,9 @@ class HeadwayApp:
                 version, rest = rest[1], rest[2:]
             if rest == ["infer"]:
                 expect(method, "POST")
+                if len(self._infer_targets) >= _INFER_TARGETS_KEPT:
+                    self._infer_targets.clear()
+                self._infer_targets["/v2/" + "/".join(parts)] = name, version
                 route = self.inference
                 if route.tracing is None:
                     route.infer(name, version, headers, body, received, reply)
@@ -338,6 +352,9 @@ class Companion(Protocol):
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
 
+
+#: How many infer paths `HeadwayApp` keeps routed (any path a client sends may be one).
+_INFER_TARGETS_KEPT = 256
 
 #: What a route gives: an answer now, or a coroutine to run as a task.
 Answer = Response | Coroutine[Any, Any, Response]

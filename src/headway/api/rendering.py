@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from http import HTTPStatus
 
-from headway.api.errors import Response
+from headway.api.errors import JSON, Response
 
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 _STATUS_LINES: dict[int, bytes] = {}
 #: The quick refusals' answers as bytes, by (id of the answer, keep-alive, HTTP/1.0): each
 #: answer is one object kept for good by `api.refusals`, so its id stays its own.
 _RENDERED: dict[tuple[int, bool, bool], bytes] = {}
+#: A JSON answer's head but its length, by (status, keep-alive, HTTP/1.0): its status line, its
+#: content type; and what follows the length (the connection header, the blank line).
+_JSON_HEADS: dict[tuple[int, bool, bool], tuple[bytes, bytes]] = {}
 
 
 def status_line(status: int) -> bytes:
@@ -29,6 +32,10 @@ def status_line(status: int) -> bytes:
 def render(response: Response, keep_alive: bool, http10: bool = False) -> bytes:
     """One HTTP/1.1 response, head and body, as bytes for a single write."""
     status, body, headers = response
+    if headers is JSON:  # most answers: their head but the length is built once
+        key = (status, keep_alive, http10)
+        head = _JSON_HEADS.get(key) or _json_head(key)
+        return b"%scontent-length: %d\r\n%s%s" % (head[0], len(body), head[1], body)
     parts = [_STATUS_LINES.get(status) or status_line(status)]
     for name, value in headers:
         parts += (name, b": ", value, b"\r\n")
@@ -39,6 +46,14 @@ def render(response: Response, keep_alive: bool, http10: bool = False) -> bytes:
         parts.append(b"connection: keep-alive\r\n")
     parts += (b"\r\n", body)
     return b"".join(parts)
+
+
+def _json_head(key: tuple[int, bool, bool]) -> tuple[bytes, bytes]:
+    """`render`'s head of a JSON answer, split around its length, made once per kind."""
+    whole = render((key[0], b"", list(JSON)), key[1], key[2])
+    before, _, after = whole.partition(b"content-length: 0\r\n")
+    head = _JSON_HEADS[key] = before, after
+    return head
 
 
 def rendered_once(response: Response, keep_alive: bool, http10: bool) -> bytes:
