@@ -19,7 +19,8 @@ digits-slow for the rows it is unsure of; one worker and max batch 16 each), the
    --simulate`) with the profiles under load, each query reaching the stages its body
    reached in the server; variants: the product's (`--spread`: each size's p99 from the
    shape of its run times under the load), the same with the cruder tail from the worker's
-   waits for a core, each batch at its mean, and the idle profiles (the estimate without a
+   waits for a core, with each batch size at its own mean however few times it ran (no
+   prior), each batch at its mean, and the idle profiles (the estimate without a
    run under load); and a diagnostic per measured run, the model given that run's own times
    (its batch statistics, run-time histograms and loop time): what is left is the model's.
 
@@ -116,9 +117,15 @@ def sitting(
         for load in LOADS:
             rate = load * capacity
             on_kind = {m: p[KIND] for m, p in idle.items()}
+            stats0 = server.stats()
             found = under_load_of(
                 process.url, pid, APP, rows, on_kind, rate, seconds=profile_seconds
             )
+            raw = loaded_profiles(  # each size at its own mean, however few times it ran
+                on_kind, stats0, server.stats(), served_as, prior=0,
+                waits={served_as.get(m, m): w for m, w in found.waits.items()},
+                sigmas={served_as.get(m, m): v for m, v in found.sigmas.items()},
+            )  # fmt: skip
             schedule = loadgen_arrivals.schedule(rate, WARMUP_S + seconds, "gamma", cv=1.0, seed=7)
             runs = []
             for _ in range(repeats):
@@ -138,11 +145,11 @@ def sitting(
                     "own": own_times(on_kind, served_as, before, after, len(schedule)),
                 })  # fmt: skip
             print(f"# {time.monotonic() - began:.0f} s: load {load} measured", flush=True)
-            measured_loads.append((load, rate, schedule, found, runs))
+            measured_loads.append((load, rate, schedule, found, raw, runs))
     out["measured_s"] = round(time.monotonic() - began, 1)
     config_ = Configuration({s.name: StageConfig(KIND, 16, 1) for s in pipeline.stages})
     out["loads"] = []
-    for load, rate, schedule, found, runs in measured_loads:
+    for load, rate, schedule, found, raw, runs in measured_loads:
         window = schedule >= WARMUP_S
         own = bodies[np.arange(len(schedule)) % len(bodies)]
         loaded = {m: {KIND: p} for m, p in found.profiles.items()}
@@ -154,6 +161,7 @@ def sitting(
         variants = {  # name: (profiles, frontend seconds, draws, spread)
             "loaded": (loaded, found.frontend, own, True),
             "loaded_waits": (waited, found.frontend, own, True),
+            "loaded_raw": ({m: {KIND: p} for m, p in raw.items()}, found.frontend, own, True),
             "loaded_means": (loaded, found.frontend, own, False),
             "idle": (idle, frontend, None, True),
         }
@@ -228,9 +236,10 @@ def table(found: dict[str, Any]) -> str:
         f"{found['repeats']} x {found['seconds']:.0f} s per load, {found['total_s']:.0f} s in all",
         "",
         "| load | queries/s | real P99 per repeat | median | send lateness p99 | load avg "
-        "| simulated P99 (`--spread`) | error (range) | tails from waits | error | means | error "
+        "| simulated P99 (`--spread`) | error (range) | tails from waits | error "
+        "| sizes at their own means | error | means | error "
         "| idle profiles | error | each run's own times (diagnostic) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in found["loads"]:
         real = ", ".join(f"{r['p99_ms']:.1f}" for r in row["runs"])
@@ -245,7 +254,8 @@ def table(found: dict[str, Any]) -> str:
             f"| {row['load']} | {row['rate_qps']} | {real} ms | {row['real_p99_median_ms']:.1f} ms "
             f"| {late} ms | {loads} | {row['sim_loaded_p99_ms']:.1f} ms | {row['sim_loaded_error']:+.0%} "
             f"({low:+.0%} to {high:+.0%}) | {row['sim_loaded_waits_p99_ms']:.1f} ms "
-            f"| {row['sim_loaded_waits_error']:+.0%} | {row['sim_loaded_means_p99_ms']:.1f} ms "
+            f"| {row['sim_loaded_waits_error']:+.0%} | {row['sim_loaded_raw_p99_ms']:.1f} ms "
+            f"| {row['sim_loaded_raw_error']:+.0%} | {row['sim_loaded_means_p99_ms']:.1f} ms "
             f"| {row['sim_loaded_means_error']:+.0%} | {row['sim_idle_p99_ms']:.1f} ms "
             f"| {row['sim_idle_error']:+.0%} | {own} ms |"
         )

@@ -56,7 +56,8 @@ def test_the_servers_batch_statistics_give_each_sizes_time_from_dispatch_to_answ
     assert ran["m"][1][1] == pytest.approx(2 * 12 * MS)
     assert ran["m"][2][1] == pytest.approx(18 * MS)
     idle = {"model": LatencyProfile({1: 10 * MS, 2: 16 * MS, 4: 20 * MS})}
-    profile = loaded_profiles(idle, before, after, {"model": "m"}, least=1)["model"]
+    # prior=0: each measured size at its own mean, however few times it ran
+    profile = loaded_profiles(idle, before, after, {"model": "m"}, least=1, prior=0)["model"]
     assert profile.seconds[1] == pytest.approx(12 * MS)
     assert profile.seconds[2] == pytest.approx(18 * MS)
     # 4 never ran: its idle time times the measured sizes' slow-down, (24 + 18) / (20 + 16)
@@ -146,6 +147,23 @@ def test_each_model_gets_the_wait_of_the_worker_whose_run_matches_its_time() -> 
     # one worker for both: its wait is shared by all their actions
     shared = waits_per_action(ran, {101: (0.3, 0.16)})
     assert shared == pytest.approx({"forest": 0.16 / 160, "fast": 0.16 / 160})
+
+
+def test_a_size_formed_a_few_times_is_pulled_towards_the_shared_slow_down() -> None:
+    idle = LatencyProfile({1: 10 * MS, 2: 12 * MS})
+    # under load batch 1 ran 200 times at 20 ms (2x); batch 2 ran 5 times at 120 ms (a stall)
+    ran = {1: (200, 200 * 20 * MS), 2: (5, 5 * 120 * MS)}
+    slower = (200 * 20 + 5 * 120) / (200 * 10 + 5 * 12)  # the measured sizes' slow-down
+    profile = under_load(idle, ran, least=5, prior=20)
+    assert profile.seconds[2] == pytest.approx((5 * 120 + 20 * 12 * slower) / 25 * MS)
+    assert profile.seconds[2] < 0.4 * 120 * MS  # not the few batches' mean
+    # a size run many times keeps (nearly) its own mean
+    assert profile.seconds[1] == pytest.approx((200 * 20 + 20 * 10 * slower) / 220 * MS)
+    assert profile.seconds[1] == pytest.approx(20 * MS, rel=0.02)
+    # without the prior, each size's own mean
+    assert under_load(idle, ran, least=5, prior=0).seconds == pytest.approx(
+        {1: 20 * MS, 2: 120 * MS}
+    )
 
 
 def test_a_size_run_too_few_times_is_not_measured() -> None:

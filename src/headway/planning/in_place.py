@@ -40,6 +40,10 @@ from headway.planning.simulator import Z99
 
 #: Actions of one batch size below which its mean under load is not trusted.
 LEAST_ACTIONS = 5
+#: Actions a size's own mean under load must run to weigh as much as the sizes' shared
+#: slow-down: a size formed a few times under load (one stall among them) is pulled towards
+#: its idle time times the slow-down, not taken at its few batches' mean.
+PRIOR_ACTIONS = 20
 #: An exponential wait's p99 over its mean, less the mean wait a batch's mean holds already.
 WAIT_TAIL = math.log(100) - 1
 #: Actions in a model's run-time histogram below which its shape is not trusted.
@@ -89,12 +93,16 @@ def under_load(
     least: int = LEAST_ACTIONS,
     wait: float | None = None,
     sigma: float | None = None,
+    prior: float = PRIOR_ACTIONS,
 ) -> LatencyProfile:
     """`idle`, the model's profile taken alone, as the load that `ran` (the model's actions
-    between two reads) found it: each batch size run at least `least` times takes its mean
-    under the load; every other size of `idle` its idle time times the slow-down of the
-    measured ones (their time under load over their idle time, weighted by actions).
-    Refused when no size ran `least` times.
+    between two reads) found it. The slow-down: the measured sizes' (each run at least
+    `least` times) time under load over their idle time, weighted by actions. Every size of
+    `idle` takes its idle time times the slow-down; a measured size run n times takes the
+    blend (n x its mean under load + `prior` x that) / (n + `prior`), so its own mean decides
+    once it ran many more than `prior` times, and a size formed a few times (its mean one
+    stall away from the rest) stays near the shared slow-down. Refused when no size ran
+    `least` times.
 
     P99s: with `sigma`, the log-normal shape of the model's times under the load
     (`lognormal_sigma`), each size's p99 is that of a log-normal of its mean and that shape.
@@ -110,7 +118,9 @@ def under_load(
     idle_time = sum(actions[s] * idle.latency(s) for s in measured)
     slower = sum(actions[s] * measured[s] for s in measured) / idle_time
     seconds = {size: idle.latency(size) * slower for size in idle.batch_sizes}
-    seconds.update(measured)
+    for size, mean in measured.items():
+        shared = idle.latency(size) * slower
+        seconds[size] = (actions[size] * mean + prior * shared) / (actions[size] + prior)
     if sigma is not None:
         ratio = math.exp(Z99 * sigma - sigma * sigma / 2)
         return LatencyProfile(seconds, {s: t * ratio for s, t in seconds.items()})
@@ -156,6 +166,7 @@ def loaded_profiles(
     least: int = LEAST_ACTIONS,
     waits: Mapping[str, float] | None = None,
     sigmas: Mapping[str, float] | None = None,
+    prior: float = PRIOR_ACTIONS,
 ) -> dict[str, LatencyProfile]:
     """Each model of `idle` (model -> its profile alone, on the hardware the server's workers
     are) under the load run between the stats bodies `before` and `after`; `served_as` names
@@ -163,7 +174,8 @@ def loaded_profiles(
     model; a model missing from it is served under its own name); `waits`, per served model,
     its worker's wait for a core per action (`waits_per_action`), gives the p99s, and
     `sigmas`, per served model, the shape of its run times (`shapes_between`), gives them in
-    its place where it has one. A model the load never ran is left out."""
+    its place where it has one; `prior` as `under_load`'s. A model the load never ran is left
+    out."""
     ran = between(batch_seconds(before), batch_seconds(after))
     out = {}
     for model, profile in idle.items():
@@ -173,7 +185,12 @@ def loaded_profiles(
             continue
         try:
             out[model] = under_load(
-                profile, actions, least, (waits or {}).get(name), (sigmas or {}).get(name)
+                profile,
+                actions,
+                least,
+                (waits or {}).get(name),
+                (sigmas or {}).get(name),
+                prior,
             )
         except ConfigError as error:
             raise ConfigError(f"model {model!r}: {error}") from None
