@@ -8,9 +8,11 @@ Sized for a quiet machine for a few minutes (about 5 on 2 cores with the default
 `headway serve` of the cascade flow app (`accuracy_flow.build`: digits-fast for every query,
 digits-slow for the rows it is unsure of; one worker and max batch 16 each), then:
 
-1. Idle: the models alone (`headway profile`'s code) and the frontend (`frontend_of`, as
-   `headway profile --frontend`); the loads are shares of the least capacity of the three
-   (or of `--capacity`).
+1. Idle: the models alone (`headway profile`'s code), the frontend (`frontend_of`, as
+   `headway profile --frontend`), and the CPU a query takes of all the processes (the
+   server's loop, its workers, the client: the kernel's run times, queries sent one at a
+   time). The loads are shares of the least capacity (each stage's, and the machine's cores
+   over that CPU: the stages share the cores), or of `--capacity`.
 2. Per load, a profiling run at its rate (`--profile-seconds`, its own arrivals:
    `under_load_of`, as `headway profile --frontend APP --under-load QPS`), then `--repeats`
    measured runs of one trace (gamma arrivals, CV 1, 1 s warm-up, `--seconds` measured): the
@@ -105,15 +107,26 @@ def sitting(
         )
         idle = profiles_from_rows(measured)
         frontend = frontend_of(process.url, APP, rows, seconds=3.0, warmup=0.5).mean
+        # the CPU a query takes of every process (the loop, the workers, this client), sent
+        # one at a time: the cores run out before any stage does once the stages share them
+        sched0, client0 = server.sched(), time.process_time()
+        alone = run(target, requests, duration=2.0, warmup=0.0, concurrency=1)
+        sched1, client1 = server.sched(), time.process_time()
+        ran = sum(sched1[k][0] - sched0[k][0] for k in sched1 if k in sched0)
+        cpu = (ran + client1 - client0) / max(alone.ok, 1)
+        capacities = {
+            "frontend": 1 / frontend,
+            "fast": idle[fast.model][KIND].throughput(1),
+            "forest": idle[slow.model][KIND].throughput(1) / slow.scale,
+            "cores": len(os.sched_getaffinity(0)) / cpu,
+        }
+        out["capacities_qps"] = {k: round(v, 1) for k, v in capacities.items()}
+        out["cpu_per_query_ms"] = round(cpu * 1e3, 3)
         if capacity is None:
-            capacity = min(
-                1 / frontend,
-                idle[fast.model][KIND].throughput(1),
-                idle[slow.model][KIND].throughput(1) / slow.scale,
-            )
+            capacity = min(capacities.values())
         out["capacity_qps"] = round(capacity, 1)
         out["idle_frontend_ms"] = round(frontend * 1e3, 3)
-        print(f"# {time.monotonic() - began:.0f} s: idle measured, capacity {capacity:.0f} q/s")
+        print(f"# {time.monotonic() - began:.0f} s: idle measured, capacities {capacities}")
         for load in LOADS:
             rate = load * capacity
             on_kind = {m: p[KIND] for m, p in idle.items()}
@@ -232,7 +245,8 @@ def own_times(
 def table(found: dict[str, Any]) -> str:
     """The sitting as a markdown table."""
     lines = [
-        f"capacity {found['capacity_qps']} queries/s, forest share {found['share']:.3f}, "
+        f"capacity {found['capacity_qps']} queries/s (of {found['capacities_qps']}; "
+        f"{found['cpu_per_query_ms']} ms of CPU per query), forest share {found['share']:.3f}, "
         f"{found['repeats']} x {found['seconds']:.0f} s per load, {found['total_s']:.0f} s in all",
         "",
         "| load | queries/s | real P99 per repeat | median | send lateness p99 | load avg "
