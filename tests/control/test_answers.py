@@ -226,3 +226,45 @@ def test_the_reply_watch_hears_each_infer_sent_and_the_reply_that_leaves_no_work
         await controller.stop()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("both", [False, True])
+def test_each_request_of_a_batch_gets_its_rows_of_the_outputs_it_asked_for(
+    repository: Repository, both: bool
+) -> None:
+    """One output (the usual batch) or two: each request's answer holds its own rows, of the
+    outputs it named (all of them when it named none)."""
+
+    def compute(action: Action, tensors: Tensors) -> Tensors:
+        outputs = {"y": tensors["x"][:, :1] * 10}
+        if both:
+            outputs["z"] = tensors["x"][:, 1:] + 1
+        return outputs
+
+    async def scenario() -> None:
+        controller, engine = await started(repository)
+        engine.compute = compute
+        controller.submit("m", row(0.0))  # keeps the worker busy while the batch queues
+        await asyncio.sleep(0)
+        wanted: list[tuple[str, ...] | None] = [None, ("y",), ("z",), ("y", "z"), None]
+        two_rows = {"x": np.array([[4.0, 4.0], [5.0, 5.0]], np.float32)}
+        futures = [
+            controller.submit("m", row(float(n + 1)), outputs=w) for n, w in enumerate(wanted[:-1])
+        ] + [controller.submit("m", two_rows)]
+        engine.release()
+        await asyncio.sleep(0)
+        assert engine.infers() == [6]  # the five requests went out as one batch
+        engine.release()
+        answers = [f.result().outputs for f in futures]
+        every = {"y", "z"} if both else {"y"}
+        expected_names = [every, {"y"}, {"z"} & every, {"y", "z"} & every, every]
+        assert [set(a) for a in answers] == expected_names
+        for n, answer in enumerate(answers[:-1]):
+            if "y" in answer:
+                assert answer["y"].tolist() == [[(n + 1) * 10.0]]
+            if "z" in answer:
+                assert answer["z"].tolist() == [[n + 2.0]]
+        assert answers[-1]["y"].tolist() == [[40.0], [50.0]]
+        await controller.stop()
+
+    asyncio.run(scenario())

@@ -55,7 +55,9 @@ _JSON_KINDS = {"b": "b", "i": "iu", "u": "iu", "f": "iuf"}
 _KIND_NAMES = {"b": "booleans", "i": "integers", "u": "integers", "f": "fractional numbers"}
 
 
-def _json_tensor(name: str, datatype: str, shape: tuple[int, ...], data: Any) -> np.ndarray:
+def _json_tensor(
+    name: str, datatype: str, shape: tuple[int, ...], data: Any, dtype: np.dtype
+) -> np.ndarray:
     count = math.prod(shape)
     if datatype == "BYTES":
         flat = _flatten(data) if isinstance(data, list) else [data]
@@ -69,7 +71,7 @@ def _json_tensor(name: str, datatype: str, shape: tuple[int, ...], data: Any) ->
     else:
         if datatype in ("FP16", "BF16"):
             raise InvalidInput(f"input {name!r}: {datatype} cannot travel as JSON; send it binary")
-        array = _json_numbers(name, datatype, data)
+        array = _json_numbers(name, datatype, data, dtype)
     if array.size != count:
         raise InvalidInput(
             f"input {name!r}: shape {list(shape)} needs {count} elements, got {array.size}"
@@ -77,8 +79,7 @@ def _json_tensor(name: str, datatype: str, shape: tuple[int, ...], data: Any) ->
     return array.reshape(shape)
 
 
-def _json_numbers(name: str, datatype: str, data: Any) -> np.ndarray:
-    dtype = numpy_dtype(datatype)
+def _json_numbers(name: str, datatype: str, data: Any, dtype: np.dtype) -> np.ndarray:
     try:
         parsed = np.asarray(data)
         if parsed.size and parsed.dtype.kind not in _JSON_KINDS[dtype.kind]:
@@ -152,8 +153,8 @@ def decode_infer(
         except InvalidInput as exc:
             raise InvalidInput(f"input {name!r}: {exc.message}") from None
         shape = _shape(raw.get("shape"), name)
-        params = raw.get("parameters") or {}
-        size = params.get("binary_data_size") if isinstance(params, dict) else None
+        params = raw.get("parameters")
+        size = params.get("binary_data_size") if params and isinstance(params, dict) else None
         if size is not None:
             if header_length is None:
                 raise InvalidInput(
@@ -182,7 +183,7 @@ def decode_infer(
                     )
                 inputs[name] = np.frombuffer(buffer, dtype=dtype).reshape(shape)
         elif "data" in raw:
-            inputs[name] = _json_tensor(name, datatype, shape, raw["data"])
+            inputs[name] = _json_tensor(name, datatype, shape, raw["data"], dtype)
         else:
             raise InvalidInput(f"input {name!r}: needs 'data' or parameters.binary_data_size")
     if header_length is not None and header_length > 0 and offset != len(body):
