@@ -58,10 +58,12 @@ from bench.planner.accuracy_flow import (  # noqa: E402
     estimate,
     loop_seconds,
     ms,
+    per_query,
     prepare,
     stage_figures,
 )
 
+from headway.errors import ConfigError  # noqa: E402
 from headway.launcher import ServerProcess  # noqa: E402
 from headway.loadgen import arrivals as loadgen_arrivals  # noqa: E402
 from headway.loadgen import report  # noqa: E402
@@ -131,9 +133,13 @@ def sitting(
             rate = load * capacity
             on_kind = {m: p[KIND] for m, p in idle.items()}
             stats0 = server.stats()
-            found = under_load_of(
-                process.url, pid, APP, rows, on_kind, rate, seconds=profile_seconds
-            )
+            try:
+                found = under_load_of(
+                    process.url, pid, APP, rows, on_kind, rate, seconds=profile_seconds
+                )
+            except ConfigError as error:  # keep the other loads of the sitting
+                print(f"# load {load}: no profile under load: {error}", flush=True)
+                continue
             raw = loaded_profiles(  # each size at its own mean, however few times it ran
                 on_kind, stats0, server.stats(), served_as, prior=0,
                 waits={served_as.get(m, m): w for m, w in found.waits.items()},
@@ -143,10 +149,12 @@ def sitting(
             runs = []
             for _ in range(repeats):
                 before = server.stats(), server.metrics(), server.sched()
+                client = time.process_time()
                 tally = run(
                     target, requests, duration=seconds, warmup=WARMUP_S, schedule=schedule,
                     drain_timeout=30.0,
                 )  # fmt: skip
+                client = time.process_time() - client
                 after = server.stats(), server.metrics(), server.sched()
                 figures = report.summarize(tally, seconds)
                 runs.append({
@@ -155,6 +163,9 @@ def sitting(
                     "send_lateness_p99_ms": figures["send_lateness_ms"]["p99"],
                     "load_average_1m": os.getloadavg()[0],
                     "stages": stage_figures(before[0], after[0]),
+                    # ms run and waited for a core per query: the loop, each worker; the client
+                    "sched_ms_per_query": per_query(before[2], after[2], len(schedule)),
+                    "client_cpu_ms_per_query": round(client / len(schedule) * 1e3, 3),
                     "own": own_times(on_kind, served_as, before, after, len(schedule)),
                 })  # fmt: skip
             print(f"# {time.monotonic() - began:.0f} s: load {load} measured", flush=True)
