@@ -186,7 +186,15 @@ class HeadwayApp:
         answer and the write); routes that must wait for something else run as a task, which
         `stop` cancels if it is still running.
         """
+        target = self._infer_targets.get(path) if method == "POST" and self.started else None
         try:
+            if target is not None:  # most requests: an infer path seen before, not split again
+                inference = self.inference
+                if inference.tracing is None:
+                    inference.infer(target[0], target[1], headers, body, received, reply)
+                else:
+                    inference.traced(target[0], target[1], headers, body, received, reply)
+                return
             answer = self._route(method, path, headers, body, received, reply)
         except Exception as exc:
             reply(failure(exc, method, path))
@@ -222,14 +230,6 @@ class HeadwayApp:
         received: float | None,
         reply: Reply,
     ) -> Answer | None:
-        target = self._infer_targets.get(path) if method == "POST" and self.started else None
-        if target is not None:  # most requests: an infer path seen before
-            route = self.inference
-            if route.tracing is None:
-                route.infer(target[0], target[1], headers, body, received, reply)
-            else:
-                route.traced(target[0], target[1], headers, body, received, reply)
-            return None
         parts = [p for p in path.split("/") if p]
         if not self.started and parts[:2] != ["v2", "health"]:
             raise Unavailable("the server is starting: models are loading; retry shortly")
