@@ -588,3 +588,24 @@ def test_start_now_declines_what_the_queue_must_decide(clock: ManualClock) -> No
     assert s.start_now(request(clock, "unplaced", ms(100), model="cold")) is None
     submit(s, request(clock, "queued", ms(100)))  # something queued: it goes behind, in order
     assert s.start_now(request(clock, "later", ms(100))) is None
+
+
+def test_a_queued_models_drop_time_is_its_earliest_requests_latest_start(
+    clock: ManualClock,
+) -> None:
+    """Admission's prediction for a request is the one its drop time counts from: each model's
+    drop time is the latest start of its most urgent request, as asked afresh of the
+    estimates, and a worker's requeued request (not admitted again) counts alike."""
+    s = scheduler(clock, {0: ["m", "n"]})
+    seed(s, "m", {1: ms(2), 2: ms(3)})
+    s.submit(request(clock, "a", ms(40)))
+    s.submit(request(clock, "b", ms(30), rows=2))
+    s.submit(request(clock, "c", ms(50)))
+    slot = s._models["m"]
+    service = s.predictions.service_time
+    assert slot.drop_at == clock.now() + ms(30) - service("m", 2)
+    s.submit(request(clock, "d", ms(20), "n"))  # no estimate yet: it may start until its deadline
+    assert s._models["n"].drop_at == clock.now() + ms(20)
+    requeued = request(clock, "e", ms(10))
+    s._queued.push(slot, requeued)
+    assert slot.drop_at == clock.now() + ms(10) - service("m", 1)

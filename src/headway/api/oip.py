@@ -82,6 +82,8 @@ def _json_tensor(
 def _json_numbers(name: str, datatype: str, data: Any, dtype: np.dtype) -> np.ndarray:
     try:
         parsed = np.asarray(data)
+        if parsed.dtype is dtype:  # JSON floats as FP64, integers as INT64: nothing to check
+            return parsed
         if parsed.size and parsed.dtype.kind not in _JSON_KINDS[dtype.kind]:
             raise ValueError(f"got {_KIND_NAMES.get(parsed.dtype.kind, 'strings or nulls')}")
         if dtype.kind in "iu" and parsed.size:

@@ -26,9 +26,11 @@ def admit(
     cold: bool,
     load_wait: Callable[[], float],
     busy_wait: Callable[[ModelSlot, float], float] = lambda model, now: 0.0,
-) -> None:
+) -> float | None:
     """Raise DeadlineUnmeetable or ColdStartTooSlow if `request` cannot make its deadline
     (Backlogged, a DeadlineUnmeetable, when it could alone but not behind what is ahead).
+    Returns the request's predicted seconds alone (None: no estimate yet), which its drop time
+    in the queue counts from too (`DropTimes.pushed`).
 
     `cold`: the model must be loaded first; `load_wait()` is then the predicted wait for that.
     `busy_wait(model, now)`: the predicted seconds until a worker holding the model is free (a
@@ -52,7 +54,7 @@ def admit(
                 f"and loading it takes ~{load * 1e3:.0f} ms; {max(left, 0) * 1e3:.1f} ms left"
             )
     if service is None or not model.replicas:
-        return
+        return service
     why = behind(
         model,
         rows=request.rows,
@@ -65,6 +67,7 @@ def admit(
     )
     if why is not None:
         raise Backlogged(f"model {request.model!r}: deadline cannot be met: {why}")
+    return service
 
 
 def behind(

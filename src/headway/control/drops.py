@@ -56,17 +56,21 @@ class DropTimes:
         self._demand_loading = demand_loading
         self._heap: list[tuple[float, str]] = []
 
-    def time(self, model: ModelSlot, request: Request) -> float:
+    def time(self, model: ModelSlot, request: Request, service: float | None = None) -> float:
         """When `request` must be dropped if it has not started (counting a LOAD it still
-        needs)."""
-        latest = latest_start(self._predictions, model, request)
+        needs); `service`, if known, is its predicted seconds now (else they are asked)."""
+        if service is None:
+            latest = latest_start(self._predictions, model, request)
+        else:
+            latest = request.deadline - service
         if self._demand_loading and model.unplaced:
             latest -= self._predictions.load_time(model.key) or 0.0
         return latest
 
-    def pushed(self, model: ModelSlot, request: Request) -> None:
-        """`request` joined `model`'s queue: it may bring the model's drop time forward."""
-        when = self.time(model, request)
+    def pushed(self, model: ModelSlot, request: Request, service: float | None = None) -> None:
+        """`request` joined `model`'s queue: it may bring the model's drop time forward
+        (`service`: its predicted seconds, when admission has just asked them)."""
+        when = self.time(model, request, service)
         if when < model.drop_at:
             self._set(model, when)
 

@@ -44,7 +44,9 @@ class QueuedWork:
         self.drops = DropTimes(models, self.waiting, predictions, demand_loading=demand_loading)
         self.cold = ColdModels()
 
-    def push(self, model: ModelSlot, request: Request) -> None:
+    def push(self, model: ModelSlot, request: Request, service: float | None = None) -> None:
+        """Queue `request` (`service`: its predicted seconds as admission just found them;
+        None: asked afresh)."""
         model.queue.push(request)
         self.waiting.add(model.key)
         if self._policy.full_batches_ahead:
@@ -52,7 +54,7 @@ class QueuedWork:
             if rows >= model.max_batch > rows - request.rows:  # it just filled a batch
                 self._recheck.update(model.replicas)
         if self._policy.early_reject:
-            self.drops.pushed(model, request)
+            self.drops.pushed(model, request, service)
         if model.queue.peek() is request:
             self.mark_cold(model)
 

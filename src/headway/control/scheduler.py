@@ -156,10 +156,11 @@ class Scheduler:
         cold = self.demand_loading and not model.replicas
         if cold:
             self.count(request.model, "cold_starts")
+        service: float | None = None
         if self.policy.early_reject:
             now = self.clock.now()
             try:
-                admit(
+                service = admit(
                     model,
                     request,
                     now=now,
@@ -175,7 +176,7 @@ class Scheduler:
                 elif isinstance(exc, ColdStartTooSlow) and model.unplaced:
                     self.load_probes.refused(model.key)  # on the estimate alone: measure it
                 raise
-        self._push(model, request)
+        self._push(model, request, service)
 
     def _note_backlog(self, model: ModelSlot, request: Request) -> None:
         """Admission refused `request` for the work ahead of it: keep what the same work
