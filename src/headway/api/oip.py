@@ -15,6 +15,7 @@ import numpy as np
 import orjson
 
 from headway.datatypes import (
+    OIP_TO_NUMPY,
     decode_bytes_tensor,
     encode_bytes_tensor,
     numpy_dtype,
@@ -281,6 +282,11 @@ def encode_infer(
 #: model's document head by (model, version), an output's head by (name, datatype, shape).
 _DOCUMENT_HEADS: dict[tuple[str, int], bytes] = {}
 _OUTPUT_HEADS: dict[tuple[str, str, tuple[int, ...]], bytes] = {}
+#: The datatypes whose data orjson writes as JSON numbers straight from the array, by dtype
+#: (little-endian or native; FP16 travels as a list, BYTES as strings).
+_JSON_DATATYPES: dict[np.dtype, str] = {
+    dtype: name for name, dtype in OIP_TO_NUMPY.items() if name not in ("FP16", "BYTES")
+}
 #: How many of each are kept: the shapes follow the clients' row counts.
 _HEADS_KEPT = 1024
 
@@ -309,10 +315,9 @@ def _encode_json(
         array = outputs.get(name)
         if array is None:
             return None
-        dtype = array.dtype
-        if dtype.kind not in "biuf" or dtype.byteorder == ">" or dtype.str == "<f2":
+        datatype = _JSON_DATATYPES.get(array.dtype)
+        if datatype is None:
             return None
-        datatype = oip_datatype(dtype)
         output_key = (name, datatype, array.shape)
         output_head = _OUTPUT_HEADS.get(output_key)
         if output_head is None:
@@ -330,7 +335,7 @@ def _encode_json(
             parts.append(b",")
         parts += (
             output_head,
-            orjson.dumps(np.ascontiguousarray(array).reshape(-1), option=_JSON_OPTS),
+            orjson.dumps(array.ravel(), option=_JSON_OPTS),  # C order, contiguous
             b"}",
         )
     if request_id is None:
