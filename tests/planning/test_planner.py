@@ -123,6 +123,16 @@ def test_downgrade_hardware_keeps_the_throughput_the_load_needs() -> None:
     assert light.downgrade_hardware(on_cpu1, "s0") is None  # nothing cheaper
 
 
+def test_a_move_estimates_no_option_that_could_only_tie_with_the_best_found() -> None:
+    # at 10 queries/s one cpu4 replica keeps up at every batch size, each at $0.4/h: batch 1,
+    # tried first, is feasible, and a larger batch at the same cost would lose the tie on its
+    # size, so none is estimated
+    light = planner(10, 100)
+    moved = light.downgrade_hardware(Configuration({"s0": StageConfig("gpu", 1, 1)}), "s0")
+    assert moved == Configuration({"s0": StageConfig("cpu4", 1, 1)})
+    assert light.replays == 1
+
+
 def test_downgrade_hardware_takes_a_smaller_batch_when_the_slower_kind_needs_it() -> None:
     # The shape of the bench's 1000 ms / CV 0.1 local minimum. Poisson arrivals at 300/s:
     # one cpu4 replica at batch 8 ($0.4/h) meets 30 ms; cpu1 replicas (10 ms + 2 ms a row)

@@ -190,7 +190,9 @@ class Moves:
         cap = min(budget, self.cost(config) - CENT)  # cheaper than the stage now
         best: tuple[float, int, int, Configuration] | None = None
         for _, order, size, kind in sorted(options):
-            most = self._affordable(config, stage, kind, cap)
+            # listed after the best so far (kind, then batch), it wins only by costing less
+            strictly = best is not None and (order, size) > best[1:3]
+            most = self._affordable(config, stage, kind, cap - CENT if strictly else cap)
             moved = config.with_stage(stage, hardware=kind, max_batch=size, replicas=max(most, 1))
             candidate = self.fewest_replicas(moved, stage, most) if most >= 1 else None
             if candidate is None:
