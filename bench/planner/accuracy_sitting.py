@@ -34,9 +34,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -150,10 +152,11 @@ def sitting(
             for _ in range(repeats):
                 before = server.stats(), server.metrics(), server.sched()
                 client = time.process_time()
-                tally = run(
-                    target, requests, duration=seconds, warmup=WARMUP_S, schedule=schedule,
-                    drain_timeout=30.0,
-                )  # fmt: skip
+                with Polled(server) as polled:
+                    tally = run(
+                        target, requests, duration=seconds, warmup=WARMUP_S,
+                        schedule=schedule, drain_timeout=30.0,
+                    )  # fmt: skip
                 client = time.process_time() - client
                 after = server.stats(), server.metrics(), server.sched()
                 figures = report.summarize(tally, seconds)
@@ -166,6 +169,7 @@ def sitting(
                     # ms run and waited for a core per query: the loop, each worker; the client
                     "sched_ms_per_query": per_query(before[2], after[2], len(schedule)),
                     "client_cpu_ms_per_query": round(client / len(schedule) * 1e3, 3),
+                    "burstiness": polled.burstiness(),
                     "own": own_times(on_kind, served_as, before, after, len(schedule)),
                 })  # fmt: skip
             print(f"# {time.monotonic() - began:.0f} s: load {load} measured", flush=True)
@@ -226,6 +230,53 @@ def sitting(
         out["loads"].append(row)
     out["total_s"] = round(time.monotonic() - began, 1)
     return out
+
+
+class Polled:
+    """The server's batch statistics read every `every` seconds while a run goes on: whether
+    slow batches come in bursts (`burstiness`)."""
+
+    def __init__(self, server: Server, every: float = 0.5) -> None:
+        self.server, self.every = server, every
+        self.reads: list[dict[str, dict[int, tuple[int, float]]]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> Polled:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def _poll(self) -> None:
+        while not self.stop.wait(self.every):
+            self.reads.append(batch_seconds(self.server.stats()))
+
+    def burstiness(self) -> dict[str, dict[str, float]]:
+        """Per served model, its windows' mean time per action: their coefficient of
+        variation, and the correlation of each window's with the next's (about 0 when each
+        batch's time is independent of the last's; towards 1 when slow spells outlast a
+        window)."""
+        out = {}
+        for name in self.reads[-1] if self.reads else {}:
+            totals = [
+                (sum(c for c, _ in r.get(name, {}).values()),
+                 sum(t for _, t in r.get(name, {}).values()))
+                for r in self.reads
+            ]  # fmt: skip
+            windows = [(c1 - c0, t1 - t0) for (c0, t0), (c1, t1) in itertools.pairwise(totals)]
+            means = np.array([t / n for n, t in windows if n >= 2])
+            if len(means) < 6:
+                continue
+            lag1 = np.corrcoef(means[:-1], means[1:])[0, 1] if means.std() > 0 else 0.0
+            out[name] = {
+                "windows": len(means),
+                "cv": round(float(means.std() / means.mean()), 3),
+                "lag1": round(float(lag1), 3),
+            }
+        return out
 
 
 Reads = tuple[dict[str, Any], str, dict[str, tuple[float, float]]]
