@@ -60,7 +60,7 @@ def test_a_body_the_quick_refusal_read_is_not_parsed_again_by_the_route(
         app = HeadwayApp(Controller(Repository.scan(tmp_path), FakeEngine()))
         await app.start()
         # read 50 ms after it arrived: the quick refusal reads its parameters, and serves it
-        assert QuickRefusals(app).check(b"/v2/models/m/infer", {}, body, 0.05) is None
+        assert QuickRefusals(app).answer(b"/v2/models/m/infer", {}, body, 0.05, True, False) is None
         status, answer, _ = await app.handle("POST", "/v2/models/m/infer", {}, body)
         assert status == 200, answer
         assert parses == []  # the route used the quick refusal's parse

@@ -33,7 +33,7 @@ def test_parameters_that_are_not_an_object_go_the_usual_way_and_get_a_400(
         app = HeadwayApp(Controller(Repository.scan(tmp_path), FakeEngine()))
         await app.start()
         # waited long enough to be looked at: the quick refusal reads the parameters
-        assert QuickRefusals(app).check(b"/v2/models/m/infer", {}, body, 0.05) is None
+        assert QuickRefusals(app).answer(b"/v2/models/m/infer", {}, body, 0.05, True, False) is None
         status, answer, _ = await app.handle("POST", "/v2/models/m/infer", {}, body)
         assert status == 400 and orjson.loads(answer)["error"] == "'parameters' must be an object"
         await app.stop()

@@ -27,7 +27,7 @@ from headway.api.limits import (
     headers_too_large,
     uri_too_long,
 )
-from headway.api.rendering import render, rendered_once
+from headway.api.rendering import render
 from headway.api.turns import CATCH_UP_S
 from headway.control.overload import NOTICEABLE_WAIT_S
 from headway.errors import HeadwayError
@@ -264,9 +264,9 @@ class HttpConnection(asyncio.Protocol):
                 or not refusals.lag.calm
                 or scheduler.backlog_epoch == scheduler.epoch
             ) and parser.get_method() == b"POST":
-                refusal = refusals.check(url, self._headers, body, waited)
-                if refusal is not None:  # overload's shortcut
-                    self._refuse_quickly(refusal, keep_alive, http10)
+                data = refusals.answer(url, self._headers, body, waited, keep_alive, http10)
+                if data is not None:  # overload's shortcut: its answer, rendered once
+                    self._refuse_quickly(data, keep_alive)
                     return
         slot = _Slot()
         self.pending.append(slot)
@@ -287,10 +287,9 @@ class HttpConnection(asyncio.Protocol):
             reply(problem(500, f"internal error: {type(exc).__name__}: {exc}"))
 
     # -- answering -------------------------------------------------------------------------
-    def _refuse_quickly(self, refusal: Response, keep_alive: bool, http10: bool) -> None:
-        """An infer request refused before routing (`api.refusals`): its prepared answer,
-        rendered once per kind of connection, written at once (nothing is pending before it)."""
-        data = rendered_once(refusal, keep_alive, http10)
+    def _refuse_quickly(self, data: bytes, keep_alive: bool) -> None:
+        """An infer request refused before routing (`api.refusals`): its answer's bytes,
+        written at once (nothing is pending before it)."""
         transport = self.transport
         if transport is None or self.closing:
             return

@@ -1,8 +1,8 @@
 """An answer of Headway's HTTP/1.1 server as the bytes of one write.
 
 `render` is called once per answer on the event loop's thread, so the status lines are built
-once per status and the quick refusals (`api.refusals`), which are the same few answers over
-and over, once per kind of connection (`rendered_once`).
+once per status (the quick refusals of `api.refusals`, the same few answers over and over, are
+rendered once and kept there).
 """
 
 from __future__ import annotations
@@ -13,9 +13,6 @@ from headway.api.errors import JSON, Response
 
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 _STATUS_LINES: dict[int, bytes] = {}
-#: The quick refusals' answers as bytes, by (id of the answer, keep-alive, HTTP/1.0): each
-#: answer is one object kept for good by `api.refusals`, so its id stays its own.
-_RENDERED: dict[tuple[int, bool, bool], bytes] = {}
 #: A JSON answer's head but its length, by (status, keep-alive, HTTP/1.0): its status line, its
 #: content type; and what follows the length (the connection header, the blank line).
 _JSON_HEADS: dict[tuple[int, bool, bool], tuple[bytes, bytes]] = {}
@@ -54,13 +51,3 @@ def _json_head(key: tuple[int, bool, bool]) -> tuple[bytes, bytes]:
     before, _, after = whole.partition(b"content-length: 0\r\n")
     head = _JSON_HEADS[key] = before, after
     return head
-
-
-def rendered_once(response: Response, keep_alive: bool, http10: bool) -> bytes:
-    """`render` of an answer that is kept for good and given again and again (a quick
-    refusal), rendered once per kind of connection."""
-    key = (id(response), keep_alive, http10)
-    data = _RENDERED.get(key)
-    if data is None:
-        data = _RENDERED[key] = render(response, keep_alive, http10)
-    return data

@@ -117,6 +117,7 @@ class Controller:
         self.refuse_late = self.unread.refuse_late
         self.may_refuse_unread = self.unread.may_refuse_unread
         self.quick_refusal = self.unread.quick_refusal
+        self.refuse_unread = self.unread.refuse
         self.started = False
         #: Whether the engine can run an action inside `submit` (it runs them in this process).
         self._runs_inline = engine.runs_inline

@@ -1,8 +1,9 @@
 """The controller's refusals of a request before it is decoded, counted as refusals of its model.
 
 The transport asks these with what it knows before decoding a request's tensors (its model,
-how long it waited to be read, its timeout): `may_refuse_unread` of every request, cheaply;
-`quick_refusal` only when that says yes; `refuse_late` before admitting one that waited. The
+how long it waited to be read, its timeout): `may_refuse_unread` of every request, cheaply, and
+`refuse` of the model it gives (`quick_refusal` asks both at once); `refuse_late` before
+admitting one that waited. The
 decisions are `overload`'s and `admission`'s; this part looks up the model, asks them, and
 counts what they refuse as `Controller.submit` would have.
 """
@@ -84,16 +85,24 @@ class UnreadRefusals:
             stats.errors[exc.reason] += 1
             raise
 
-    def may_refuse_unread(self, name: str, version: int | None, waited: float) -> bool:
-        """Whether `quick_refusal` might refuse a request for `name` that waited `waited` s to
-        be read: the frontend is shedding, the request waited long enough to be late, or its
-        model's queued work refused one since it last shrank. The frontend asks this of every
-        request (it watches the frontend's lag meanwhile), and reads a request's deadline only
-        when the answer is yes, so a server that keeps up pays a lookup or two per request."""
-        if self.lag.observe(waited, self.clock.now()) or waited >= NOTICEABLE_WAIT_S:
-            return True
+    def may_refuse_unread(self, name: str, version: int | None, waited: float) -> ModelState | None:
+        """The model a request for `name` that `waited` s to be read is for, if `refuse` might
+        refuse it: the frontend is shedding, the request waited long enough to be late, or its
+        model's queued work refused one since it last shrank; else None (as for a model not
+        ready or with a prediction cache, left to `submit`). The frontend asks this of every
+        request it may refuse (it watches the frontend's lag meanwhile), and reads a request's
+        deadline only for a model this gives, so a server that keeps up pays a lookup or two."""
+        shedding = self.lag.observe(waited, self.clock.now())
         model = self.served(name, version)
-        return model is not None and self.scheduler.backlogged(model.config.key) is not NO_BACKLOG
+        if model is None or model.state != READY or model.config.cache:
+            return None
+        if (
+            shedding
+            or waited >= NOTICEABLE_WAIT_S
+            or self.scheduler.backlogged(model.config.key) is not NO_BACKLOG
+        ):
+            return model
+        return None
 
     def quick_refusal(
         self,
@@ -106,36 +115,46 @@ class UnreadRefusals:
     ) -> str | None:
         """Why a request for `name` that `waited` s to be read is refused before it is decoded
         (`overload.LATE`, `BACKLOG` or `SHED`), counted as a refusal of its model; None: decode
-        and submit it. O(1): a few lookups and comparisons, for the transport to ask of every
-        request under overload. A model not registered or not ready, with a prediction cache,
-        or a request with a priority of its own, is left to `submit`."""
-        now = self.clock.now()
-        shedding = self.lag.observe(waited, now)
+        and submit it. A model not registered or not ready, or with a prediction cache, is left
+        to `submit`."""
+        self.lag.observe(waited, self.clock.now())
         model = self.served(name, version)
-        if model is None or model.state != READY:
+        if model is None or model.state != READY or model.config.cache:
+            return None
+        return self.refuse(model, timeout=timeout, priority=priority, waited=waited)
+
+    def refuse(
+        self, model: ModelState, *, timeout: float | None, priority: int | None, waited: float
+    ) -> str | None:
+        """`quick_refusal` of a request for `model` (ready, no cache), once the lag has observed
+        its wait (`may_refuse_unread`). O(1): a few lookups and comparisons, for the transport
+        to ask of every request under overload. A request with a priority of its own is left to
+        `submit`."""
+        if priority is not None and priority_level(priority) != DEFAULT_PRIORITY:
             return None
         config = model.config
-        if config.cache or priority_level(priority) != DEFAULT_PRIORITY:
-            return None
         key = config.key
+        now = self.clock.now()
         timeout = timeout if timeout is not None else config.slo_ms / 1000.0
         scheduler = self.scheduler
+        lag = self.lag
         reason = quick_refusal(
             waited=waited,
             timeout=timeout,
             service=scheduler.predictions.service_time(key, 1),
             deadline=now - waited + timeout,
             backlog=scheduler.backlogged(key),
-            shedding=shedding,
-            share=self.lag.share,
+            shedding=lag.shedding,
+            share=lag.share,
         )
         if reason is None and self.inline and self.behind(key, now - waited + timeout, now):
             reason = BACKLOG
-        if reason is not None:
+        if reason is not None:  # counted as `submit` counts a refusal, each field at once
             stats = self.stats[key]
             stats.requests += 1
             stats.errors[Shed.reason if reason == SHED else DeadlineUnmeetable.reason] += 1
-            scheduler.count(key, "refused_unread", reason)
+            scheduler.counters.refused_unread += 1  # `Tally.count`, inlined
+            scheduler.events[key, "refused_unread", reason] += 1
         return reason
 
     def behind(self, key: str, deadline: float, now: float) -> bool:
