@@ -7,8 +7,9 @@ meets the SLO.
 Around them: `profiler` (measuring models on worker processes), `description` (what the files
 say), `from_flow` (a compiled flow as a pipeline), `workloads` (arrival traces), `plan_file`,
 `envelope` and `tuner` (InferLine's tuner), `scaling` (replica changes during a replay),
-`baselines` (InferLine's coarse-grained CG-Mean and CG-Peak, to compare a plan with) and
-`live` (the tuner in the server). See docs/planning.md.
+`baselines` (InferLine's coarse-grained CG-Mean and CG-Peak, to compare a plan with),
+`exhaustive` (a lower bound on any configuration's cost and the cheapest one by exhaustive
+search, to judge a plan by) and `live` (the tuner in the server). See docs/planning.md.
 """
 
 from headway.planning.pipeline import (
