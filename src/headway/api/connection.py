@@ -73,8 +73,10 @@ class HttpConnection(asyncio.Protocol):
 
     def __init__(self, server: ConnectionHost[HttpConnection]) -> None:
         self.server = server
-        self.app = server.app
+        self.app = app = server.app
         self.loop = server.loop
+        self._max_body = app.max_body_bytes
+        self._length_digits = len(str(app.max_body_bytes))
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.pending: deque[_Slot] = deque()
@@ -214,8 +216,10 @@ class HttpConnection(asyncio.Protocol):
         self._phase_began = self.last_active
         if self._no_more:
             return
-        try:
-            self.app.check_length(self._headers.get(b"content-length"))
+        declared = self._headers.get(b"content-length")
+        try:  # a length of fewer digits than the limit's is within it: not asked
+            if declared is not None and len(declared) >= self._length_digits:
+                self.app.check_length(declared)
             encoding = self._headers.get(b"content-encoding")
             if encoding is not None:
                 self._decoder = body_decoder(encoding, self.app.max_body_bytes)
@@ -231,7 +235,8 @@ class HttpConnection(asyncio.Protocol):
             return
         self._size += len(chunk)
         try:
-            self.app.check_size(self._size)
+            if self._size > self._max_body:
+                self.app.check_size(self._size)
             if self._decoder is not None:
                 chunk = self._decoder.feed(chunk)
         except HeadwayError as exc:  # a body that outgrew the limit, sent or decoded
