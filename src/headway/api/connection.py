@@ -257,7 +257,11 @@ class HttpConnection(asyncio.Protocol):
                 return
         parser = self.parser
         keep_alive = parser.should_keep_alive() and not self.server.stopping
-        http10 = parser.get_http_version() == "1.0"
+        # HTTP/1.0 matters to a kept connection alone, which it keeps only when asked to in a
+        # Connection header; without one the version is not looked up (a string made per call)
+        http10 = (
+            keep_alive and b"connection" in self._headers and parser.get_http_version() == "1.0"
+        )
         body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
         url = self._url
         refusals = self.server.refusals

@@ -13,20 +13,24 @@ NO_POLICY: tuple[float | None, int | None] = (None, None)
 
 
 def schedule_policy(parameters: dict[str, Any]) -> tuple[float | None, int | None]:
-    """Triton's `timeout` (µs) or Headway's `slo_ms` as the deadline; `priority` (1 = highest)."""
+    """Triton's `timeout` (µs) or Headway's `slo_ms` as the deadline; `priority` (1 = highest).
+    Asked of every request that has parameters: no loop, no call for a key not given."""
     if not isinstance(parameters, dict):
         raise InvalidInput("'parameters' must be an object")
     timeout: float | None = None
-    for key, scale in (("timeout", 1e-6), ("slo_ms", 1e-3)):
-        if key in parameters:
-            value = parameters[key]
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise InvalidInput(f"parameter {key!r} must be a positive number, got {value!r}")
-            timeout = float(value) * scale
-            break
+    if "timeout" in parameters:
+        timeout = _positive("timeout", parameters["timeout"]) * 1e-6
+    elif "slo_ms" in parameters:
+        timeout = _positive("slo_ms", parameters["slo_ms"]) * 1e-3
     priority = parameters.get("priority")
     if priority is not None and (
         isinstance(priority, bool) or not isinstance(priority, int) or priority < 0
     ):
         raise InvalidInput(f"parameter 'priority' must be a non-negative integer, got {priority!r}")
     return timeout, priority
+
+
+def _positive(key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise InvalidInput(f"parameter {key!r} must be a positive number, got {value!r}")
+    return float(value)
