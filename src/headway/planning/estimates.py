@@ -6,11 +6,9 @@ full batch to send ahead (`headway.control.infer_choice`). So a configuration th
 from one already replayed only in max batch sizes, each (where it differs) above the most
 requests that stage's queue held in that replay (`Estimate.queued`), replays the same events at
 the same clock times (`simulate` starts every trace at the same time, whatever the warm-up
-took): its estimate is that replay's, to the bit. A replay that stopped early counts as well:
-the other stops at the same event.
-
-With durations drawn at random (`simulate(spread=True)`), the warm-up's draws, one per
-warm-up run, shift every later one: only the same configuration is found again.
+took, and durations drawn at random are drawn afresh from the seed when it starts): its
+estimate is that replay's, to the bit. A replay that stopped early counts as well: the other
+stops at the same event.
 """
 
 from __future__ import annotations
@@ -25,13 +23,10 @@ Key = tuple[tuple[str, int, int], ...]
 
 
 class Estimates:
-    """Estimates of configurations of the stages `names`, each replayed once on one trace.
-    `by_queue`: also answer a configuration that differs only in max batch sizes no queue
-    reached (False: durations are drawn at random)."""
+    """Estimates of configurations of the stages `names`, each replayed once on one trace."""
 
-    def __init__(self, names: Sequence[str], *, by_queue: bool = True) -> None:
+    def __init__(self, names: Sequence[str]) -> None:
         self.names = tuple(names)
-        self.by_queue = by_queue
         #: the configurations replayed, by key
         self._replayed: dict[Key, Estimate] = {}
         #: configurations found to replay as one replayed: key -> its estimate
@@ -54,11 +49,11 @@ class Estimates:
         return iter(self._replayed)
 
     def get(self, config: Configuration) -> Estimate | None:
-        """`config`'s estimate: its own replay's or, with `by_queue`, that of a configuration
-        it replays the same as (see the module docstring); None if neither was made."""
+        """`config`'s estimate: its own replay's or that of a configuration it replays the
+        same as (see the module docstring); None if neither was made."""
         key = self.key(config)
         found = self._replayed.get(key) or self._same.get(key)
-        if found is not None or not self.by_queue:
+        if found is not None:
             return found
         batches = tuple(b for _, b, _ in key)
         for replayed, estimate in self._by_shape.get(self._shape(key), ()):

@@ -135,11 +135,11 @@ class Planner(Starts):
         self.polish = polish
         #: replays left before an estimate is refused unmade (None: no limit)
         self._left: int | None = None
-        # (configurations that replay the same as one replayed are found again, but not
-        # when durations are drawn: `headway.planning.estimates`)
-        self._estimates = Estimates(pipeline.names, by_queue=not spread)
+        # (configurations that replay the same as one replayed are found again:
+        # `headway.planning.estimates`)
+        self._estimates = Estimates(pipeline.names)
         #: replays of the whole trace (`_confirm`), when the search ran on a prefix
-        self._whole = Estimates(pipeline.names, by_queue=not spread)
+        self._whole = Estimates(pipeline.names)
         #: replays made (each configuration once per trace)
         self.replays = 0
         #: every configuration found feasible, in the order found

@@ -8,7 +8,6 @@ controller admits, batches and dispatches every stage's requests over simulated 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -73,27 +72,33 @@ class Scaling(Protocol):
 Z99 = 2.3263
 
 
-def spread_durations(
-    pipeline: Pipeline, config: Configuration, profiles: Profiles, seed: int
-) -> Callable[[str, int], float]:
+class SpreadDurations:
     """A duration function `(stage, rows) -> seconds` drawing each INFER from a log-normal with
-    the stage's profiled mean and p99 for that many rows (the mean where there is no p99)."""
-    rng = np.random.default_rng(seed + 1)
-    by_stage = {
-        s.name: profile_of(profiles, s.model, config[s.name].hardware) for s in pipeline.stages
-    }
+    the stage's profiled mean and p99 for that many rows (the mean where there is no p99).
+    `restart` starts the draws again from `seed`: `simulate` restarts them when the trace
+    begins, so that the trace's draws do not depend on how many warm-up runs drew before it."""
 
-    def duration(stage: str, rows: int) -> float:
-        profile = by_stage[stage]
+    def __init__(
+        self, pipeline: Pipeline, config: Configuration, profiles: Profiles, seed: int
+    ) -> None:
+        self.seed = seed
+        self.rng = np.random.default_rng(seed + 1)
+        self.by_stage = {
+            s.name: profile_of(profiles, s.model, config[s.name].hardware) for s in pipeline.stages
+        }
+
+    def restart(self) -> None:
+        self.rng = np.random.default_rng(self.seed + 1)
+
+    def __call__(self, stage: str, rows: int) -> float:
+        profile = self.by_stage[stage]
         mean, p99 = profile.latency(rows), profile.tail(rows)
         if p99 is None or p99 <= mean:
             return mean
         # mean = exp(mu + s^2/2) and p99 = exp(mu + Z99 s): the smaller root for s
         ratio = min(math.log(p99 / mean), Z99 * Z99 / 2)
         sigma = Z99 - math.sqrt(Z99 * Z99 - 2 * ratio)
-        return float(rng.lognormal(math.log(mean) - sigma * sigma / 2, sigma))
-
-    return duration
+        return float(self.rng.lognormal(math.log(mean) - sigma * sigma / 2, sigma))
 
 
 def reach_draws(queries: int, seed: int) -> np.ndarray:
@@ -158,6 +163,7 @@ def simulate(
         )
     arrivals = np.asarray(arrivals, dtype=np.float64)
     first = float(arrivals[0]) if len(arrivals) else 0.0
+    sample = SpreadDurations(pipeline, config, profiles, seed) if spread else None
     replicas = {name: config[name].replicas for name in order}
     with ServerSimulation(
         models,
@@ -167,7 +173,7 @@ def simulate(
         policy=PLANNING,
         rpc_seconds=rpc_seconds,
         noise=noise,
-        sample=spread_durations(pipeline, config, profiles, seed) if spread else None,
+        sample=sample,
         seed_profiles=True,
         max_queue=max(4096, 2 * len(arrivals)),
         seed=seed,
@@ -175,9 +181,11 @@ def simulate(
     ) as sim:
         # the trace starts at a round time, whatever the warm-up took: two configurations
         # that differ only in what they warmed up (a max batch no queue reaches) then replay
-        # the trace at the same clock times, to the bit
+        # the trace at the same clock times, to the bit, and with the same drawn durations
         started = math.ceil(sim.start() / START_GRID) * START_GRID
         sim.idle_until(started)
+        if sample is not None:  # nor on how many warm-up runs drew before it
+            sample.restart()
         warm_up = dict(sim.engine.computing)  # the warm-up runs are not the trace's
         stats = sim.controller.stats
         keys = {name: sim.controller.model(name).config.key for name in order}
