@@ -340,6 +340,43 @@ def test_the_controller_counts_each_quick_refusal_by_model_and_reason(tmp_path: 
     asyncio.run(scenario())
 
 
+def test_the_transports_refusals_are_counted_in_bulk_before_any_read_and_each_turn(
+    tmp_path: Path,
+) -> None:
+    """What the HTTP transport refuses (`may_refuse_unread` then `refuse_unread`) is counted
+    once per loop turn, not per request, yet every one is counted before the statistics are
+    read, and none twice."""
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "model.yaml").write_text(YAML)
+
+    async def scenario() -> None:
+        clock = ManualClock(start=100.0)
+        controller = Controller(Repository.scan(tmp_path), FakeEngine(), clock=clock)
+        await controller.start()
+        for _ in range(200):
+            await asyncio.sleep(0)
+
+        def refuse() -> str | None:
+            model = controller.may_refuse_unread("m", None, ms(60))
+            assert model is not None
+            return controller.refuse_unread(model, timeout=ms(50), priority=None, waited=ms(60))
+
+        stats = controller.stats["m@1"]
+        assert [refuse() for _ in range(3)] == [LATE] * 3
+        assert stats.requests == 0  # not counted yet: in bulk
+        counted = controller.statistics()["models"]["m"]
+        assert counted["requests"] == 3 and counted["errors"] == {"deadline": 3}
+        assert controller.scheduler.events["m@1", "refused_unread", LATE] == 3
+        assert refuse() == LATE
+        clock.advance(0.0)  # the end of the turn it was refused in: counted
+        assert stats.requests == 4 and stats.errors["deadline"] == 4
+        controller.statistics()
+        assert controller.scheduler.counters.refused_unread == 4
+        await controller.stop()
+
+    asyncio.run(scenario())
+
+
 # -- inline: admission's check of the work ahead, asked before decoding ----------------------
 
 

@@ -209,6 +209,7 @@ class TunerCollector:
 def render(
     controller: Controller, apps: AppRegistry | None = None, tuner: LiveTuner | None = None
 ) -> bytes:
+    controller.count_refusals()
     registry = CollectorRegistry(auto_describe=False)
     ProcessCollector(registry=registry)  # process_*: CPU, memory, open files of the frontend
     registry.register(ControllerCollector(controller))

@@ -23,6 +23,7 @@ def statistics(
     controller: Controller, name: str | None = None, version: str | None = None
 ) -> dict[str, Any]:
     """`{"model_stats": [...]}` for every model, one model's versions, or one version."""
+    controller.count_refusals()
     if name is None:
         states = [*controller.models.values(), *controller.versions.values()]
     elif version is not None:

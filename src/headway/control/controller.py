@@ -118,6 +118,9 @@ class Controller:
         self.may_refuse_unread = self.unread.may_refuse_unread
         self.quick_refusal = self.unread.quick_refusal
         self.refuse_unread = self.unread.refuse
+        #: Counts what `refuse_unread` refused and has not counted yet: ask before reading
+        #: `stats` or the scheduler's tally (`statistics` does).
+        self.count_refusals = self.unread.count
         self.started = False
         #: Whether the engine can run an action inside `submit` (it runs them in this process).
         self._runs_inline = engine.runs_inline
@@ -366,6 +369,7 @@ class Controller:
 
     def statistics(self) -> dict[str, Any]:
         """A snapshot for metrics, the dashboard and tests."""
+        self.count_refusals()
         scheduling = self.scheduler.statistics()["models"]
 
         def describe(m: ModelState, default: bool) -> dict[str, Any]:

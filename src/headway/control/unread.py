@@ -10,9 +10,10 @@ counts what they refuse as `Controller.submit` would have.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
 
-from headway.clock import Clock
+from headway.clock import TimerClock
 from headway.control.admission import admit_unread, behind
 from headway.control.model_stats import ModelStats
 from headway.control.models import READY, ModelState
@@ -40,7 +41,7 @@ class UnreadRefusals:
     def __init__(
         self,
         scheduler: Scheduler,
-        clock: Clock,
+        clock: TimerClock,
         stats: Mapping[str, ModelStats],
         served: Served,
         *,
@@ -58,6 +59,10 @@ class UnreadRefusals:
         #: ahead runs while the loop reads, so a refusal decided after decoding costs the
         #: loop the decode for nothing, and the reads after a model's run outgrow it.
         self.inline = inline
+        #: Refusals made by `refuse` and not yet counted in the model's statistics and the
+        #: scheduler's tally, by (model key, reason): counted in bulk by `count`, at the end of
+        #: the loop turn they were made in or when the statistics are read, whichever is first.
+        self._uncounted: Counter[tuple[str, str]] = Counter()
 
     def refuse_late(
         self, model: ModelState, *, timeout: float | None, waited: float, now: float
@@ -115,21 +120,23 @@ class UnreadRefusals:
     ) -> str | None:
         """Why a request for `name` that `waited` s to be read is refused before it is decoded
         (`overload.LATE`, `BACKLOG` or `SHED`), counted as a refusal of its model; None: decode
-        and submit it. A model not registered or not ready, or with a prediction cache, is left
-        to `submit`."""
+        and submit it, counted at once. A model not registered or not ready, or with a prediction
+        cache, is left to `submit`."""
         self.lag.observe(waited, self.clock.now())
         model = self.served(name, version)
         if model is None or model.state != READY or model.config.cache:
             return None
-        return self.refuse(model, timeout=timeout, priority=priority, waited=waited)
+        reason = self.refuse(model, timeout=timeout, priority=priority, waited=waited)
+        self.count()
+        return reason
 
     def refuse(
         self, model: ModelState, *, timeout: float | None, priority: int | None, waited: float
     ) -> str | None:
         """`quick_refusal` of a request for `model` (ready, no cache), once the lag has observed
         its wait (`may_refuse_unread`). O(1): a few lookups and comparisons, for the transport
-        to ask of every request under overload. A request with a priority of its own is left to
-        `submit`."""
+        to ask of every request under overload; counted by `count`, in bulk. A request with a
+        priority of its own is left to `submit`."""
         if priority is not None and priority_level(priority) != DEFAULT_PRIORITY:
             return None
         config = model.config
@@ -149,13 +156,29 @@ class UnreadRefusals:
         )
         if reason is None and self.inline and self.behind(key, now - waited + timeout, now):
             reason = BACKLOG
-        if reason is not None:  # counted as `submit` counts a refusal, each field at once
-            stats = self.stats[key]
-            stats.requests += 1
-            stats.errors[Shed.reason if reason == SHED else DeadlineUnmeetable.reason] += 1
-            scheduler.counters.refused_unread += 1  # `Tally.count`, inlined
-            scheduler.events[key, "refused_unread", reason] += 1
+        if reason is not None:
+            uncounted = self._uncounted
+            if not uncounted:
+                self.clock.call_at(now, self.count)
+            uncounted[key, reason] += 1
         return reason
+
+    def count(self) -> None:
+        """Count the refusals `refuse` made since the last count as `submit` counts a refusal:
+        a request of its model and an error of its reason, and in the scheduler's tally. Under
+        overload most requests are refused, and one count per turn of reads is cheaper than
+        one per request; whoever reads the statistics asks first (`Controller.statistics`)."""
+        uncounted = self._uncounted
+        if not uncounted:
+            return
+        scheduler = self.scheduler
+        for (key, reason), n in uncounted.items():
+            stats = self.stats.get(key)
+            if stats is not None:
+                stats.requests += n
+                stats.errors[Shed.reason if reason == SHED else DeadlineUnmeetable.reason] += n
+            scheduler.count(key, "refused_unread", reason, n)
+        uncounted.clear()
 
     def behind(self, key: str, deadline: float, now: float) -> bool:
         """Whether admission would refuse a one-row request of the default priority for `key`,

@@ -45,6 +45,7 @@ def snapshot(controller: Controller, apps: AppRegistry) -> dict[str, Any]:
     cluster node (Ray engine) and memory against its budget, per application its policy's weights,
     per flow operator its calls, rows, latency and time queued. Rates are the page's:
     it divides the counters' change by the time between two snapshots."""
+    controller.count_refusals()
     models = []
     labels: dict[str, str] = {}
     for name, state in [*controller.models.items(), *controller.versions.items()]:
