@@ -34,12 +34,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import json
 import os
 import sys
-import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -76,12 +75,20 @@ from headway.planning.in_place import (  # noqa: E402
     WAIT_TAIL,
     batch_seconds,
     between,
+    lag1,
     loaded_profiles,
+    persistence_in,
     shapes_between,
     waits_per_action,
+    window_means,
 )
 from headway.planning.pipeline import LatencyProfile  # noqa: E402
-from headway.planning.profiler import frontend_of, profile_kind, under_load_of  # noqa: E402
+from headway.planning.profiler import (  # noqa: E402
+    StatsWindows,
+    frontend_of,
+    profile_kind,
+    under_load_of,
+)
 from headway.repository import Repository  # noqa: E402
 
 
@@ -152,7 +159,7 @@ def sitting(
             for _ in range(repeats):
                 before = server.stats(), server.metrics(), server.sched()
                 client = time.process_time()
-                with Polled(server) as polled:
+                with StatsWindows(process.url) as polled:
                     tally = run(
                         target, requests, duration=seconds, warmup=WARMUP_S,
                         schedule=schedule, drain_timeout=30.0,
@@ -169,7 +176,7 @@ def sitting(
                     # ms run and waited for a core per query: the loop, each worker; the client
                     "sched_ms_per_query": per_query(before[2], after[2], len(schedule)),
                     "client_cpu_ms_per_query": round(client / len(schedule) * 1e3, 3),
-                    "burstiness": polled.burstiness(),
+                    "burstiness": burstiness(polled),
                     "own": own_times(on_kind, served_as, before, after, len(schedule)),
                 })  # fmt: skip
             print(f"# {time.monotonic() - began:.0f} s: load {load} measured", flush=True)
@@ -190,6 +197,12 @@ def sitting(
             "loaded": (loaded, found.frontend, own, True),
             "loaded_waits": (waited, found.frontend, own, True),
             "loaded_raw": ({m: {KIND: p} for m, p in raw.items()}, found.frontend, own, True),
+            "loaded_independent": (  # each batch drawn independently (before the persistence)
+                {m: {KIND: replace(p, persistence=0.0)} for m, p in found.profiles.items()},
+                found.frontend,
+                own,
+                True,
+            ),
             "loaded_means": (loaded, found.frontend, own, False),
             "idle": (idle, frontend, None, True),
         }
@@ -212,6 +225,7 @@ def sitting(
             "runs": runs, "real_p99_median_ms": round(float(np.median(real)), 2),
             "loaded_frontend_ms": round(found.frontend * 1e3, 3),
             "sigmas": {m: round(v, 3) for m, v in found.sigmas.items()},
+            "persistence": {m: p.persistence for m, p in found.profiles.items()},
             "waits_ms": {m: round(v * 1e3, 3) for m, v in found.waits.items()},
             "loaded_profiles_ms": {
                 m: {b: round(s * 1e3, 3) for b, s in p.seconds.items() if b in (1, 2, 4)}
@@ -232,51 +246,23 @@ def sitting(
     return out
 
 
-class Polled:
-    """The server's batch statistics read every `every` seconds while a run goes on: whether
-    slow batches come in bursts (`burstiness`)."""
-
-    def __init__(self, server: Server, every: float = 0.5) -> None:
-        self.server, self.every = server, every
-        self.reads: list[dict[str, dict[int, tuple[int, float]]]] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._poll, daemon=True)
-
-    def __enter__(self) -> Polled:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stop.set()
-        self.thread.join()
-
-    def _poll(self) -> None:
-        while not self.stop.wait(self.every):
-            self.reads.append(batch_seconds(self.server.stats()))
-
-    def burstiness(self) -> dict[str, dict[str, float]]:
-        """Per served model, its windows' mean time per action: their coefficient of
-        variation, and the correlation of each window's with the next's (about 0 when each
-        batch's time is independent of the last's; towards 1 when slow spells outlast a
-        window)."""
-        out = {}
-        for name in self.reads[-1] if self.reads else {}:
-            totals = [
-                (sum(c for c, _ in r.get(name, {}).values()),
-                 sum(t for _, t in r.get(name, {}).values()))
-                for r in self.reads
-            ]  # fmt: skip
-            windows = [(c1 - c0, t1 - t0) for (c0, t0), (c1, t1) in itertools.pairwise(totals)]
-            means = np.array([t / n for n, t in windows if n >= 2])
-            if len(means) < 6:
-                continue
-            lag1 = np.corrcoef(means[:-1], means[1:])[0, 1] if means.std() > 0 else 0.0
-            out[name] = {
-                "windows": len(means),
-                "cv": round(float(means.std() / means.mean()), 3),
-                "lag1": round(float(lag1), 3),
-            }
-        return out
+def burstiness(windows: StatsWindows) -> dict[str, dict[str, float]]:
+    """Per served model, its mean time per action in each window between the run's reads:
+    their coefficient of variation, their lag-1 correlation (about 0 when each batch's time is
+    independent of the last's) and the per-batch persistence the product takes from it."""
+    out = {}
+    for name in windows.reads[-1] if windows.reads else {}:
+        means, per_window = window_means(windows.reads, name)
+        correlation = lag1(means)
+        if correlation is None:
+            continue
+        out[name] = {
+            "windows": len(means), "per_window": round(per_window, 1),
+            "cv": round(float(means.std() / means.mean()), 3),
+            "lag1": round(correlation, 3),
+            "persistence": round(persistence_in(windows.reads, name), 3),
+        }  # fmt: skip
+    return out
 
 
 Reads = tuple[dict[str, Any], str, dict[str, tuple[float, float]]]
@@ -312,10 +298,11 @@ def table(found: dict[str, Any]) -> str:
         f"{found['repeats']} x {found['seconds']:.0f} s per load, {found['total_s']:.0f} s in all",
         "",
         "| load | queries/s | real P99 per repeat | median | send lateness p99 | load avg "
-        "| simulated P99 (`--spread`) | error (range) | tails from waits | error "
+        "| simulated P99 (`--spread`) | error (range) | batches independent | error "
+        "| tails from waits | error "
         "| sizes at their own means | error | means | error "
         "| idle profiles | error | each run's own times (diagnostic) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in found["loads"]:
         real = ", ".join(f"{r['p99_ms']:.1f}" for r in row["runs"])
@@ -329,7 +316,8 @@ def table(found: dict[str, Any]) -> str:
         lines.append(
             f"| {row['load']} | {row['rate_qps']} | {real} ms | {row['real_p99_median_ms']:.1f} ms "
             f"| {late} ms | {loads} | {row['sim_loaded_p99_ms']:.1f} ms | {row['sim_loaded_error']:+.0%} "
-            f"({low:+.0%} to {high:+.0%}) | {row['sim_loaded_waits_p99_ms']:.1f} ms "
+            f"({low:+.0%} to {high:+.0%}) | {row['sim_loaded_independent_p99_ms']:.1f} ms "
+            f"| {row['sim_loaded_independent_error']:+.0%} | {row['sim_loaded_waits_p99_ms']:.1f} ms "
             f"| {row['sim_loaded_waits_error']:+.0%} | {row['sim_loaded_raw_p99_ms']:.1f} ms "
             f"| {row['sim_loaded_raw_error']:+.0%} | {row['sim_loaded_means_p99_ms']:.1f} ms "
             f"| {row['sim_loaded_means_error']:+.0%} | {row['sim_idle_p99_ms']:.1f} ms "

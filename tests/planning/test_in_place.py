@@ -23,11 +23,15 @@ from headway.planning.in_place import (
     LEAST_SHAPED,
     batch_seconds,
     between,
+    lag1,
     loaded_profiles,
     lognormal_sigma,
+    persistence_in,
+    persistence_of,
     shapes_between,
     under_load,
     waits_per_action,
+    window_means,
 )
 from headway.planning.pipeline import LatencyProfile
 from headway.planning.profiler import under_load_of
@@ -137,6 +141,38 @@ def test_the_shape_under_load_comes_from_the_servers_histogram_between_two_reads
     )["model"]
     ratio = np.exp(2.3263 * sigmas["m"] - sigmas["m"] ** 2 / 2)
     assert profile.p99[1] == pytest.approx(profile.seconds[1] * ratio, rel=1e-4)
+
+
+def test_the_persistence_of_batches_is_found_from_the_windows_they_fill() -> None:
+    # 40,000 batches whose log-times follow an AR(1) of persistence 0.9, read as the server's
+    # cumulative statistics every 10 batches
+    rng = np.random.default_rng(2)
+    z = np.empty(40_000)
+    z[0] = rng.standard_normal()
+    for i in range(1, len(z)):
+        z[i] = 0.9 * z[i - 1] + np.sqrt(1 - 0.81) * rng.standard_normal()
+    times = np.exp(np.log(12 * MS) + 0.3 * z)
+    reads = [{"m": {1: (i, float(times[:i].sum()))}} for i in range(0, len(times) + 1, 10)]
+    means, per_window = window_means(reads, "m")
+    assert per_window == 10 and len(means) == 4000
+    correlation = lag1(means)
+    assert correlation is not None
+    assert persistence_of(correlation, per_window) == pytest.approx(0.9, abs=0.03)
+    assert persistence_in(reads, "m") == persistence_of(correlation, per_window)
+    # independent batches: windows not correlated, no persistence
+    flat_reads = [{"m": {1: (i, 12 * MS * i)}} for i in range(0, 100, 10)]
+    assert lag1(window_means(flat_reads, "m")[0]) is None
+    assert persistence_of(-0.1, 10) == 0.0
+    # independent batches, 30 windows: a correlation under 2 / sqrt(30) is no persistence
+    times = np.exp(np.log(12 * MS) + 0.3 * np.random.default_rng(3).standard_normal(300))
+    reads = [{"m": {1: (i, float(times[:i].sum()))}} for i in range(0, 301, 10)]
+    assert abs(lag1(window_means(reads, "m")[0]) or 0.0) < 2 / np.sqrt(30)
+    assert persistence_in(reads, "m") == 0.0
+
+
+def test_the_persistence_is_the_loaded_profiles() -> None:
+    idle = LatencyProfile({1: 10 * MS})
+    assert under_load(idle, {1: (10, 150 * MS)}, persistence=0.8).persistence == 0.8
 
 
 def test_each_model_gets_the_wait_of_the_worker_whose_run_matches_its_time() -> None:

@@ -127,6 +127,44 @@ def test_spread_draws_durations_with_the_profiled_mean_and_p99() -> None:
     assert np.array_equal(estimate.latencies[:2000], again.latencies)
 
 
+def test_with_persistence_slow_batches_follow_slow_batches_with_the_same_marginal() -> None:
+    profile = LatencyProfile({1: 0.010}, p99={1: 0.030}, persistence=0.9)
+    arrivals = np.arange(20000) * 1.0  # far apart: each latency is one action's duration
+    estimate = simulate(
+        chain(1.0), one_stage(1), {"m0": {"cpu1": profile}}, arrivals, seed=4, spread=True
+    )
+    logs = np.log(estimate.latencies)
+    assert np.corrcoef(logs[:-1], logs[1:])[0, 1] == pytest.approx(0.9, abs=0.03)
+    # each batch's log-normal is the independent one's: the same mean and p99
+    assert np.mean(estimate.latencies) == pytest.approx(0.010, rel=0.1)
+    assert estimate.p99 == pytest.approx(0.030, rel=0.15)
+
+
+def test_with_persistence_a_queue_grows_longer_at_the_same_load() -> None:
+    # Poisson arrivals at 60% of a stage of mean 10 ms, p99 30 ms: spells of slow batches
+    # build queues that independent batches of the same distribution do not
+    arrivals = np.cumsum(np.random.default_rng(1).exponential(1 / 60.0, 20000))
+    p99s = []
+    for persistence in (0.0, 0.95):
+        profile = LatencyProfile({1: 0.010}, p99={1: 0.030}, persistence=persistence)
+        p99s.append(
+            simulate(
+                chain(1.0),
+                one_stage(1),
+                {"m0": {"cpu1": profile}},
+                arrivals,
+                seed=4,
+                spread=True,
+            ).p99
+        )
+    assert p99s[1] > 1.5 * p99s[0]
+
+
+def test_persistence_is_between_0_and_1() -> None:
+    with pytest.raises(ConfigError, match="persistence"):
+        LatencyProfile({1: 0.010}, persistence=1.0)
+
+
 def test_the_estimate_counts_the_rows_each_stages_batches_carried() -> None:
     profiles = {"m0": {"cpu1": flat(10, sizes=(1, 2, 3), per_row_ms=2)}}
     arrivals = np.array([0.0, 1.0, 2.0, 3.0]) * MS

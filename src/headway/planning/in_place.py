@@ -27,8 +27,9 @@ in (`waits_per_action`, `under_load`).
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -94,6 +95,7 @@ def under_load(
     wait: float | None = None,
     sigma: float | None = None,
     prior: float = PRIOR_ACTIONS,
+    persistence: float = 0.0,
 ) -> LatencyProfile:
     """`idle`, the model's profile taken alone, as the load that `ran` (the model's actions
     between two reads) found it. The slow-down: the measured sizes' (each run at least
@@ -102,7 +104,7 @@ def under_load(
     blend (n x its mean under load + `prior` x that) / (n + `prior`), so its own mean decides
     once it ran many more than `prior` times, and a size formed a few times (its mean one
     stall away from the rest) stays near the shared slow-down. Refused when no size ran
-    `least` times.
+    `least` times. `persistence` (`persistence_of`) is the profile's.
 
     P99s: with `sigma`, the log-normal shape of the model's times under the load
     (`lognormal_sigma`), each size's p99 is that of a log-normal of its mean and that shape.
@@ -123,14 +125,15 @@ def under_load(
         seconds[size] = (actions[size] * mean + prior * shared) / (actions[size] + prior)
     if sigma is not None:
         ratio = math.exp(Z99 * sigma - sigma * sigma / 2)
-        return LatencyProfile(seconds, {s: t * ratio for s, t in seconds.items()})
+        return LatencyProfile(seconds, {s: t * ratio for s, t in seconds.items()}, persistence)
     if wait is not None:
-        return LatencyProfile(seconds, {s: t + WAIT_TAIL * wait for s, t in seconds.items()})
+        tails = {s: t + WAIT_TAIL * wait for s, t in seconds.items()}
+        return LatencyProfile(seconds, tails, persistence)
     p99 = {
         size: tail * seconds.get(size, idle.latency(size) * slower) / idle.latency(size)
         for size, tail in idle.p99.items()
     }
-    return LatencyProfile(seconds, p99)
+    return LatencyProfile(seconds, p99, persistence)
 
 
 def waits_per_action(
@@ -167,6 +170,7 @@ def loaded_profiles(
     waits: Mapping[str, float] | None = None,
     sigmas: Mapping[str, float] | None = None,
     prior: float = PRIOR_ACTIONS,
+    persistences: Mapping[str, float] | None = None,
 ) -> dict[str, LatencyProfile]:
     """Each model of `idle` (model -> its profile alone, on the hardware the server's workers
     are) under the load run between the stats bodies `before` and `after`; `served_as` names
@@ -174,8 +178,8 @@ def loaded_profiles(
     model; a model missing from it is served under its own name); `waits`, per served model,
     its worker's wait for a core per action (`waits_per_action`), gives the p99s, and
     `sigmas`, per served model, the shape of its run times (`shapes_between`), gives them in
-    its place where it has one; `prior` as `under_load`'s. A model the load never ran is left
-    out."""
+    its place where it has one; `prior` as `under_load`'s; `persistences`, per served model,
+    its batches' persistence (`persistence_of`). A model the load never ran is left out."""
     ran = between(batch_seconds(before), batch_seconds(after))
     out = {}
     for model, profile in idle.items():
@@ -191,6 +195,7 @@ def loaded_profiles(
                 (waits or {}).get(name),
                 (sigmas or {}).get(name),
                 prior,
+                (persistences or {}).get(name, 0.0),
             )
         except ConfigError as error:
             raise ConfigError(f"model {model!r}: {error}") from None
@@ -255,3 +260,59 @@ def shapes_between(before: str, after: str) -> dict[str, float]:
 
 def _erf(x: np.ndarray) -> np.ndarray:
     return np.vectorize(math.erf)(x)  # type: ignore[no-any-return]
+
+
+#: The most persistence a profile is given: spells of about 1 / (1 - p) = 100 batches.
+MOST_PERSISTENCE = 0.99
+
+
+def window_means(
+    reads: Sequence[Mapping[str, BatchSeconds]], name: str
+) -> tuple[np.ndarray, float]:
+    """Served model `name`'s mean seconds per action in each window between successive
+    `batch_seconds` reads taken at a steady pace (windows of fewer than 2 actions left out),
+    and the mean actions per window kept."""
+    totals = [
+        (sum(c for c, _ in r.get(name, {}).values()), sum(t for _, t in r.get(name, {}).values()))
+        for r in reads
+    ]
+    windows = [(c1 - c0, t1 - t0) for (c0, t0), (c1, t1) in itertools.pairwise(totals)]
+    kept = [(n, t) for n, t in windows if n >= 2]
+    means = np.array([t / n for n, t in kept])
+    return means, (sum(n for n, _ in kept) / len(kept) if kept else 0.0)
+
+
+def lag1(values: np.ndarray) -> float | None:
+    """The correlation of each value with the next (None with fewer than 6 or no spread)."""
+    if len(values) < 6 or float(values.std()) <= 1e-9 * float(np.abs(values).mean()):
+        return None
+    return float(np.corrcoef(values[:-1], values[1:])[0, 1])
+
+
+def persistence_of(window_lag1: float, per_window: float) -> float:
+    """The per-batch persistence p (an AR(1) of successive batches' log-times) under which
+    the means of windows of `per_window` successive batches have lag-1 correlation
+    `window_lag1`: for such windows the covariance of neighbours is p (1 - p^n)^2 / (1 - p)^2
+    and a window's variance n + 2 sum_k (n - k) p^k, whose ratio rises with p. 0 where the
+    windows are not positively correlated."""
+    n = max(round(per_window), 1)
+    if window_lag1 <= 0:
+        return 0.0
+    ps = np.linspace(0.0, MOST_PERSISTENCE, 991)
+    k = np.arange(1, n)
+    variance = n + 2 * ((n - k)[None, :] * ps[:, None] ** k[None, :]).sum(axis=1)
+    covariance = ps * (1 - ps**n) ** 2 / np.maximum((1 - ps) ** 2, 1e-12)
+    rho = covariance / variance
+    return float(ps[min(int(np.searchsorted(rho, window_lag1)), len(ps) - 1)])
+
+
+def persistence_in(reads: Sequence[Mapping[str, BatchSeconds]], name: str) -> float:
+    """Served model `name`'s persistence (`persistence_of`) from `batch_seconds` reads taken
+    at a steady pace during a run; 0 unless its windows' lag-1 correlation is above
+    2 / sqrt(windows), what independent batches stay under 19 times in 20 (a short run's
+    correlation is noisy, and a small one maps to a large persistence when windows are long)."""
+    means, per_window = window_means(reads, name)
+    correlation = lag1(means)
+    if correlation is None or correlation <= 2 / math.sqrt(len(means)):
+        return 0.0
+    return persistence_of(correlation, per_window)

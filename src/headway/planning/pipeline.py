@@ -59,12 +59,19 @@ class Catalogue:
 
 @dataclass(frozen=True)
 class LatencyProfile:
-    """One model on one hardware kind: seconds per batch, by measured batch size."""
+    """One model on one hardware kind: seconds per batch, by measured batch size.
+
+    `persistence` (0 to below 1): how much of a batch's luck the next batch of the model
+    keeps -- the correlation of successive batches' log-times, a spread estimate's draws
+    following it (slow batches come in spells where the cores are shared); 0: independent."""
 
     seconds: Mapping[int, float]
     p99: Mapping[int, float] = field(default_factory=dict)
+    persistence: float = 0.0
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.persistence < 1.0:
+            raise ConfigError(f"a profile's persistence must be in [0, 1), not {self.persistence}")
         if not self.seconds:
             raise ConfigError("a latency profile needs at least one batch size")
         if any(b < 1 or not (s > 0) for b, s in self.seconds.items()):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,9 +41,11 @@ from headway.loadgen.tally import Tally
 from headway.loadgen.workload import Body, random_tensor
 from headway.planning.frontend import frontend_row, frontend_time
 from headway.planning.in_place import (
+    BatchSeconds,
     batch_seconds,
     between,
     loaded_profiles,
+    persistence_in,
     shapes_between,
     waits_per_action,
 )
@@ -207,6 +210,30 @@ def frontend_of(
     return frontend_row(app, frontend_time(alone.latencies, before, after, saturated), alone.ok)
 
 
+class StatsWindows:
+    """The server's batch statistics (`batch_seconds`) read every `every` seconds while a run
+    goes on, in a thread: how each model's time per action moved within the run."""
+
+    def __init__(self, url: str, every: float = 0.5) -> None:
+        self.url, self.every = url, every
+        self.reads: list[dict[str, BatchSeconds]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> StatsWindows:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def _poll(self) -> None:
+        with httpx.Client(timeout=10) as client:
+            while not self.stop.wait(self.every):
+                self.reads.append(batch_seconds(client.get(f"{self.url}/v2/models/stats").json()))
+
+
 @dataclass(frozen=True)
 class UnderLoad:
     """What a run at a planned rate measured: each model's profile under it, and the server's
@@ -237,8 +264,9 @@ def under_load_of(
     `idle` (its profile alone, on the kind the server's workers are) as the server's batch
     statistics saw it (`headway.planning.in_place.loaded_profiles`; a flow's models through
     the stage models that serve them; their p99s from the server's histogram of their run
-    times, or where too few ran, their worker's waits for a core), and the loop thread's run
-    and run-queue wait per query.
+    times, or where too few ran, their worker's waits for a core; their persistence from the
+    statistics read every half second, `StatsWindows`), and the loop thread's run and
+    run-queue wait per query.
     """
     target = Target.parse(url)
     path = f"{target.prefix}/apps/{app}/predict"
@@ -254,7 +282,8 @@ def under_load_of(
     before, loop_before = httpx.get(f"{url}/v2/models/stats", timeout=10).json(), scheduled(pid)
     metrics_before = httpx.get(f"{url}/metrics", timeout=10).text
     workers_before = {child: scheduled(child) for child in children(pid)}
-    _answered(app, run(target, bodies, duration=seconds, warmup=0.0, schedule=sent))
+    with StatsWindows(url) as windows:
+        _answered(app, run(target, bodies, duration=seconds, warmup=0.0, schedule=sent))
     after, loop_after = httpx.get(f"{url}/v2/models/stats", timeout=10).json(), scheduled(pid)
     sigmas = shapes_between(metrics_before, httpx.get(f"{url}/metrics", timeout=10).text)
     workers = {
@@ -265,7 +294,10 @@ def under_load_of(
     }
     loop = sum(loop_after) - sum(loop_before)
     waits = waits_per_action(between(batch_seconds(before), batch_seconds(after)), workers)
-    profiles = loaded_profiles(idle, before, after, served_as, waits=waits, sigmas=sigmas)
+    persistences = {name: persistence_in(windows.reads, name) for name in served_as.values()}
+    profiles = loaded_profiles(
+        idle, before, after, served_as, waits=waits, sigmas=sigmas, persistences=persistences
+    )
     by_model = {model: served_as.get(model, model) for model in idle}
     return UnderLoad(
         profiles,

@@ -76,7 +76,10 @@ class SpreadDurations:
     """A duration function `(stage, rows) -> seconds` drawing each INFER from a log-normal with
     the stage's profiled mean and p99 for that many rows (the mean where there is no p99).
     `restart` starts the draws again from `seed`: `simulate` restarts them when the trace
-    begins, so that the trace's draws do not depend on how many warm-up runs drew before it."""
+    begins, so that the trace's draws do not depend on how many warm-up runs drew before it.
+    Where the profile has a `persistence` p, a stage's standard normal draws follow an AR(1)
+    (z = p z_last + sqrt(1 - p^2) e): each batch's log-normal is the same, but a slow batch
+    tends to follow a slow one, as they do on shared cores."""
 
     def __init__(
         self, pipeline: Pipeline, config: Configuration, profiles: Profiles, seed: int
@@ -86,9 +89,11 @@ class SpreadDurations:
         self.by_stage = {
             s.name: profile_of(profiles, s.model, config[s.name].hardware) for s in pipeline.stages
         }
+        self.last: dict[str, float] = {}  # stage -> its last batch's standard normal draw
 
     def restart(self) -> None:
         self.rng = np.random.default_rng(self.seed + 1)
+        self.last = {}
 
     def __call__(self, stage: str, rows: int) -> float:
         profile = self.by_stage[stage]
@@ -98,7 +103,15 @@ class SpreadDurations:
         # mean = exp(mu + s^2/2) and p99 = exp(mu + Z99 s): the smaller root for s
         ratio = min(math.log(p99 / mean), Z99 * Z99 / 2)
         sigma = Z99 - math.sqrt(Z99 * Z99 - 2 * ratio)
-        return float(self.rng.lognormal(math.log(mean) - sigma * sigma / 2, sigma))
+        centre = math.log(mean) - sigma * sigma / 2
+        keep = profile.persistence
+        if not keep:
+            return float(self.rng.lognormal(centre, sigma))
+        fresh = float(self.rng.standard_normal())
+        last = self.last.get(stage)
+        z = fresh if last is None else keep * last + math.sqrt(1 - keep * keep) * fresh
+        self.last[stage] = z
+        return math.exp(centre + sigma * z)
 
 
 def reach_draws(queries: int, seed: int) -> np.ndarray:
