@@ -4,8 +4,8 @@ each load measured several times, against the estimate from profiles taken in th
     python bench/planner/accuracy_sitting.py [--repeats 3] [--seconds 15]
         [--profile-seconds 15] [--capacity Q] [--out bench/.work/planner-accuracy-sitting.json]
 
-Sized for a quiet machine for a few minutes (about 5 on 2 cores with the defaults). One
-`headway serve` of the cascade flow app (`accuracy_flow.build`: digits-fast for every query,
+Sized for a few minutes on a quiet machine (the defaults fit in 7 on 2 cores). One
+`headway serve` of the cascade flow app (`accuracy_flow.prepare`: digits-fast for every query,
 digits-slow for the rows it is unsure of; one worker and max batch 16 each), then:
 
 1. Idle: the models alone (`headway profile`'s code), the frontend (`frontend_of`, as
@@ -20,7 +20,9 @@ digits-slow for the rows it is unsure of; one worker and max batch 16 each), the
 3. With the server stopped, that trace through `Planner.simulate` (as `headway plan
    --simulate`) with the profiles under load, each query reaching the stages its body
    reached in the server; variants: the product's (`--spread`: each size's p99 from the
-   shape of its run times under the load), the same with the cruder tail from the worker's
+   shape of its run times under the load, its batches' persistence from the statistics
+   read every half second), the same with each batch drawn independently, with the cruder
+   tail from the worker's
    waits for a core, with each batch size at its own mean however few times it ran (no
    prior), each batch at its mean, and the idle profiles (the estimate without a
    run under load); and a diagnostic per measured run, the model given that run's own times
