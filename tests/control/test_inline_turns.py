@@ -8,13 +8,15 @@ written as milliseconds; the clock is injected.
 from __future__ import annotations
 
 import asyncio
+import socket
 
 import pytest
 
-from headway.clock import ManualClock
+from headway.clock import LoopClock, ManualClock
 from headway.control.dispatch import Dispatcher
 from headway.control.scheduler import Scheduler
-from headway.errors import Backlogged
+from headway.errors import Backlogged, ModelError
+from headway.runtime.engines.inline import InlineEngine
 from headway.testing import FakeEngine
 from tests.control.helpers import ms, over, request, scheduler, seed
 
@@ -120,3 +122,50 @@ def test_the_turn_follows_the_recent_turns_however_many_came_before(clock: Manua
     for _ in range(64):
         s.predictions.observe_turn(ms(15))
     assert s.predictions.turn == pytest.approx(ms(15))
+
+
+def test_inline_a_batch_chosen_once_a_turn_of_reads_ends_runs_before_the_next_turn() -> None:
+    """The pump chooses a batch once a turn of reads is over (`Dispatcher.kick`). When the
+    inline engine was idle, that batch must run then, not after the loop's next turn of reads:
+    it would start a turn later than chosen for (under overload, a turn is milliseconds), and
+    the rows read in that turn would wait for the batch after it. The real engine on a real
+    loop; its worker holds no model, so the batch fails at once, and its request is answered."""
+
+    async def scenario() -> bool:
+        loop = asyncio.get_running_loop()
+        clock = LoopClock()
+        s = inline_model(clock)  # type: ignore[arg-type]
+        engine = InlineEngine()
+        await engine.start()
+        dispatcher = Dispatcher(s, engine, clock)
+        dispatcher.loop = loop
+        engine.on_message = dispatcher.on_reply
+        answered = loop.create_future()
+        read = request(clock, "read", ms(500))  # type: ignore[arg-type]
+        read.token = answered
+        reader, writer = socket.socketpair()
+        ran_before_the_next_read: asyncio.Future[bool] = loop.create_future()
+
+        def next_turn_of_reads() -> None:
+            loop.remove_reader(reader)
+            reader.recv(1)
+            ran_before_the_next_read.set_result(answered.done())
+
+        try:
+            s.submit(read)
+            dispatcher.kick()  # this turn of reads is over: choose the batch
+            loop.add_reader(reader, next_turn_of_reads)
+            writer.send(b"x")  # bytes for the next turn
+            ran = await ran_before_the_next_read
+            await answered if answered.done() else asyncio.sleep(0)
+        except ModelError:  # the batch's failure: its worker holds no model `m`
+            pass
+        finally:
+            reader.close()
+            writer.close()
+            await engine.stop()
+        if answered.done():
+            answered.exception()
+        return ran
+
+    assert asyncio.run(scenario())

@@ -85,6 +85,9 @@ class Dispatcher:
             self.fail(request, error)
         for dispatch in decisions.dispatches:
             self._send(dispatch)
+        if decisions.dispatches:
+            # inline: the batch chosen now runs now, before the loop reads again
+            self.engine.run_sent()
         if decisions.wakeup is not None:
             self._wake_at(decisions.wakeup)
 

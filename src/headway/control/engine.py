@@ -112,6 +112,11 @@ class Engine(Protocol):
         """Hear the replies that already wait, now (through `on_message`)."""
         return None
 
+    def run_sent(self) -> None:
+        """For an engine that runs actions on the event loop (`runs_inline`): start the
+        action sent last, now, outside the sender's call; others have nothing to do."""
+        return None
+
     def place(self, config: ModelConfig) -> list[int] | None:
         """For an engine that starts workers for each model (Ray's actors): start the workers
         of `config`'s replicas and return their numbers (they report through `on_ready`), or

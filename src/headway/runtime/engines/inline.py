@@ -40,6 +40,7 @@ class InlineEngine(Engine):
         self.state = WorkerState()
         self._queue: deque[Message] = deque()
         self._busy = False
+        self._due: asyncio.Handle | None = None  # the call of `_next` that runs the queue on
         self._stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self.on_ready: OnReady = lambda worker, pid: None
@@ -62,8 +63,17 @@ class InlineEngine(Engine):
         self._queue.append((action, tensors))
         if not self._busy:
             self._busy = True
-            self._loop.call_soon(self._next)
+            self._due = self._loop.call_soon(self._next)
         return True
+
+    def run_sent(self) -> None:
+        """Start the action sent since the last one ended, now, instead of on the loop's next
+        turn, which reads first: a batch chosen after a turn of reads would otherwise run
+        only after another, later than chosen for, and without the rows read meanwhile
+        (they wait for the batch after it)."""
+        if self._due is not None:
+            self._due.cancel()
+            self._next()
 
     def run_now(self, worker: int, action: Action, tensors: Tensors) -> Answer | None:
         """Run an action inside this call and return its reply, when nothing else is queued
@@ -76,6 +86,7 @@ class InlineEngine(Engine):
         return {0: os.getpid()}
 
     def _next(self) -> None:
+        self._due = None
         if not self._queue or self._stopping:
             self._busy = False
             return
@@ -93,4 +104,4 @@ class InlineEngine(Engine):
         if not self._stopping:
             self.on_message(0, *result)
         assert self._loop is not None
-        self._loop.call_soon(self._next)
+        self._due = self._loop.call_soon(self._next)
