@@ -212,7 +212,9 @@ class Suite:
                          f"{_brief(out)}; rejected {out['rejected']} (answered p50 "
                          f"{answered['p50']} p99 {answered['p99']} ms), recovery "
                          f"{out.get('recovery_s')} s, send lateness p99 "
-                         f"{out['send_lateness_ms']['p99']} ms, loadgen {out['loadgen_cores']} "
+                         f"{out['send_lateness_ms']['p99']} ms (own "
+                         f"{out['own_send_lateness_ms']['p99']} ms, capped {out['capped']}), "
+                         f"loadgen {out['loadgen_cores']} "
                          f"cores, load {out['loadavg']}; server's refusals "
                          f"{out['server_refusals']}")  # fmt: skip
             # the scenario's own figures are those at 2x (else the first multiple run)

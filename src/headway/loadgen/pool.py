@@ -91,6 +91,7 @@ class Driver:
         self.tally = Tally()
         self.ok = self.tally.latencies.append
         self.late = self.tally.lateness.append
+        self.own_late = self.tally.own_lateness.append
         self.conns: set[Connection] = set()
         self.idle: list[Connection] = []
         self.backlog: deque[float] = deque()  # open loop: due times waiting for a connection
@@ -107,7 +108,9 @@ class Driver:
         return self.window_start <= t < self.end
 
     # -- sending -----------------------------------------------------------------------------
-    def send(self, conn: Connection, due: float, now: float) -> None:
+    def send(self, conn: Connection, due: float, now: float, at_once: bool = False) -> None:
+        """Write the next request on ``conn``; ``at_once``: open loop, a connection was free
+        when the generator got to it, so its lateness is the generator's own."""
         conn.scheduled = due
         conn.measured = measured = self.window_start <= due < self.end
         conn.transport.write(self.next_request())  # type: ignore[union-attr]
@@ -118,6 +121,8 @@ class Driver:
                 self.tally.scheduled += 1
             else:
                 self.late(now - due)
+                if at_once:
+                    self.own_late(now - due)
 
     def dispatch(self, conn: Connection, now: float) -> None:
         """``conn`` is free: give it the next request, or park it."""
@@ -143,7 +148,7 @@ class Driver:
             due = start + offsets[i]
             i += 1
             if self.idle:
-                self.send(self.idle.pop(), due, now)
+                self.send(self.idle.pop(), due, now, at_once=True)
                 continue
             self.backlog.append(due)
             if len(self.conns) + self.opening < self.max_connections:

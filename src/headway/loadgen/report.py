@@ -41,7 +41,10 @@ def summarize(tally: Tally, duration: float, slo_ms: float | None = None) -> dic
     ``errors``: any other non-200 answer; ``transport_errors``: no answer (refused, reset,
     unparseable); ``timeouts``: no answer within the drain timeout; ``capped``: open-loop
     requests that could not go out on schedule because every allowed connection was busy
-    (their latency still counts from the schedule)."""
+    (their latency still counts from the schedule); ``send_lateness_ms``: open loop, send time
+    less scheduled time, of every request; ``own_send_lateness_ms``: the same of the requests
+    that found a connection free, the load generator's own delay (a server that holds every
+    connection makes the rest wait, which is the server's doing)."""
     ok = tally.ok
     if slo_ms is None:
         good = ok
@@ -68,6 +71,7 @@ def summarize(tally: Tally, duration: float, slo_ms: float | None = None) -> dic
         "slo_attainment": round(good / tally.scheduled, 4) if tally.scheduled else None,
         "latency_ms": percentiles_ms(tally.latencies),
         "send_lateness_ms": percentiles_ms(tally.lateness, {"p50": 50.0, "p99": 99.0}),
+        "own_send_lateness_ms": percentiles_ms(tally.own_lateness, {"p50": 50.0, "p99": 99.0}),
         "rejection_latency_ms": percentiles_ms(tally.rejections, {"p50": 50.0, "p99": 99.0}),
         "sent_total": tally.sent,
         "peak_connections": tally.peak_connections,
@@ -110,6 +114,10 @@ def render(figures: dict[str, Any], console: Console) -> None:
         lateness = figures["send_lateness_ms"]
         rows.append(
             ("send lateness p50 / p99", f"{_ms(lateness['p50'])} / {_ms(lateness['p99'])} ms")
+        )
+        own = figures["own_send_lateness_ms"]
+        rows.append(
+            ("own send lateness p50 / p99", f"{_ms(own['p50'])} / {_ms(own['p99'])} ms")
         )
     if figures["rejected"]:
         answered = figures["rejection_latency_ms"]
