@@ -116,9 +116,7 @@ def render(figures: dict[str, Any], console: Console) -> None:
             ("send lateness p50 / p99", f"{_ms(lateness['p50'])} / {_ms(lateness['p99'])} ms")
         )
         own = figures["own_send_lateness_ms"]
-        rows.append(
-            ("own send lateness p50 / p99", f"{_ms(own['p50'])} / {_ms(own['p99'])} ms")
-        )
+        rows.append(("own send lateness p50 / p99", f"{_ms(own['p50'])} / {_ms(own['p99'])} ms"))
     if figures["rejected"]:
         answered = figures["rejection_latency_ms"]
         rows.append(
