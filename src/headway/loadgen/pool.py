@@ -108,9 +108,7 @@ class Driver:
         return self.window_start <= t < self.end
 
     # -- sending -----------------------------------------------------------------------------
-    def send(self, conn: Connection, due: float, now: float, at_once: bool = False) -> None:
-        """Write the next request on ``conn``; ``at_once``: open loop, a connection was free
-        when the generator got to it, so its lateness is the generator's own."""
+    def send(self, conn: Connection, due: float, now: float) -> None:
         conn.scheduled = due
         conn.measured = measured = self.window_start <= due < self.end
         conn.transport.write(self.next_request())  # type: ignore[union-attr]
@@ -121,8 +119,6 @@ class Driver:
                 self.tally.scheduled += 1
             else:
                 self.late(now - due)
-                if at_once:
-                    self.own_late(now - due)
 
     def dispatch(self, conn: Connection, now: float) -> None:
         """``conn`` is free: give it the next request, or park it."""
@@ -144,16 +140,19 @@ class Driver:
     def send_due(self, now: float) -> None:
         """Open loop: send every request now due, on an idle connection or a new one."""
         offsets, start, i, n = self.offsets, self.start, self.next_due, len(self.offsets)
+        window_start, end = self.window_start, self.end
         while i < n and start + offsets[i] <= now:
             due = start + offsets[i]
             i += 1
+            if window_start <= due < end:
+                self.own_late(now - due)  # when the generator got to it, a connection or not
             if self.idle:
-                self.send(self.idle.pop(), due, now, at_once=True)
+                self.send(self.idle.pop(), due, now)
                 continue
             self.backlog.append(due)
             if len(self.conns) + self.opening < self.max_connections:
                 self.open()
-            elif self.window_start <= due < self.end:
+            elif window_start <= due < end:
                 self.tally.capped += 1
         self.next_due = i
         self.next_time = start + offsets[i] if i < n else float("inf")

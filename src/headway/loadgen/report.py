@@ -42,9 +42,10 @@ def summarize(tally: Tally, duration: float, slo_ms: float | None = None) -> dic
     unparseable); ``timeouts``: no answer within the drain timeout; ``capped``: open-loop
     requests that could not go out on schedule because every allowed connection was busy
     (their latency still counts from the schedule); ``send_lateness_ms``: open loop, send time
-    less scheduled time, of every request; ``own_send_lateness_ms``: the same of the requests
-    that found a connection free, the load generator's own delay (a server that holds every
-    connection makes the rest wait, which is the server's doing)."""
+    less scheduled time, of every request; ``own_send_lateness_ms``: when the load generator got
+    to each request (to send it, or to queue it when every allowed connection was busy) less
+    its scheduled time: its own delay, without the waits for a connection, which a server
+    that holds every connection causes."""
     ok = tally.ok
     if slo_ms is None:
         good = ok

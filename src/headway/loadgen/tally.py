@@ -11,8 +11,8 @@ class Tally:
 
     latencies: list[float] = field(default_factory=list)  # seconds, 200 answers in the window
     lateness: list[float] = field(default_factory=list)  # open loop: send time - scheduled time
-    # open loop: the same, of the requests a connection was free for when they were sent: the
-    # load generator's own lateness (its loop's delay), without the waits for a connection
+    # open loop: when the generator got to each request (to send it, or to queue it for a
+    # connection) less its scheduled time: its own lateness, without the waits for a connection
     own_lateness: list[float] = field(default_factory=list)
     statuses: dict[int, int] = field(default_factory=dict)  # non-200 answers in the window
     rejected: int = 0  # 429 or 503 in the window
