@@ -5,7 +5,11 @@ deadlines and rejects at once what cannot be answered in time. Clients speak the
 Protocol (KServe v2).
 """
 
-from headway.errors import (
+from headway import compiled as _compiled
+
+_compiled.choose()  # before any module of the request path is imported: compiled or pure
+
+from headway.errors import (  # noqa: E402
     DeadlineUnmeetable,
     HeadwayError,
     InvalidInput,
