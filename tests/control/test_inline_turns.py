@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 
 import pytest
+import uvloop
 
+from headway.api.turns import BACK_TO_BACK_S, ReadTurns
 from headway.clock import LoopClock, ManualClock
 from headway.control.dispatch import Dispatcher
+from headway.control.engine import Reply, Tensors
 from headway.control.scheduler import Scheduler
 from headway.errors import Backlogged, ModelError
 from headway.runtime.engines.inline import InlineEngine
@@ -169,3 +173,71 @@ def test_inline_a_batch_chosen_once_a_turn_of_reads_ends_runs_before_the_next_tu
         return ran
 
     assert asyncio.run(scenario())
+
+
+def test_inline_a_read_late_after_a_run_dates_its_bytes_from_before_the_run() -> None:
+    """After a run on the loop, the loop answers and goes on to read without sleeping; on a
+    busy machine it may not be given a core for milliseconds first. What it then reads may
+    have waited all through the run, so it counts from the turn of reads before the run,
+    however late it is read (it counted from the read itself, fresh, and the frontend never
+    saw itself behind). Once the engine has nothing more to run, the loop may sleep, and a
+    read after that counts from itself again. The real engine on uvloop, the server's loop."""
+
+    class Host:
+        def __init__(self, engine: InlineEngine) -> None:
+            self.engine = engine
+
+        @property
+        def loop_held_until(self) -> float:
+            return self.engine.held_until
+
+    async def scenario() -> tuple[float, float, float, float]:
+        loop = asyncio.get_running_loop()
+        clock = LoopClock()
+        s = inline_model(clock)  # type: ignore[arg-type]
+        engine = InlineEngine()
+        await engine.start()
+        dispatcher = Dispatcher(s, engine, clock)
+        dispatcher.loop = loop
+        reader, writer = socket.socketpair()
+
+        def replied(worker: int, header: Reply, tensors: Tensors) -> None:
+            writer.send(b"x")  # arrived during the run: read after it
+            loop.add_reader(reader, read_late)
+            dispatcher.on_reply(worker, header, tensors)
+
+        engine.on_message = replied
+        turns = ReadTurns()
+        turns.loop, turns.app = loop, Host(engine)  # type: ignore[assignment]
+        read = request(clock, "read", ms(500))  # type: ignore[arg-type]
+        read.token = loop.create_future()
+        dated: asyncio.Future[tuple[float, float]] = loop.create_future()
+
+        def read_late() -> None:
+            loop.remove_reader(reader)
+            reader.recv(1)
+            time.sleep(4 * BACK_TO_BACK_S)  # the loop is not given a core for a while
+            now = time.monotonic()
+            dated.set_result((now, turns.arrived_since(now)))
+
+        try:
+            before = time.monotonic()
+            turns.arrived_since(before)  # the turn of reads that brought the request
+            s.submit(read)
+            dispatcher.kick()  # once that turn is over, its batch runs
+            now, since = await dated
+            await asyncio.sleep(0.05)  # nothing more to run: the loop sleeps
+            later = time.monotonic()
+            later_since = turns.arrived_since(later)
+        finally:
+            reader.close()
+            writer.close()
+            await engine.stop()
+        if read.token.done():
+            read.token.exception()  # the batch's failure: its worker holds no model `m`
+        assert now - before > 4 * BACK_TO_BACK_S
+        return before, since, later, later_since
+
+    before, since, later, later_since = uvloop.run(scenario())
+    assert since == before  # not fresh: it may have arrived just after that turn began
+    assert later_since == later

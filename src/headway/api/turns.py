@@ -40,8 +40,10 @@ class ReadTurns:
         follow each other without a pause, bytes read in this turn may have arrived as early
         as the previous turn's first read; after a pause the loop woke for them, so now. A model
         run on the loop (`--engine inline`) is no pause: turns around it are back to back, or
-        everything that arrived during runs would look fresh when read. The bound is at most
-        one turn too early: a fraction of a millisecond unless overloaded.
+        everything that arrived during runs would look fresh when read; nor is the time the
+        loop takes after a run to read again (answering, or not given a core on a busy
+        machine): the engine holds the loop until it is free to sleep (`Engine.held_until`).
+        The bound is at most one turn too early: a fraction of a millisecond unless overloaded.
         """
         if not self.turn_open:
             self.turn_open = True

@@ -82,8 +82,10 @@ class Engine(Protocol):
     #: Whether `run_now` can run an action inside the caller (an in-process worker).
     runs_inline: bool = False
     #: When (`time.monotonic()`) an action that held the event loop last ended, for an engine
-    #: that runs actions on it (inline); never, else. The frontend's reads date their bytes
-    #: from it: what arrived while the loop ran a model waited for that run.
+    #: that runs actions on it (inline); never, else; infinity while one holds it, until the
+    #: loop is free to sleep again (a reply to hand on or the next run to start keeps it
+    #: turning). The frontend's reads date their bytes from it: what arrived while the loop
+    #: ran a model waited for that run, however late after the run the loop reads it.
     held_until: float = float("-inf")
 
     async def start(self) -> None:

@@ -27,6 +27,9 @@ from headway.control.engine import (
 )
 from headway.runtime.worker import FRAMEWORKS_ENV, WorkerState, prepare
 
+#: `held_until` while an INFER holds the loop, and until its follow-up runs (see `_next`).
+HOLDING = float("inf")
+
 
 class InlineEngine(Engine):
     """One in-process worker (`size` = 1) with the engine interface the controller uses."""
@@ -87,6 +90,8 @@ class InlineEngine(Engine):
 
     def _next(self) -> None:
         self._due = None
+        if self.held_until == HOLDING:  # the last run's follow-up: the loop is free from here
+            self.held_until = time.monotonic()
         if not self._queue or self._stopping:
             self._busy = False
             return
@@ -96,9 +101,11 @@ class InlineEngine(Engine):
             future = self._loop.run_in_executor(None, self.state.handle, action, tensors)
             future.add_done_callback(lambda done: self._reply(done.result()))
             return
-        answer = self.state.handle(action, tensors)
-        self.held_until = time.monotonic()
-        self._reply(answer)
+        # Held from here until this `_next` is called again (`_reply` calls it soon): the loop
+        # polls in between without sleeping, so whatever it reads then may have arrived
+        # during the run, however long the answers or the machine kept it from reading.
+        self.held_until = HOLDING
+        self._reply(self.state.handle(action, tensors))
 
     def _reply(self, result: Answer) -> None:
         if not self._stopping:
