@@ -9,9 +9,11 @@ import asyncio
 import socket
 import threading
 import time
+from typing import Any
 
 import orjson
 import pytest
+import uvloop
 from tests.api.echo_server import EchoApp, connect, request, response, serve
 
 from headway.api.http import HttpServer
@@ -37,6 +39,53 @@ def test_a_new_connections_wait_to_be_accepted_counts_against_its_deadline() -> 
         assert app.began["/r/late"] - app.received["/r/late"] >= 0.3
 
     serve(test)
+
+
+def test_connections_waiting_to_be_accepted_are_all_accepted_in_one_turn() -> None:
+    """While each loop turn is long (an inline engine's run on the loop), connections that wait
+    in the listen queue are accepted together, not one a turn: uvloop (libuv) accepts one per
+    turn, so the eighth new client waited for seven runs before it was read. Counted in turns
+    of the loop, on uvloop, the server's loop."""
+    clients = 8
+    turns = 12
+    turn = [0]  # the loop turns held so far
+    read_in_turn: dict[str, int] = {}
+
+    class TurnApp(EchoApp):
+        def respond(self, method: str, path: str, *rest: Any) -> None:
+            read_in_turn[path] = turn[0]
+            super().respond(method, path, *rest)
+
+    def hold() -> None:  # a model's run on the loop, back to back, one a turn
+        time.sleep(0.01)
+        turn[0] += 1
+        if turn[0] < turns:
+            loop.call_soon(hold)
+
+    async def main() -> None:
+        nonlocal loop
+        loop = asyncio.get_running_loop()
+        server = HttpServer(TurnApp(), port=0)  # type: ignore[arg-type]
+        await server.start()
+        sockets = []
+        try:
+            for i in range(clients):  # connected in the kernel, unaccepted, their requests sent
+                sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+                sock.sendall(request(f"/now/{i}"))
+                sockets.append(sock)
+            loop.call_soon(hold)
+            while turn[0] < turns:
+                await asyncio.sleep(0.01)
+        finally:
+            for sock in sockets:
+                sock.close()
+            await server.stop()
+
+    loop: asyncio.AbstractEventLoop
+    uvloop.run(main())
+    assert len(read_in_turn) == clients, read_in_turn
+    # accepted in the first turn or two, read in the turn after: not the seventh
+    assert max(read_in_turn.values()) <= 3, read_in_turn
 
 
 def test_keep_alive_serves_requests_one_after_another_on_one_connection() -> None:

@@ -103,6 +103,7 @@ class HttpConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         server = self.server
+        server.accept_pending()
         if len(server.connections) >= server.max_connections:
             self._turn_away()
             return

@@ -39,4 +39,7 @@ class ConnectionHost(Protocol[Connection]):
 
     def arrived_since(self, now: float) -> float: ...
 
+    def accept_pending(self) -> None:
+        """Accept the connections waiting in the listen queue (`HttpServer.accept_pending`)."""
+
     def keep_up(self, now: float) -> None: ...

@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
+import socket
 import time
 from collections.abc import Callable
 
@@ -31,6 +33,9 @@ STOP_POLL_S = 0.01
 REPLY_POLL_S = 0.0002
 #: Most seconds between two sweeps for idle and slow connections.
 SWEEP_S = 1.0
+#: Most connections one `HttpServer.accept_pending` accepts from each listening socket; each
+#: one it accepts asks again once set up, so a longer queue is drained over a few turns.
+ACCEPT_AT_ONCE = 64
 
 
 class HttpServer(ReadTurns):
@@ -81,6 +86,8 @@ class HttpServer(ReadTurns):
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self._listeners: list[socket.socket] = []  # the listening sockets, for `accept_pending`
+        self._accepting: set[asyncio.Task[object]] = set()  # accepted, being set up
 
     async def start(self) -> None:
         """Start the app (workers, models), then listen."""
@@ -92,13 +99,42 @@ class HttpServer(ReadTurns):
         self.max_connections = connection_cap(self.max_connections)
         await self.app.start()
         self._server = await self.loop.create_server(
-            lambda: HttpConnection(self), self.host, self.port, backlog=self.backlog,
-            reuse_address=True,
-        )  # fmt: skip
+            self._connection, self.host, self.port, backlog=self.backlog, reuse_address=True
+        )
         self._sweeper = self.loop.create_task(self._sweep())
         sockets = self._server.sockets
+        for listening in sockets:  # the same listen queues, for `accept_pending`
+            listener = socket.socket(fileno=os.dup(listening.fileno()))
+            listener.setblocking(False)
+            self._listeners.append(listener)
         if sockets and self.port == 0:
             self.port = sockets[0].getsockname()[1]
+
+    def _connection(self) -> HttpConnection:
+        return HttpConnection(self)
+
+    def accept_pending(self) -> None:
+        """Accept the connections that wait in the listen queues now, up to ACCEPT_AT_ONCE (a
+        connection was just accepted: others may have come with it). uvloop (libuv) accepts one
+        connection a loop turn; while turns are long (a model's run on the loop, a long turn of
+        reads under overload) the others would wait a turn each, the last of N for N turns."""
+        if self.stopping:
+            return
+        loop = self.loop
+        for listener in self._listeners:
+            for _ in range(ACCEPT_AT_ONCE):
+                try:
+                    sock, _address = listener.accept()
+                except OSError:  # none waiting (or gone): uvloop's own accept says why
+                    break
+                task = loop.create_task(loop.connect_accepted_socket(self._connection, sock))
+                self._accepting.add(task)
+                task.add_done_callback(self._accepted)
+
+    def _accepted(self, task: asyncio.Task[object]) -> None:
+        self._accepting.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("a connection closed before it was set up: %s", task.exception())
 
     def expect_reply(self, seconds: float, requests: int) -> None:
         """A worker runs `requests` requests, predicted to take `seconds`: when its reply is
@@ -124,6 +160,9 @@ class HttpServer(ReadTurns):
         self.stopping = True
         if self._server is not None:
             self._server.close()
+        for listener in self._listeners:
+            listener.close()
+        self._listeners.clear()
         if self._sweeper is not None:
             self._sweeper.cancel()
         for connection in list(self.connections):
