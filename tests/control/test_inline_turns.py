@@ -20,7 +20,7 @@ from headway.control.dispatch import Dispatcher
 from headway.control.engine import Reply, Tensors
 from headway.control.scheduler import Scheduler
 from headway.errors import Backlogged, ModelError
-from headway.runtime.engines.inline import InlineEngine
+from headway.runtime.engines.inline import LOOP, InlineEngine
 from headway.testing import FakeEngine
 from tests.control.helpers import ms, over, request, scheduler, seed
 
@@ -106,6 +106,7 @@ def test_inline_a_long_turn_of_reads_chooses_no_batch_before_it_ends(clock: Manu
         s = inline_model(clock)
         engine = FakeEngine()
         engine.runs_inline = True
+        engine.holds_loop = True
         dispatcher = Dispatcher(s, engine, clock)  # type: ignore[arg-type]
         dispatcher.loop = asyncio.get_running_loop()
         s.submit(request(clock, "read", ms(500)))
@@ -139,7 +140,7 @@ def test_inline_a_batch_chosen_once_a_turn_of_reads_ends_runs_before_the_next_tu
         loop = asyncio.get_running_loop()
         clock = LoopClock()
         s = inline_model(clock)  # type: ignore[arg-type]
-        engine = InlineEngine()
+        engine = InlineEngine(runs=LOOP)
         await engine.start()
         dispatcher = Dispatcher(s, engine, clock)
         dispatcher.loop = loop
@@ -195,7 +196,7 @@ def test_inline_a_read_late_after_a_run_dates_its_bytes_from_before_the_run() ->
         loop = asyncio.get_running_loop()
         clock = LoopClock()
         s = inline_model(clock)  # type: ignore[arg-type]
-        engine = InlineEngine()
+        engine = InlineEngine(runs=LOOP)
         await engine.start()
         dispatcher = Dispatcher(s, engine, clock)
         dispatcher.loop = loop

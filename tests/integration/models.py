@@ -145,6 +145,15 @@ class Sleeper:
         return batch.sum(axis=1, keepdims=True)
 
 
+class Picky:
+    """Doubles its batch, and raises on a negative input: a model that fails on some rows."""
+
+    def predict(self, batch):
+        if (batch < 0).any():
+            raise ValueError("negative input")
+        return batch * 2
+
+
 class Broken:
     def load(self, path):
         raise RuntimeError("weights file is corrupt")

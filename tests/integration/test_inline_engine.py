@@ -92,15 +92,17 @@ def _sample(metrics: str, name: str) -> float:
 
 
 def test_a_request_that_waited_too_long_to_be_read_is_refused_saying_so(tmp_path: Path) -> None:
-    """While a model run holds the inline engine's loop, a request for another model waits to
-    be read; past its deadline it is refused 503 as stale (before its tensors are decoded),
-    with the wait in the reason, not admitted or served late."""
+    """While a model run holds the inline engine's loop (`--inline-runs loop`), a request for
+    another model waits to be read; past its deadline it is refused 503 as stale (before its
+    tensors are decoded), with the wait in the reason, not admitted or served late."""
     root = tmp_path / "repo"
     rows, _ = models.digits_logreg(root)
     models.sleeper(root, "slow", 0.3)
     sleepy = {"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP32",
                           "data": [1] * 4}]}  # fmt: skip
-    with ServerProcess(root, state=tmp_path / "s.db", extra=["--engine", "inline"]) as server:
+    with ServerProcess(
+        root, state=tmp_path / "s.db", extra=["--engine", "inline", "--inline-runs", "loop"]
+    ) as server:
         with httpx.Client(base_url=server.url, timeout=10) as first:
             assert first.post("/v2/models/slow/infer", json=sleepy).status_code == 200
 
@@ -116,3 +118,67 @@ def test_a_request_that_waited_too_long_to_be_read_is_refused_saying_so(tmp_path
             answer = late.result()
         assert answer.status_code == 503
         assert "to be read" in answer.json()["error"], answer.json()
+
+
+def test_inline_batches_run_beside_the_loop_and_every_answer_comes_back(tmp_path: Path) -> None:
+    """`--inline-runs thread` (the default): the batches run in a thread beside the server's
+    loop. Answers are the framework's own, none is lost among many at once, a model's error
+    is a 500 and the next request is served, the loop answers while a long batch runs, and
+    unloading, loading and stopping with work in flight end cleanly."""
+    root = tmp_path / "repo"
+    rows, expected = models.cancer_torch(root)
+    models.python_model(root, "picky", "Picky")
+    models.sleeper(root, "slow", 1.0, extra="slo_ms: 20000\n")
+    sleepy = {"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP32",
+                          "data": [1] * 4}]}  # fmt: skip
+    with ServerProcess(root, state=tmp_path / "s.db", extra=["--engine", "inline"]) as server:
+        assert server.process is not None
+
+        def post(start: int) -> list[tuple[int, list[float]]]:  # one connection per thread
+            with httpx.Client(base_url=server.url, timeout=30) as client:
+                out = []
+                for i in range(start, start + 8):
+                    row = body(rows[i % len(rows) : i % len(rows) + 1])
+                    answer = client.post("/v2/models/cancer-torch/infer", json=row)
+                    out.append((answer.status_code, answer.json()["outputs"][0]["data"]))
+                return out
+
+        with ThreadPoolExecutor(16) as pool:
+            answers = [a for some in pool.map(post, range(0, 128, 8)) for a in some]
+        assert [code for code, _ in answers] == [200] * 128
+        for i, (_, data) in enumerate(answers):
+            # float32: a row batched with others may round in its last digit
+            np.testing.assert_allclose(data, expected["output-0"][i % len(rows)], atol=1e-6)
+
+        with httpx.Client(base_url=server.url, timeout=30) as client, ThreadPoolExecutor(1) as p:
+            picky = {"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP32",
+                                 "data": [1, -1, 1, 1]}]}  # fmt: skip
+            failed = client.post("/v2/models/picky/infer", json=picky)
+            assert failed.status_code == 500
+            assert "negative input" in failed.json()["error"]
+            served = client.post("/v2/models/picky/infer", json=sleepy)
+            assert served.json()["outputs"][0]["data"] == [2.0] * 4
+
+            running = p.submit(
+                httpx.post, f"{server.url}/v2/models/slow/infer", json=sleepy, timeout=30
+            )
+            time.sleep(0.3)  # the 1 s batch runs in the thread from about now
+            assert client.get("/v2/health/live").status_code == 200
+            assert not running.done(), "the loop answered only once the long batch was over"
+            assert running.result().status_code == 200
+
+            inflight = p.submit(
+                httpx.post, f"{server.url}/v2/models/slow/infer", json=sleepy, timeout=30
+            )
+            time.sleep(0.3)  # in flight when its model is unloaded: it is answered first
+            assert client.post("/v2/repository/models/slow/unload").status_code == 200
+            assert inflight.result().status_code == 200
+            gone = client.post("/v2/models/slow/infer", json=sleepy)
+            assert gone.status_code == 503, gone.json()
+            assert client.post("/v2/repository/models/slow/load").status_code == 200
+            inflight = p.submit(
+                httpx.post, f"{server.url}/v2/models/slow/infer", json=sleepy, timeout=30
+            )
+            time.sleep(0.3)  # in flight when the server stops
+        server.stop(timeout=10)
+        assert server.process.returncode == 0

@@ -68,7 +68,8 @@ def test_a_request_due_no_later_than_one_refused_for_the_work_ahead_is_refused_u
 def test_while_the_frontend_is_behind_requests_that_waited_longest_are_shed(
     tmp_path: Path,
 ) -> None:
-    """The inline engine runs a 0.6 s model in the server's loop, back to back: nothing is read
+    """The inline engine, its batches on the loop (`--inline-runs loop`), runs a 0.6 s model
+    in the server's loop, back to back: nothing is read
     while it runs, so for as long as that lasts every request waits ~0.6 s to be read. Past
     CoDel's interval the frontend sheds the requests that waited more than half of their
     deadline (here 0.8 s), at once, instead of serving them ever later."""
@@ -77,7 +78,8 @@ def test_while_the_frontend_is_behind_requests_that_waited_longest_are_shed(
     models.sleeper(root, "slow", 0.6, extra="max_batch_size: 1\n")
     slow = {**SLEEPY, "parameters": {"slo_ms": 20_000}}
     quick = body(rows[:1], parameters={"slo_ms": 800})
-    with ServerProcess(root, state=tmp_path / "s.db", extra=["--engine", "inline"]) as server:
+    inline = ["--engine", "inline", "--inline-runs", "loop"]
+    with ServerProcess(root, state=tmp_path / "s.db", extra=inline) as server:
 
         def hold(_: int) -> list[int]:
             with httpx.Client(base_url=server.url, timeout=30) as client:

@@ -9,6 +9,7 @@ import click
 from headway.cli.serve import ServeSettings, run
 from headway.control.scheduling_policy import POLICIES
 from headway.errors import ConfigError
+from headway.runtime.engines.inline import LOOP, THREAD
 from headway.store.db import SYNC_MODES
 
 
@@ -159,6 +160,16 @@ def cli() -> None:
     "process: no hop to a worker, lowest latency for small models, no isolation; --workers "
     "is then 1) or ray (each model replica a Ray actor, placed on a Ray cluster's nodes by "
     "the resources in its model.yaml; docs/cluster.md).",
+)
+@click.option(
+    "--inline-runs",
+    default=ServeSettings.inline_runs,
+    show_default=True,
+    type=click.Choice([THREAD, LOOP]),
+    help="With --engine inline, where a batch runs: in a thread beside the event loop (the "
+    "loop goes on reading while the model computes; a request that finds the model idle "
+    "still runs inside the read that brought it) or on the loop itself (nothing is read "
+    "meanwhile: for pure-Python models, which hold the interpreter's lock as they compute).",
 )
 @click.option(
     "--ray-address",

@@ -70,7 +70,7 @@ class Controller:
             LatencyEstimator(),
             policy=policy,
             demand_loading=self.on_demand,
-            inline=engine.runs_inline,
+            inline=engine.holds_loop,
         )
         self.cache = PredictionCache(cache_bytes)
         self._cached = CachedAnswers(self.cache)
@@ -111,7 +111,7 @@ class Controller:
         #: Refusals before a request is decoded (`control/unread.py`), asked by the transports
         #: of every request: bound here, so asking makes no call more.
         self.unread = UnreadRefusals(
-            self.scheduler, self.clock, self.stats, self.served, inline=engine.runs_inline
+            self.scheduler, self.clock, self.stats, self.served, inline=engine.holds_loop
         )
         self.lag = self.unread.lag
         self.refuse_late = self.unread.refuse_late

@@ -141,8 +141,8 @@ class Dispatcher:
         future: asyncio.Future[Prediction] = self.loop.create_future()
         request.token = future
         action, tensors = message(dispatch)
-        answer = self.engine.run_now(dispatch.worker, action, tensors)
-        if answer is None:  # the engine is busy after all: it queues the action as usual
+        answer = self.engine.run_now(dispatch.worker, action, tensors, seconds=dispatch.expected)
+        if answer is None:  # busy after all, or too long to run here: sent as usual
             self.engine.send(dispatch.worker, action, tensors)
         else:
             self.on_reply(dispatch.worker, *answer)
@@ -152,7 +152,7 @@ class Dispatcher:
         """Hear the workers' waiting replies now, and send what they free up (see
         `Controller.catch_up`). Inline nothing is: a batch chosen now would run only once the
         turn of reads ends, later than chosen for and without the rows read meanwhile."""
-        if self.engine.runs_inline:
+        if self.engine.holds_loop:
             return
         self.engine.catch_up()
         if self._pump_scheduled:

@@ -81,6 +81,9 @@ class Engine(Protocol):
     on_exit: OnExit
     #: Whether `run_now` can run an action inside the caller (an in-process worker).
     runs_inline: bool = False
+    #: Whether the actions it is sent run on the event loop, so that nothing is read while
+    #: one runs (the inline engine's runs on the loop); False where they run beside it.
+    holds_loop: bool = False
     #: When (`time.monotonic()`) an action that held the event loop last ended, for an engine
     #: that runs actions on it (inline); never, else; infinity while one holds it, until the
     #: loop is free to sleep again (a reply to hand on or the next run to start keeps it
@@ -105,9 +108,12 @@ class Engine(Protocol):
         """The process id of each running worker."""
         ...
 
-    def run_now(self, worker: int, action: Action, tensors: Tensors) -> Answer | None:
+    def run_now(
+        self, worker: int, action: Action, tensors: Tensors, *, seconds: float | None = None
+    ) -> Answer | None:
         """Run `action` inside this call and return its reply, when the engine can (it runs
-        actions in this process and the worker is idle); None otherwise."""
+        actions in this process and the worker is idle, and it is not too long to hold the
+        caller: `seconds`, its predicted run); None otherwise."""
         return None
 
     def catch_up(self) -> None:

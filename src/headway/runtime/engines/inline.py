@@ -1,17 +1,30 @@
-"""The inline engine: one worker that runs inside the frontend's process, on its event loop.
+"""The inline engine: one worker that runs inside the frontend's process, beside its event loop.
 
 Why: a hop to a worker process costs two process wake-ups and a round trip, more than a small
-scikit-learn model takes to predict (docs/decisions.md). For such models, where the lowest latency at low load matters more than
-isolation, `headway serve --engine inline` runs every action in the frontend itself. The
-scheduler, deadlines, batching and early rejection are the same; what is lost is isolation: a
-model that crashes the process takes the server with it, and an INFER holds the event loop for
-as long as it runs (LOAD and UNLOAD run in a thread, one action at a time as in a worker).
+scikit-learn model takes to predict (docs/decisions.md). For such models, where the lowest
+latency at low load matters more than isolation, `headway serve --engine inline` runs every
+action in the frontend itself. The scheduler, deadlines, batching and early rejection are the
+same; what is lost is isolation: a model that crashes the process takes the server with it.
+
+Where an action runs (`runs`):
+- `THREAD` (the default): in one thread of its own, one action at a time, as a worker runs
+  them. The frameworks release the interpreter's lock while they compute, so the loop goes on
+  reading, answering and refusing on the other core; under overload the reads alone would
+  otherwise take the loop's one core from the model. A request that finds the worker idle
+  and is predicted to run briefly still runs on the loop, inside the read that brought it
+  (`run_now`): no hop at low load.
+- `LOOP`: on the event loop, between two turns of reads, nothing read while it runs; LOAD and
+  UNLOAD in a thread. For a model that holds the interpreter's lock while it computes (plain
+  Python), where a thread buys no parallelism.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import queue
+import sys
+import threading
 import time
 from collections import deque
 
@@ -27,7 +40,18 @@ from headway.control.engine import (
 )
 from headway.runtime.worker import FRAMEWORKS_ENV, WorkerState, prepare
 
-#: `held_until` while an INFER holds the loop, and until its follow-up runs (see `_next`).
+THREAD, LOOP = "thread", "loop"
+#: Seconds a thread that wants the interpreter's lock waits before asking its holder to hand
+#: it over (`sys.setswitchinterval`; Python's default is 5 ms). The runs' thread needs the
+#: lock back after each computation while the loop holds it reading: at the default, a run
+#: of a few milliseconds could wait as long again to deliver its answer.
+SWITCH_INTERVAL_S = 0.0005
+#: THREAD: the longest predicted run that a request finding the worker idle runs on the loop,
+#: inside the read that brought it (the hop to the thread and back costs tens of microseconds,
+#: which a small model's answer at low load would feel); a longer one goes to the thread, so
+#: that the loop is not held while it runs.
+LOOP_RUN_LIMIT_S = 0.002
+#: LOOP: `held_until` while an INFER holds the loop, and until its follow-up runs (`_next`).
 HOLDING = float("inf")
 
 
@@ -37,15 +61,25 @@ class InlineEngine(Engine):
     kind = "inline"
     runs_inline = True
 
-    def __init__(self, *, env: dict[str, str] | None = None) -> None:
+    def __init__(self, *, env: dict[str, str] | None = None, runs: str = THREAD) -> None:
+        if runs not in (THREAD, LOOP):
+            raise ValueError(f"an inline engine runs its actions in a {THREAD} or the {LOOP}")
         self.size = 1
+        self.holds_loop = runs == LOOP
         self.frameworks = (env or {}).get(FRAMEWORKS_ENV, "")
         self.state = WorkerState()
-        self._queue: deque[Message] = deque()
-        self._busy = False
-        self._due: asyncio.Handle | None = None  # the call of `_next` that runs the queue on
         self._stopping = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        # LOOP: the actions waiting for the loop, whether one runs, and the call that runs next
+        self._queue: deque[Message] = deque()
+        self._busy = False
+        self._due: asyncio.Handle | None = None
+        # THREAD: actions to the runs' thread (None: stop), its answers back, and how many
+        # actions were sent and not answered yet (read and written on the loop only)
+        self._thread: threading.Thread | None = None
+        self._inbox: queue.SimpleQueue[Message | None] = queue.SimpleQueue()
+        self._answers: deque[Answer] = deque()
+        self._unanswered = 0
         self.on_ready: OnReady = lambda worker, pid: None
         self.on_message: OnMessage = lambda worker, header, tensors: None
         self.on_exit: OnExit = lambda worker, code: None
@@ -53,16 +87,30 @@ class InlineEngine(Engine):
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         await self._loop.run_in_executor(None, prepare, self.frameworks)
+        if not self.holds_loop:
+            sys.setswitchinterval(SWITCH_INTERVAL_S)
+            self._thread = threading.Thread(target=self._work, name="headway-inline", daemon=True)
+            self._thread.start()
         self.on_ready(0, os.getpid())
 
     async def stop(self) -> None:
+        """Stop taking actions; the one running (THREAD) ends first, its answer unheard."""
         self._stopping = True
         self._queue.clear()
+        if self._thread is not None:
+            self._inbox.put(None)
+            assert self._loop is not None
+            await self._loop.run_in_executor(None, self._thread.join)
 
     def send(self, worker: int, action: Action, tensors: Tensors) -> bool:
-        """Queue an action; it runs on a later turn of the loop, never inside the caller."""
+        """Queue an action; it runs in the runs' thread or on a later turn of the loop, never
+        inside the caller."""
         if self._stopping or self._loop is None:
             return False
+        if self._thread is not None:
+            self._unanswered += 1
+            self._inbox.put((action, tensors))
+            return True
         self._queue.append((action, tensors))
         if not self._busy:
             self._busy = True
@@ -70,24 +118,57 @@ class InlineEngine(Engine):
         return True
 
     def run_sent(self) -> None:
-        """Start the action sent since the last one ended, now, instead of on the loop's next
-        turn, which reads first: a batch chosen after a turn of reads would otherwise run
+        """LOOP: start the action sent since the last one ended, now, instead of on the loop's
+        next turn, which reads first: a batch chosen after a turn of reads would otherwise run
         only after another, later than chosen for, and without the rows read meanwhile
-        (they wait for the batch after it)."""
+        (they wait for the batch after it). THREAD: it has started already."""
         if self._due is not None:
             self._due.cancel()
             self._next()
 
-    def run_now(self, worker: int, action: Action, tensors: Tensors) -> Answer | None:
+    def run_now(
+        self, worker: int, action: Action, tensors: Tensors, *, seconds: float | None = None
+    ) -> Answer | None:
         """Run an action inside this call and return its reply, when nothing else is queued
-        or running; else None (the caller sends it instead)."""
-        if self._busy or self._queue or self._stopping or self._loop is None:
+        or running and (THREAD) its predicted run (`seconds`) is short enough to hold the
+        loop for (`LOOP_RUN_LIMIT_S`); else None (the caller sends it instead)."""
+        if self._busy or self._queue or self._unanswered or self._stopping or self._loop is None:
+            return None
+        if self._thread is not None and (seconds is None or seconds > LOOP_RUN_LIMIT_S):
             return None
         return self.state.handle(action, tensors)
+
+    def catch_up(self) -> None:
+        """THREAD: hear the answers the runs' thread has finished, now (each also schedules
+        this on the loop, for when no turn of reads asks first)."""
+        answers = self._answers
+        while answers:
+            answer = answers.popleft()
+            self._unanswered -= 1
+            if not self._stopping:
+                self.on_message(0, *answer)
 
     def pids(self) -> dict[int, int]:
         return {0: os.getpid()}
 
+    # -- THREAD ---------------------------------------------------------------------------------
+    def _work(self) -> None:
+        """The runs' thread: one action at a time, each answer handed to the loop."""
+        loop = self._loop
+        assert loop is not None
+        while (message := self._inbox.get()) is not None:
+            action, tensors = message
+            try:  # a model's exception is its reply already (`WorkerState.handle`)
+                answer = self.state.handle(action, tensors)
+            except BaseException as exc:  # SystemExit from a model: the thread goes on
+                answer = {"id": action.get("id"), "ok": False, "error": repr(exc)}, {}
+            self._answers.append(answer)
+            try:
+                loop.call_soon_threadsafe(self.catch_up)
+            except RuntimeError:  # the loop is closed: nobody is left to answer
+                return
+
+    # -- LOOP -----------------------------------------------------------------------------------
     def _next(self) -> None:
         self._due = None
         if self.held_until == HOLDING:  # the last run's follow-up: the loop is free from here
