@@ -227,9 +227,12 @@ def overload(
     seed: int = 0,
     drain: float = 5.0,
     multiple: float = 2.0,
+    propagate_deadline: bool = False,
 ) -> dict[str, Any]:
     """Poisson at capacity/2 for ``before`` s, ``multiple`` x capacity for ``burst`` s,
-    capacity/2 for ``after`` s. Figures over the burst window; recovery from a separate prober."""
+    capacity/2 for ``after`` s. Figures over the burst window; recovery from a separate prober.
+    ``propagate_deadline``: the client sends a request that waited for a connection with the
+    time it has left of ``slo_ms``, and none that has no time left."""
     low, high = 0.5 * capacity, multiple * capacity
     parts = [
         arrivals.schedule(low, before, "poisson", seed=seed),
@@ -256,7 +259,8 @@ def overload(
     try:
         with CpuMeter(server) as meter:
             tally = run(target, requests, duration=burst, warmup=before, schedule=schedule,
-                        max_connections=1024, drain_timeout=drain_timeout)  # fmt: skip
+                        max_connections=1024, drain_timeout=drain_timeout,
+                        deadline_s=slo_ms * 1e-3 if propagate_deadline else None)  # fmt: skip
             end = time.perf_counter()
         start = end - tally.elapsed  # the loadgen's t=0, on CLOCK_MONOTONIC like the prober's
         out, _ = probe.communicate(timeout=total + 60.0)
@@ -273,7 +277,8 @@ def overload(
     figures.update(meter.figures)
     figures.update(recovery(samples, burst_end, slo_ms, drain_timeout))
     figures.update({"capacity_rps": round(capacity, 1), "offered_rps": round(high, 1),
-                    "multiple": multiple, "loadavg": [round(v, 2) for v in os.getloadavg()]})  # fmt: skip
+                    "multiple": multiple, "propagate_deadline": propagate_deadline,
+                    "loadavg": [round(v, 2) for v in os.getloadavg()]})  # fmt: skip
     return figures
 
 

@@ -84,6 +84,13 @@ def main() -> None:
         "overhead scenario's LogisticRegression, where the frontend is the bottleneck",
     )
     parser.add_argument(
+        "--overload-propagate-deadline",
+        action="store_true",
+        help="the overload scenario's client propagates each request's deadline: one that "
+        "waited for a connection is sent with the time it has left as its slo_ms, and one "
+        "with none left is not sent (as a gRPC client does)",
+    )
+    parser.add_argument(
         "--autogroup-nice",
         type=int,
         default=None,

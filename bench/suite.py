@@ -204,7 +204,8 @@ class Suite:
                 out = overload(endpoint, self.payloads(system, kind, slo=True), capacity,
                                SLO_MS, before=self.d.before, burst=self.d.burst,
                                after=self.d.after, server=server, drain=self.d.drain,
-                               multiple=multiple)  # fmt: skip
+                               multiple=multiple,
+                               propagate_deadline=self.args.overload_propagate_deadline)  # fmt: skip
                 out["server_refusals"] = _counts_since(_refusal_counts(endpoint), counted)
                 sweep[f"{multiple:g}"] = out
                 answered = out["rejection_latency_ms"]
@@ -213,7 +214,8 @@ class Suite:
                          f"{answered['p50']} p99 {answered['p99']} ms), recovery "
                          f"{out.get('recovery_s')} s, send lateness p99 "
                          f"{out['send_lateness_ms']['p99']} ms (own "
-                         f"{out['own_send_lateness_ms']['p99']} ms, capped {out['capped']}), "
+                         f"{out['own_send_lateness_ms']['p99']} ms, capped {out['capped']}, "
+                         f"expired {out['expired']}), "
                          f"loadgen {out['loadgen_cores']} "
                          f"cores, load {out['loadavg']}; server's refusals "
                          f"{out['server_refusals']}")  # fmt: skip

@@ -36,7 +36,7 @@ def run_bench(*args: str) -> dict[str, Any]:
     figures: dict[str, Any] = orjson.loads(result.stdout)
     # Every request in the window is accounted for exactly once.
     assert figures["requests"] == (
-        figures["answered"] + figures["transport_errors"] + figures["timeouts"]
+        figures["answered"] + figures["transport_errors"] + figures["timeouts"] + figures["expired"]
     )
     assert figures["answered"] == figures["ok"] + figures["rejected"] + figures["errors"]
     return figures
@@ -209,6 +209,47 @@ def test_connection_cap_delays_sends_but_latency_counts_from_the_schedule(oip: O
     # The waits for a connection at the cap are the server's doing, not the generator's own
     # lateness, which counts until it got to each request.
     assert figures["own_send_lateness_ms"]["max"] < figures["send_lateness_ms"]["max"]
+
+
+@pytest.mark.integration
+def test_a_propagated_deadline_sends_the_time_left_and_not_what_expired(oip: OipServer) -> None:
+    # As above, half the requests wait in the client; with --propagate-deadline one sent late
+    # carries the milliseconds it has left, and one that waited 50 ms is never sent.
+    figures = run_bench(
+        "--url",
+        oip.url,
+        "--model",
+        "slow",
+        "--rate",
+        "200",
+        "--arrival",
+        "constant",
+        "--duration",
+        "1",
+        "--warmup",
+        "0",
+        "--max-connections",
+        "2",
+        "--slo-ms",
+        "50",
+        "--propagate-deadline",
+    )
+    stats = oip.stats("slow")
+    assert figures["expired"] >= 50
+    assert stats["requests"] == figures["answered"] == 200 - figures["expired"]
+    left = [float(slo) for slo, n in stats["slo_ms"].items() for _ in range(n)]
+    assert len(left) == stats["requests"]
+    assert all(0 < v <= 50 for v in left)
+    assert sum(v < 49 for v in left) >= 10  # sent late, with less than the whole SLO
+
+
+def test_propagating_a_deadline_needs_an_open_loop_with_an_slo(oip: OipServer) -> None:
+    for args in (["--rate", "10"], ["--concurrency", "1", "--slo-ms", "50"]):
+        result = CliRunner().invoke(
+            bench, ["--url", oip.url, "--model", "m", "--propagate-deadline", *args]
+        )
+        assert result.exit_code == 2
+        assert "--propagate-deadline needs an open loop" in result.output
 
 
 @pytest.mark.integration

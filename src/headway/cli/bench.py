@@ -170,6 +170,13 @@ class _Live:
     "server schedules it by), and goodput counts 200 answers within it.",
 )
 @click.option(
+    "--propagate-deadline",
+    is_flag=True,
+    help="Open loop with --slo-ms: a request sent late (every connection busy) carries the "
+    "milliseconds it has left as its slo_ms, and one with none left is not sent (counted as "
+    "expired), as a gRPC client does with its deadline.",
+)
+@click.option(
     "--max-connections",
     type=click.IntRange(min=1),
     default=1024,
@@ -207,6 +214,7 @@ def bench(
     binary: bool,
     variants: int,
     slo_ms: float | None,
+    propagate_deadline: bool,
     max_connections: int,
     timeout: float,
     as_json: bool,
@@ -244,6 +252,10 @@ def bench(
             raise click.UsageError("--arrival gamma needs --cv (its coefficient of variation)")
     elif concurrency is None:
         concurrency = 1
+    if propagate_deadline and (rate is None or slo_ms is None or binary):
+        raise click.UsageError(
+            "--propagate-deadline needs an open loop (--rate) with --slo-ms, in JSON (no --binary)"
+        )
     try:
         target = Target.parse(url)
     except ValueError as exc:
@@ -281,6 +293,7 @@ def bench(
             max_connections=max_connections,
             drain_timeout=timeout,
             progress=live,
+            deadline_s=slo_ms * 1e-3 if propagate_deadline and slo_ms is not None else None,
         )
     except ConnectionError as exc:
         raise click.ClickException(f"{exc}; is the server running, and is --url right?") from None
@@ -303,6 +316,7 @@ def bench(
         "variants": len(wire),
         "warmup_s": warmup,
         "max_connections": max_connections,
+        "propagate_deadline": propagate_deadline,
         "timeout_s": timeout,
         **report.summarize(tally, duration, slo_ms),
     }

@@ -74,6 +74,7 @@ def run(
     drain_timeout: float = 10.0,
     progress: Callable[[Tally], None] | None = None,
     progress_interval: float = 0.25,
+    deadline_s: float | None = None,
 ) -> Tally:
     """Load ``target`` with ``requests`` (rotated) and count what comes back.
 
@@ -83,6 +84,11 @@ def run(
     answers still missing then, and sends a lagging client had not made by then, count as
     timeouts (the send lateness in the tally shows whether the client kept up). Raises
     ConnectionError when no connection to the target can be opened at all.
+
+    ``deadline_s`` (open loop; every request's JSON body carries ``parameters.slo_ms``)
+    propagates each request's deadline, ``deadline_s`` after its scheduled time: one sent late
+    carries the milliseconds it has left as its ``slo_ms``, and one with none left is not sent
+    (``expired``), as a gRPC client does with its deadline (``headway.loadgen.deadlines``).
     """
     if (concurrency is None) == (schedule is None):
         raise ValueError("give exactly one of concurrency (closed loop) and schedule (open loop)")
@@ -90,6 +96,8 @@ def run(
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
     if not requests:
         raise ValueError("no requests to send")
+    if deadline_s is not None and (schedule is None or deadline_s <= 0):
+        raise ValueError("deadline propagation needs an open loop (a schedule) and a deadline > 0")
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         return runner.run(
             _run(
@@ -103,6 +111,7 @@ def run(
                 drain_timeout,
                 progress,
                 progress_interval,
+                deadline_s,
             )
         )
 
@@ -118,9 +127,12 @@ async def _run(
     drain_timeout: float,
     progress: Callable[[Tally], None] | None,
     progress_interval: float,
+    deadline_s: float | None,
 ) -> Tally:
     loop = asyncio.get_running_loop()
-    d = Driver(target.host, target.port, requests, concurrency, schedule, max_connections)
+    d = Driver(
+        target.host, target.port, requests, concurrency, schedule, max_connections, deadline_s
+    )
     initial = concurrency if concurrency is not None else min(max_connections, 8)
     opened = await asyncio.gather(
         *(

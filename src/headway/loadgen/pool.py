@@ -15,6 +15,7 @@ from time import perf_counter
 import httptools
 import numpy as np
 
+from headway.loadgen.deadlines import SLACK_S, Late
 from headway.loadgen.tally import Tally
 
 REJECTED = (429, 503)
@@ -71,7 +72,9 @@ class Driver:
     new one (up to ``max_connections``), or, at the cap, waits for one (counted in ``capped``).
     Latency is measured from the *scheduled* time, so a slow server or a full pool shows up in the
     latency instead of slowing the schedule (no coordinated omission). Requests scheduled (open) or
-    sent (closed) during the warm-up are sent but not counted."""
+    sent (closed) during the warm-up are sent but not counted. With ``deadline_s`` (open loop,
+    `headway.loadgen.deadlines`), a request sent late carries the time it has left, and one with
+    none left is not sent (counted as ``expired``)."""
 
     def __init__(
         self,
@@ -81,10 +84,14 @@ class Driver:
         concurrency: int | None,
         schedule: np.ndarray | None,
         max_connections: int,
+        deadline_s: float | None = None,
     ) -> None:
         self.loop = asyncio.get_running_loop()
         self.host, self.port = host, port
         self.next_request = itertools.cycle(requests).__next__
+        self.deadline_s = deadline_s
+        if deadline_s is not None:
+            self.next_late = itertools.cycle([Late(r) for r in requests]).__next__
         self.closed_loop = concurrency is not None
         self.offsets: list[float] = [] if schedule is None else schedule.tolist()  # seconds
         self.max_connections = max_connections
@@ -108,17 +115,29 @@ class Driver:
         return self.window_start <= t < self.end
 
     # -- sending -----------------------------------------------------------------------------
-    def send(self, conn: Connection, due: float, now: float) -> None:
+    def send(self, conn: Connection, due: float, now: float) -> bool:
+        """Write the request due at ``due`` on ``conn``; False if it was not sent because its
+        deadline passed in the client (deadline propagation), leaving ``conn`` free."""
+        late = now - due
+        if self.deadline_s is None or late < SLACK_S:
+            data = self.next_request()
+        elif late < self.deadline_s:
+            data = self.next_late().with_left((self.deadline_s - late) * 1e3)
+        else:
+            if self.window_start <= due < self.end:
+                self.tally.expired += 1
+            return False
         conn.scheduled = due
         conn.measured = measured = self.window_start <= due < self.end
-        conn.transport.write(self.next_request())  # type: ignore[union-attr]
+        conn.transport.write(data)  # type: ignore[union-attr]
         self.busy += 1
         self.sent += 1
         if measured:
             if self.closed_loop:
                 self.tally.scheduled += 1
             else:
-                self.late(now - due)
+                self.late(late)
+        return True
 
     def dispatch(self, conn: Connection, now: float) -> None:
         """``conn`` is free: give it the next request, or park it."""
@@ -127,13 +146,15 @@ class Driver:
                 if now < self.end:
                     self.send(conn, now, now)
                     return
-            elif self.backlog:
-                self.send(conn, self.backlog.popleft(), now)
-                return
-            elif self.next_time <= now:  # due before the timer fires: send it now
-                self.idle.append(conn)
-                self.send_due(now)
-                return
+            else:
+                backlog = self.backlog
+                while backlog:
+                    if self.send(conn, backlog.popleft(), now):
+                        return
+                if self.next_time <= now:  # due before the timer fires: send it now
+                    self.idle.append(conn)
+                    self.send_due(now)
+                    return
         self.idle.append(conn)
         self.check_done()
 
@@ -147,7 +168,9 @@ class Driver:
             if window_start <= due < end:
                 self.own_late(now - due)  # when the generator got to it, a connection or not
             if self.idle:
-                self.send(self.idle.pop(), due, now)
+                conn = self.idle.pop()
+                if not self.send(conn, due, now):
+                    self.idle.append(conn)
                 continue
             self.backlog.append(due)
             if len(self.conns) + self.opening < self.max_connections:

@@ -41,7 +41,9 @@ def summarize(tally: Tally, duration: float, slo_ms: float | None = None) -> dic
     ``errors``: any other non-200 answer; ``transport_errors``: no answer (refused, reset,
     unparseable); ``timeouts``: no answer within the drain timeout; ``capped``: open-loop
     requests that could not go out on schedule because every allowed connection was busy
-    (their latency still counts from the schedule); ``send_lateness_ms``: open loop, send time
+    (their latency still counts from the schedule); ``expired``: with deadline propagation,
+    requests not sent because their deadline passed while they waited in the client;
+    ``send_lateness_ms``: open loop, send time
     less scheduled time, of every request; ``own_send_lateness_ms``: when the load generator got
     to each request (to send it, or to queue it when every allowed connection was busy) less
     its scheduled time: its own delay, without the waits for a connection, which a server
@@ -64,6 +66,7 @@ def summarize(tally: Tally, duration: float, slo_ms: float | None = None) -> dic
         "transport_errors": tally.transport_errors,
         "timeouts": tally.timeouts,
         "capped": tally.capped,
+        "expired": tally.expired,
         "status_counts": statuses,
         "throughput_rps": per_s(ok),
         "response_rps": per_s(answered),
@@ -112,6 +115,8 @@ def render(figures: dict[str, Any], console: Console) -> None:
     ]
     if figures.get("rate") is not None:
         rows.append(("capped (max connections)", f"{figures['capped']:,}"))
+        if figures.get("expired"):
+            rows.append(("expired in the client (not sent)", f"{figures['expired']:,}"))
         lateness = figures["send_lateness_ms"]
         rows.append(
             ("send lateness p50 / p99", f"{_ms(lateness['p50'])} / {_ms(lateness['p99'])} ms")

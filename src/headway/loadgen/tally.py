@@ -21,6 +21,7 @@ class Tally:
     transport_errors: int = 0  # no HTTP answer: connection refused, reset or unparseable
     timeouts: int = 0  # still unanswered when the drain timeout ran out
     capped: int = 0  # open loop: could not go out on schedule because of max_connections
+    expired: int = 0  # deadline propagation: not sent, its deadline passed in the client
     scheduled: int = 0  # requests in the window (open loop: scheduled; closed: sent)
     sent: int = 0  # all requests written, warm-up included
     answered: int = 0  # all answers read, warm-up included
