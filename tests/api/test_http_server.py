@@ -84,8 +84,9 @@ def test_connections_waiting_to_be_accepted_are_all_accepted_in_one_turn() -> No
     loop: asyncio.AbstractEventLoop
     uvloop.run(main())
     assert len(read_in_turn) == clients, read_in_turn
-    # accepted in the first turn or two, read in the turn after: not the seventh
-    assert max(read_in_turn.values()) <= 3, read_in_turn
+    # the first read in the first turn, the others in the next, as if accepted with it (one
+    # a turn, the eighth was read in the eighth turn)
+    assert max(read_in_turn.values()) <= min(read_in_turn.values()) + 1, read_in_turn
 
 
 def test_keep_alive_serves_requests_one_after_another_on_one_connection() -> None:

@@ -15,7 +15,8 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from headway.api.app import HeadwayApp
 from headway.api.busy_poll import BusyPoller
@@ -87,7 +88,6 @@ class HttpServer(ReadTurns):
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
         self._listeners: list[socket.socket] = []  # the listening sockets, for `accept_pending`
-        self._accepting: set[asyncio.Task[object]] = set()  # accepted, being set up
 
     async def start(self) -> None:
         """Start the app (workers, models), then listen."""
@@ -120,21 +120,30 @@ class HttpServer(ReadTurns):
         reads under overload) the others would wait a turn each, the last of N for N turns."""
         if self.stopping:
             return
-        loop = self.loop
         for listener in self._listeners:
             for _ in range(ACCEPT_AT_ONCE):
                 try:
                     sock, _address = listener.accept()
                 except OSError:  # none waiting (or gone): uvloop's own accept says why
                     break
-                task = loop.create_task(loop.connect_accepted_socket(self._connection, sock))
-                self._accepting.add(task)
-                task.add_done_callback(self._accepted)
+                self._set_up(self.loop.connect_accepted_socket(self._connection, sock))
 
-    def _accepted(self, task: asyncio.Task[object]) -> None:
-        self._accepting.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.debug("a connection closed before it was set up: %s", task.exception())
+    def _set_up(self, setup: Coroutine[Any, Any, object]) -> None:
+        """Run an accepted connection's set-up (`connect_accepted_socket`) up to where it
+        waits, now, and on from there when what it waits for is done: in a task it would
+        start a loop turn later, and its first read come a turn after a connection that uvloop
+        accepted (a turn is a whole model run while the inline engine runs on the loop)."""
+        try:
+            waiting = setup.send(None)
+        except StopIteration:
+            return
+        except Exception as exc:  # the client left before its connection was set up
+            log.debug("a connection closed before it was set up: %s", exc)
+            return
+        if isinstance(waiting, asyncio.Future):
+            waiting.add_done_callback(lambda _: self._set_up(setup))
+        else:  # a bare yield: go on next turn
+            self.loop.call_soon(self._set_up, setup)
 
     def expect_reply(self, seconds: float, requests: int) -> None:
         """A worker runs `requests` requests, predicted to take `seconds`: when its reply is
