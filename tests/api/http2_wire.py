@@ -46,6 +46,9 @@ class Server:
         self.turns = 0
         self.floor: float | None = None  # when bytes read now may have arrived
 
+    def accept_pending(self) -> None:
+        pass  # nothing listens
+
     def arrived_since(self, now: float) -> float:
         return now if self.floor is None else self.floor
 

@@ -11,13 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import signal
-import socket
 import time
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable
 
+from headway.api.accepting import PendingAccepts
 from headway.api.app import HeadwayApp
 from headway.api.busy_poll import BusyPoller
 from headway.api.connection import HttpConnection
@@ -34,9 +32,6 @@ STOP_POLL_S = 0.01
 REPLY_POLL_S = 0.0002
 #: Most seconds between two sweeps for idle and slow connections.
 SWEEP_S = 1.0
-#: Most connections one `HttpServer.accept_pending` accepts from each listening socket; each
-#: one it accepts asks again once set up, so a longer queue is drained over a few turns.
-ACCEPT_AT_ONCE = 64
 
 
 class HttpServer(ReadTurns):
@@ -87,7 +82,7 @@ class HttpServer(ReadTurns):
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self._server: asyncio.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
-        self._listeners: list[socket.socket] = []  # the listening sockets, for `accept_pending`
+        self._pending: PendingAccepts | None = None  # see `accept_pending`
 
     async def start(self) -> None:
         """Start the app (workers, models), then listen."""
@@ -102,11 +97,8 @@ class HttpServer(ReadTurns):
             self._connection, self.host, self.port, backlog=self.backlog, reuse_address=True
         )
         self._sweeper = self.loop.create_task(self._sweep())
+        self._pending = PendingAccepts(self.loop, self._server, self._connection)
         sockets = self._server.sockets
-        for listening in sockets:  # the same listen queues, for `accept_pending`
-            listener = socket.socket(fileno=os.dup(listening.fileno()))
-            listener.setblocking(False)
-            self._listeners.append(listener)
         if sockets and self.port == 0:
             self.port = sockets[0].getsockname()[1]
 
@@ -114,36 +106,9 @@ class HttpServer(ReadTurns):
         return HttpConnection(self)
 
     def accept_pending(self) -> None:
-        """Accept the connections that wait in the listen queues now, up to ACCEPT_AT_ONCE (a
-        connection was just accepted: others may have come with it). uvloop (libuv) accepts one
-        connection a loop turn; while turns are long (a model's run on the loop, a long turn of
-        reads under overload) the others would wait a turn each, the last of N for N turns."""
-        if self.stopping:
-            return
-        for listener in self._listeners:
-            for _ in range(ACCEPT_AT_ONCE):
-                try:
-                    sock, _address = listener.accept()
-                except OSError:  # none waiting (or gone): uvloop's own accept says why
-                    break
-                self._set_up(self.loop.connect_accepted_socket(self._connection, sock))
-
-    def _set_up(self, setup: Coroutine[Any, Any, object]) -> None:
-        """Run an accepted connection's set-up (`connect_accepted_socket`) up to where it
-        waits, now, and on from there when what it waits for is done: in a task it would
-        start a loop turn later, and its first read come a turn after a connection that uvloop
-        accepted (a turn is a whole model run while the inline engine runs on the loop)."""
-        try:
-            waiting = setup.send(None)
-        except StopIteration:
-            return
-        except Exception as exc:  # the client left before its connection was set up
-            log.debug("a connection closed before it was set up: %s", exc)
-            return
-        if isinstance(waiting, asyncio.Future):
-            waiting.add_done_callback(lambda _: self._set_up(setup))
-        else:  # a bare yield: go on next turn
-            self.loop.call_soon(self._set_up, setup)
+        """Accept the connections waiting in the listen queues (`api.accepting`)."""
+        if self._pending is not None and not self.stopping:
+            self._pending.accept()
 
     def expect_reply(self, seconds: float, requests: int) -> None:
         """A worker runs `requests` requests, predicted to take `seconds`: when its reply is
@@ -169,9 +134,8 @@ class HttpServer(ReadTurns):
         self.stopping = True
         if self._server is not None:
             self._server.close()
-        for listener in self._listeners:
-            listener.close()
-        self._listeners.clear()
+        if self._pending is not None:
+            self._pending.close()
         if self._sweeper is not None:
             self._sweeper.cancel()
         for connection in list(self.connections):

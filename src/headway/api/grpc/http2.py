@@ -42,6 +42,9 @@ class Http2Server(Protocol):
     def keep_up(self, now: float) -> None:
         """Let the app hear its workers' replies during a long turn of reads."""
 
+    def accept_pending(self) -> None:
+        """Accept the connections waiting in the listen queue (`api.accepting`)."""
+
 
 class Http2Connection(asyncio.Protocol):
     """One client connection; `server` tracks connections and calls in flight."""
@@ -68,6 +71,7 @@ class Http2Connection(asyncio.Protocol):
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+        self.server.accept_pending()
         limits = self.limits
         if len(self.server.connections) >= limits.max_connections:
             self.abort(f.REFUSED_STREAM, f"too many connections: this server serves at most "

@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 import grpc
 from google.protobuf.message import DecodeError
 
+from headway.api.accepting import PendingAccepts
 from headway.api.app import HeadwayApp
 from headway.api.grpc import messages
 from headway.api.grpc.calls import INTERNAL, Call, Limits
@@ -217,13 +218,14 @@ class GrpcServer(ReadTurns):
         self.unanswered = 0  # calls handed over and not yet answered
         self.dispatcher = Dispatcher(app)
         self._server: asyncio.Server | None = None
+        self._pending: PendingAccepts | None = None  # see `accept_pending`
         self._sweeper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self.loop = loop = asyncio.get_running_loop()
         try:
             self._server = await loop.create_server(
-                lambda: Http2Connection(self.dispatcher, self.limits, self),
+                self._connection,
                 self.host,
                 self.port,
                 reuse_address=True,
@@ -234,15 +236,27 @@ class GrpcServer(ReadTurns):
                 f"cannot listen for gRPC on {self.host}:{self.port} (in use?): "
                 f"choose another --grpc-port, or 0 to serve no gRPC ({exc.strerror})"
             ) from None
+        self._pending = PendingAccepts(loop, self._server, self._connection)
         sockets = self._server.sockets
         if sockets and self.port == 0:
             self.port = sockets[0].getsockname()[1]
         self._sweeper = loop.create_task(self._sweep())
 
+    def _connection(self) -> Http2Connection:
+        return Http2Connection(self.dispatcher, self.limits, self)
+
+    def accept_pending(self) -> None:
+        """Accept the connections waiting in the listen queues (`api.accepting`)."""
+        if self._pending is not None:
+            self._pending.accept()
+
     async def stop(self) -> None:
         if self._server is None:
             return
         self._server.close()
+        if self._pending is not None:
+            self._pending.close()
+            self._pending = None
         if self._sweeper is not None:
             self._sweeper.cancel()
         for connection in list(self.connections):
