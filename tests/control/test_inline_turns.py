@@ -32,6 +32,17 @@ def inline_model(clock: ManualClock) -> Scheduler:
     return s
 
 
+async def on_the_loop() -> tuple[LoopClock, Scheduler, InlineEngine, Dispatcher]:
+    """`inline_model` served by the real inline engine, its runs on the running loop."""
+    clock = LoopClock()
+    s = inline_model(clock)  # type: ignore[arg-type]
+    engine = InlineEngine(runs=LOOP)
+    await engine.start()
+    dispatcher = Dispatcher(s, engine, clock)
+    dispatcher.loop = asyncio.get_running_loop()
+    return clock, s, engine, dispatcher
+
+
 def run_next(s: Scheduler, clock: ManualClock, reads: float) -> None:
     """A turn of reads of `reads` s, then the next batch in flight runs for 10 ms and is
     answered (a full batch may have been sent ahead of it: it runs after the next turn)."""
@@ -138,12 +149,7 @@ def test_inline_a_batch_chosen_once_a_turn_of_reads_ends_runs_before_the_next_tu
 
     async def scenario() -> bool:
         loop = asyncio.get_running_loop()
-        clock = LoopClock()
-        s = inline_model(clock)  # type: ignore[arg-type]
-        engine = InlineEngine(runs=LOOP)
-        await engine.start()
-        dispatcher = Dispatcher(s, engine, clock)
-        dispatcher.loop = loop
+        clock, s, engine, dispatcher = await on_the_loop()
         engine.on_message = dispatcher.on_reply
         answered = loop.create_future()
         read = request(clock, "read", ms(500))  # type: ignore[arg-type]
@@ -194,12 +200,7 @@ def test_inline_a_read_late_after_a_run_dates_its_bytes_from_before_the_run() ->
 
     async def scenario() -> tuple[float, float, float, float]:
         loop = asyncio.get_running_loop()
-        clock = LoopClock()
-        s = inline_model(clock)  # type: ignore[arg-type]
-        engine = InlineEngine(runs=LOOP)
-        await engine.start()
-        dispatcher = Dispatcher(s, engine, clock)
-        dispatcher.loop = loop
+        clock, s, engine, dispatcher = await on_the_loop()
         reader, writer = socket.socketpair()
 
         def replied(worker: int, header: Reply, tensors: Tensors) -> None:
