@@ -7,15 +7,20 @@ finds the worker idle still runs inside the caller; stopping waits for the runni
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from headway.clock import LoopClock
+from headway.control.dispatch import Dispatcher
 from headway.control.engine import Action, Reply, Tensors
+from headway.errors import ModelError
 from headway.repository import read_model
-from headway.runtime.engines.inline import THREAD, InlineEngine
+from headway.runtime.engines.inline import LOOP_RUN_LIMIT_S, THREAD, InlineEngine
+from tests.control.helpers import ms, request, scheduler, seed
 from tests.runtime.workers import model_config
 
 NAPPER = textwrap.dedent(
@@ -156,3 +161,36 @@ def test_stop_waits_for_the_running_action_and_nothing_is_heard_after(tmp_path: 
     heard, alive, refused = asyncio.run(scenario())
     assert heard == [1], "the batch's answer came after stop"
     assert not alive and not refused
+
+
+def test_a_short_batch_that_finds_the_worker_idle_runs_in_the_pump_a_long_one_in_the_thread(
+    tmp_path: Path,
+) -> None:
+    """The pump sends the batch it chose: predicted under `LOOP_RUN_LIMIT_S`, with the worker
+    idle, it runs inside the pump (its answer is there when the pump returns; a small model's
+    batch would pay more for the hop than it runs); predicted longer, it goes to the thread
+    and is answered later, the loop free meanwhile."""
+
+    async def scenario(run_ms: float) -> tuple[bool, bool]:
+        loop = asyncio.get_running_loop()
+        clock = LoopClock()
+        s = scheduler(clock, {0: ["m"]}, max_batch=4)  # type: ignore[arg-type]
+        seed(s, "m", {1: ms(run_ms)})
+        engine = InlineEngine(runs=THREAD)
+        await engine.start()
+        dispatcher = Dispatcher(s, engine, clock)
+        dispatcher.loop = loop
+        engine.on_message = dispatcher.on_reply
+        read = request(clock, "read", ms(500))  # type: ignore[arg-type]
+        read.token = loop.create_future()
+        s.submit(read)
+        dispatcher._pump()
+        in_the_pump = read.token.done()
+        with contextlib.suppress(ModelError):  # its worker holds no model `m`: it fails
+            await read.token
+        await engine.stop()
+        return in_the_pump, read.token.done()
+
+    limit_ms = LOOP_RUN_LIMIT_S * 1000
+    assert asyncio.run(scenario(limit_ms / 4)) == (True, True)
+    assert asyncio.run(scenario(limit_ms * 10)) == (False, True)

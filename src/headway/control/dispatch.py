@@ -60,6 +60,9 @@ class Dispatcher:
         #: Told of each INFER sent and of the reply that leaves no worker busy (the HTTP
         #: server polls for a reply due soon instead of sleeping); None: nobody.
         self.reply_watch: ReplyWatch | None = None
+        #: The engine runs actions in this process, beside the loop (`--engine inline`'s
+        #: thread): a short batch may run inside the pump (`Engine.run_now`).
+        self._runs_beside_loop = engine.runs_inline and not engine.holds_loop
 
     def serve(self, lifecycle: ModelLifecycle) -> None:
         """Send and answer for `lifecycle`'s models; it hears the replies to LOADs."""
@@ -124,6 +127,15 @@ class Dispatcher:
             )
             self.on_reply(dispatch.worker, {"id": dispatch.id, "ok": False, "error": error}, {})
             return
+        if dispatch.kind == INFER and self._runs_beside_loop:
+            # an in-process worker beside the loop: a short batch that finds it idle runs
+            # here, done before the loop reads again (the hop to its thread costs more)
+            answer = self.engine.run_now(
+                dispatch.worker, action, tensors, seconds=dispatch.expected
+            )
+            if answer is not None:
+                self.on_reply(dispatch.worker, *answer)
+                return
         # A failed send means the worker is gone: the watcher reports it and requeues.
         self.engine.send(dispatch.worker, action, tensors)
         if self.reply_watch is not None and dispatch.kind == INFER:

@@ -10,9 +10,11 @@ Where an action runs (`runs`):
 - `THREAD` (the default): in one thread of its own, one action at a time, as a worker runs
   them. The frameworks release the interpreter's lock while they compute, so the loop goes on
   reading, answering and refusing on the other core; under overload the reads alone would
-  otherwise take the loop's one core from the model. A request that finds the worker idle
-  and is predicted to run briefly still runs on the loop, inside the read that brought it
-  (`run_now`): no hop at low load.
+  otherwise take the loop's one core from the model. A batch that finds the worker idle and
+  is predicted to run briefly (`LOOP_RUN_LIMIT_S`) still runs on the loop, at once, inside
+  the call that sent it (`run_now`: a request alone inside the read that brought it, a batch
+  inside the pump): the hop to the thread and back would cost more than it runs, and a
+  small model that holds the interpreter's lock gains nothing beside the loop.
 - `LOOP`: on the event loop, between two turns of reads, nothing read while it runs; LOAD and
   UNLOAD in a thread. For a model that holds the interpreter's lock while it computes (plain
   Python), where a thread buys no parallelism.
@@ -46,10 +48,10 @@ THREAD, LOOP = "thread", "loop"
 #: lock back after each computation while the loop holds it reading: at the default, a run
 #: of a few milliseconds could wait as long again to deliver its answer.
 SWITCH_INTERVAL_S = 0.0005
-#: THREAD: the longest predicted run that a request finding the worker idle runs on the loop,
-#: inside the read that brought it (the hop to the thread and back costs tens of microseconds,
-#: which a small model's answer at low load would feel); a longer one goes to the thread, so
-#: that the loop is not held while it runs.
+#: THREAD: the longest predicted run that an action finding the worker idle runs on the loop,
+#: inside the call that sent it (the hop to the thread and back costs tens of microseconds,
+#: which a small model's answer would feel); a longer one goes to the thread, so that the loop
+#: is not held while it runs.
 LOOP_RUN_LIMIT_S = 0.002
 #: LOOP: `held_until` while an INFER holds the loop, and until its follow-up runs (`_next`).
 HOLDING = float("inf")
