@@ -7,6 +7,7 @@ import hashlib
 import json
 import shutil
 import sys
+import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -74,6 +75,19 @@ def test_a_source_changed_since_the_build_runs_pure_with_a_warning(
         assert choose(root) is False
     [finder] = pure_finders(tmp_path)
     assert finder.modules == {"headway_probe.m"}
+
+
+def test_a_stale_build_switched_off_runs_pure_without_a_word(
+    tmp_path: Path, meta_path: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the test suite runs where a developer's build lies: the suite's warnings are errors."""
+    root = tree(tmp_path, "X = 1\n")
+    (root / "headway_probe" / "m.py").write_text("X = 2\n")
+    monkeypatch.setenv(ENVIRONMENT, "0")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert choose(root) is False
+    assert len(pure_finders(tmp_path)) == 1
 
 
 # -- a compiled server against the pure one -------------------------------------------------

@@ -95,16 +95,17 @@ def choose(root: Path | None = None) -> bool:
     if not path.exists():
         return False
     manifest: dict[str, str] = json.loads(path.read_text())
-    changed = stale(root, manifest)
-    if changed:
-        warnings.warn(
-            f"the speedups build is older than {', '.join(changed)}: running pure Python; "
-            "rebuild with `python -m headway.speedups build` or remove it with `clean`",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-    if changed or os.environ.get(ENVIRONMENT, "1") == "0":
-        if not any(isinstance(f, PureSources) and f.root == root for f in sys.meta_path):
-            sys.meta_path.insert(0, PureSources(root, list(manifest)))
-        return False
-    return True
+    use = os.environ.get(ENVIRONMENT, "1") != "0"
+    if use:  # switched off, the pure modules run whatever the build's age: nothing to say
+        changed = stale(root, manifest)
+        if changed:
+            warnings.warn(
+                f"the speedups build is older than {', '.join(changed)}: running pure Python; "
+                "rebuild with `python -m headway.speedups build` or remove it with `clean`",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            use = False
+    if not use and not any(isinstance(f, PureSources) and f.root == root for f in sys.meta_path):
+        sys.meta_path.insert(0, PureSources(root, list(manifest)))
+    return use
