@@ -121,7 +121,7 @@ def test_a_request_that_waited_too_long_to_be_read_is_refused_saying_so(tmp_path
 
 
 def test_inline_batches_run_beside_the_loop_and_every_answer_comes_back(tmp_path: Path) -> None:
-    """`--inline-runs thread` (the default): the batches run in a thread beside the server's
+    """`--inline-runs thread`: the batches run in a thread beside the server's
     loop. Answers are the framework's own, none is lost among many at once, a model's error
     is a 500 and the next request is served, the loop answers while a long batch runs, and
     unloading, loading and stopping with work in flight end cleanly."""
@@ -131,7 +131,8 @@ def test_inline_batches_run_beside_the_loop_and_every_answer_comes_back(tmp_path
     models.sleeper(root, "slow", 1.0, extra="slo_ms: 20000\n")
     sleepy = {"inputs": [{"name": "input-0", "shape": [1, 4], "datatype": "FP32",
                           "data": [1] * 4}]}  # fmt: skip
-    with ServerProcess(root, state=tmp_path / "s.db", extra=["--engine", "inline"]) as server:
+    inline = ["--engine", "inline", "--inline-runs", "thread"]
+    with ServerProcess(root, state=tmp_path / "s.db", extra=inline) as server:
         assert server.process is not None
 
         def post(start: int) -> list[tuple[int, list[float]]]:  # one connection per thread

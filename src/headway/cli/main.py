@@ -166,10 +166,11 @@ def cli() -> None:
     default=ServeSettings.inline_runs,
     show_default=True,
     type=click.Choice([THREAD, LOOP]),
-    help="With --engine inline, where a batch runs: in a thread beside the event loop (the "
-    "loop goes on reading while the model computes; a request that finds the model idle "
-    "still runs inside the read that brought it) or on the loop itself (nothing is read "
-    "meanwhile: for pure-Python models, which hold the interpreter's lock as they compute).",
+    help="With --engine inline, where a batch runs: on the event loop itself, between two "
+    "turns of reads (nothing is read meanwhile), or, one predicted over 2 ms, in a thread "
+    "beside the loop (the loop goes on reading while the model computes on another core; "
+    "for a machine that can give the server two cores; a pure-Python model, which holds "
+    "the interpreter's lock as it computes, gains nothing).",
 )
 @click.option(
     "--ray-address",

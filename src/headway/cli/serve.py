@@ -30,7 +30,7 @@ from headway.planning.tuner import HOLD_DOWN as TUNER_HOLD_DOWN
 from headway.planning.tuner import MAX_REPLICAS as TUNER_MAX_REPLICAS
 from headway.planning.tuner import TRAILING as TUNER_TRAILING
 from headway.repository import Repository
-from headway.runtime.engines.inline import THREAD, InlineEngine
+from headway.runtime.engines.inline import LOOP, InlineEngine
 from headway.runtime.engines.local import LocalEngine
 from headway.runtime.worker import FRAMEWORKS_ENV, SPIN_ENV
 from headway.store import Store
@@ -57,7 +57,7 @@ class ServeSettings:
     scheduler: str = "headway"
     http: str = "native"
     engine: str = "local"
-    inline_runs: str = THREAD
+    inline_runs: str = LOOP
     ray_address: str | None = None
     schedule_ahead_ms: float = 0.0
     busy_poll_us: float = 0.0

@@ -7,7 +7,7 @@ action in the frontend itself. The scheduler, deadlines, batching and early reje
 same; what is lost is isolation: a model that crashes the process takes the server with it.
 
 Where an action runs (`runs`):
-- `THREAD` (the default): in one thread of its own, one action at a time, as a worker runs
+- `THREAD`: in one thread of its own, one action at a time, as a worker runs
   them. The frameworks release the interpreter's lock while they compute, so the loop goes on
   reading, answering and refusing on the other core; under overload the reads alone would
   otherwise take the loop's one core from the model. A batch that finds the worker idle and
@@ -15,9 +15,10 @@ Where an action runs (`runs`):
   the call that sent it (`run_now`: a request alone inside the read that brought it, a batch
   inside the pump): the hop to the thread and back would cost more than it runs, and a
   small model that holds the interpreter's lock gains nothing beside the loop.
-- `LOOP`: on the event loop, between two turns of reads, nothing read while it runs; LOAD and
-  UNLOAD in a thread. For a model that holds the interpreter's lock while it computes (plain
-  Python), where a thread buys no parallelism.
+- `LOOP` (the default): on the event loop, between two turns of reads, nothing read while it
+  runs; LOAD and UNLOAD in a thread. What a thread offers needs a second core for the server;
+  without one (a machine shared with other work) the two threads only contend for one, and a
+  model that holds the interpreter's lock while it computes (plain Python) gains nothing.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ class InlineEngine(Engine):
     kind = "inline"
     runs_inline = True
 
-    def __init__(self, *, env: dict[str, str] | None = None, runs: str = THREAD) -> None:
+    def __init__(self, *, env: dict[str, str] | None = None, runs: str = LOOP) -> None:
         if runs not in (THREAD, LOOP):
             raise ValueError(f"an inline engine runs its actions in a {THREAD} or the {LOOP}")
         self.size = 1
