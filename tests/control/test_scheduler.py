@@ -577,6 +577,32 @@ def test_start_now_runs_a_lone_request_on_an_idle_profiled_model(clock: ManualCl
     assert s.start_now(request(clock, "after a pause", ms(100))) is not None
 
 
+def test_start_now_queues_a_request_that_arrived_with_the_last_one_started_alone(
+    clock: ManualClock,
+) -> None:
+    """Requests read in one turn of the loop share their arrival. Reading each can take longer
+    than half a run, so the idle time since the last run would let every one of them run
+    alone, one run each, and never batch them (at 32 connections, once low load had measured
+    the size-1 run short): the second and later of a turn are queued, to be batched."""
+    s = scheduler(clock, {1: ["m"]})
+    seed(s, "m", {1: ms(10)})
+    turn = [request(clock, f"read {i}", ms(100)) for i in range(3)]  # one turn: arrived at 0
+    first = s.start_now(turn[0])
+    assert first is not None and tags(first) == ["read 0"]
+    clock.set(ms(10))
+    s.complete(first.id, ms(10))
+    clock.set(ms(20))  # idle for a run: long enough, but these came with the one that ran
+    assert s.start_now(turn[1]) is None and s.start_now(turn[2]) is None
+    submit(s, turn[1], turn[2])
+    batch = s.poll().dispatches
+    assert [tags(d) for d in batch] == [["read 1", "read 2"]]
+    clock.set(ms(40))
+    s.complete(batch[0].id, ms(20))
+    clock.set(ms(50))  # read in a later turn: it may run alone again
+    later = s.start_now(request(clock, "next turn", ms(100)))
+    assert later is not None and tags(later) == ["next turn"]
+
+
 def test_start_now_declines_what_the_queue_must_decide(clock: ManualClock) -> None:
     s = scheduler(clock, {1: ["m"]}, min_samples=3)
     s.estimator.observe("m", 1, ms(10))

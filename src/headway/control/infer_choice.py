@@ -123,9 +123,15 @@ def start_alone(
     deadline; else None (it goes through the queue). A model that finished a batch more
     recently than that is likely in a wave of requests (clients answered together send again
     together): those are queued, to be batched. (Half: one client's own turnaround, answer to
-    next request, is about one run of a small model.)"""
+    next request, is about one run of a small model.) So is a request that may have arrived
+    no later than the last one started alone (`Request.arrival`: read in the same turn of
+    the loop): both were waiting at once. Reading one request can take longer than half a
+    run, so the idle time alone would let each of a turn's requests run alone, one run each,
+    and never batch them, once the size-1 estimate is low (measured at low load)."""
     model = models.get(request.model)
     if model is None or model.queue or not model.replicas:
+        return None
+    if request.arrival <= model.alone_since:
         return None
     if not predictions.estimator.profiled(model.key):
         return None

@@ -231,6 +231,7 @@ class Scheduler:
         if found is None:
             return None
         model, worker, service = found
+        model.alone_since = request.arrival
         dispatch = self._infer(model, [request], request.rows, service)
         self.placement.launch(worker, dispatch, now)
         self.epoch += 1

@@ -98,6 +98,7 @@ class ModelSlot:
     batches: int = 0
     late_batches: int = 0
     finished_at: float = float("-inf")  # when its last INFER ended
+    alone_since: float = float("-inf")  # when the last request started alone may have arrived
     #: What the work queued now refuses (`Scheduler.backlogged`), while the scheduler's
     #: `epoch` is `backlog_epoch`.
     backlog: Backlog = NO_BACKLOG
