@@ -181,25 +181,19 @@ def test_open_loop_opens_connections_for_a_slow_server(oip: OipServer) -> None:
     assert figures["latency_ms"]["p50"] >= 20
 
 
+def capped_at_two(oip: OipServer, *args: str) -> dict[str, Any]:
+    """`slow` (20 ms a request) at 200 req/s for 1 s on at most two connections, which serve
+    100 req/s: half the requests wait in the client for a connection."""
+    return run_bench(
+        "--url", oip.url, "--model", "slow", "--rate", "200", "--arrival", "constant",
+        "--duration", "1", "--warmup", "0", "--max-connections", "2", *args,
+    )  # fmt: skip
+
+
 @pytest.mark.integration
 def test_connection_cap_delays_sends_but_latency_counts_from_the_schedule(oip: OipServer) -> None:
     # Two connections at 20 ms each serve 100 req/s; 200 are scheduled in the first second.
-    figures = run_bench(
-        "--url",
-        oip.url,
-        "--model",
-        "slow",
-        "--rate",
-        "200",
-        "--arrival",
-        "constant",
-        "--duration",
-        "1",
-        "--warmup",
-        "0",
-        "--max-connections",
-        "2",
-    )
+    figures = capped_at_two(oip)
     assert figures["ok"] == figures["requests"] == 200
     assert figures["peak_connections"] == 2
     assert figures["capped"] >= 150
@@ -215,25 +209,7 @@ def test_connection_cap_delays_sends_but_latency_counts_from_the_schedule(oip: O
 def test_a_propagated_deadline_sends_the_time_left_and_not_what_expired(oip: OipServer) -> None:
     # As above, half the requests wait in the client; with --propagate-deadline one sent late
     # carries the milliseconds it has left, and one that waited 50 ms is never sent.
-    figures = run_bench(
-        "--url",
-        oip.url,
-        "--model",
-        "slow",
-        "--rate",
-        "200",
-        "--arrival",
-        "constant",
-        "--duration",
-        "1",
-        "--warmup",
-        "0",
-        "--max-connections",
-        "2",
-        "--slo-ms",
-        "50",
-        "--propagate-deadline",
-    )
+    figures = capped_at_two(oip, "--slo-ms", "50", "--propagate-deadline")
     stats = oip.stats("slow")
     assert figures["expired"] >= 50
     assert stats["requests"] == figures["answered"] == 200 - figures["expired"]
