@@ -34,6 +34,7 @@ MODULES = (
     "headway.control.dispatch",
     "headway.control.drops",
     "headway.control.infer_choice",
+    "headway.control.making",
     "headway.control.messages",
     "headway.control.model_stats",
     "headway.control.outcomes",

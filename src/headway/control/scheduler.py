@@ -3,33 +3,30 @@
 Pure logic with an injected clock (Clockwork's "consolidate choice"): it decides, the
 controller carries its decisions out. Its parts live beside it: `placement` (which worker holds
 which model, and the actions in flight), `queued` (the queues and their drop times and cold
-starts), `slots`, `predictions`, `admission`, `infer_choice`, `outcomes` (what an ended action
-teaches); this module ties them together and decides.
+starts), `slots`, `predictions`, `admission`, `infer_choice`, `making` (the actions its choices
+become), `outcomes` (what an ended action teaches); this module ties them together and decides.
 """
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 from headway.clock import Clock
-from headway.control.actions import INFER, LOAD, Decisions, Dispatch, Tally, earliest
+from headway.control.actions import Decisions, Dispatch, Tally, earliest
 from headway.control.admission import admit
 from headway.control.cold_starts import load_wait
-from headway.control.drops import drop_error
 from headway.control.infer_choice import (
     full_batch_ahead,
     hold_until,
     most_urgent,
     start_alone,
-    take_batch,
-    take_doomed_heads,
 )
 from headway.control.load_probes import LoadProbes
+from headway.control.making import ActionMaker
 from headway.control.outcomes import learn
 from headway.control.overload import NO_BACKLOG, Backlog
 from headway.control.placement import Placement
-from headway.control.predictions import DEFAULT_LOAD_SECONDS, Predictions
+from headway.control.predictions import Predictions
 from headway.control.probes import Probes
 from headway.control.profiles import LatencyEstimator
 from headway.control.queued import QueuedWork
@@ -99,7 +96,10 @@ class Scheduler:
         self._waiting = self._queued.waiting
         self._drops = self._queued.drops
         self._push = self._queued.push
-        self._ids = itertools.count(1)
+        #: Carries out what `poll` and `start_now` choose (`making`).
+        self.actions = ActionMaker(
+            clock, self.predictions, policy, self._queued, tally, unplaced=self.unplaced
+        )
         #: Moves on whenever work ahead of a new request may have shrunk (an action sent or
         #: ended, a request withdrawn or dropped, a placement changed): `backlogged` is kept
         #: only within one epoch.
@@ -141,7 +141,7 @@ class Scheduler:
     # -- admission ----------------------------------------------------------------------------
     def control(self, worker: int, kind: str, key: str, payload: Any = None) -> Dispatch:
         """Queue a LOAD or UNLOAD for `worker`; it runs before any further INFER there."""
-        dispatch = Dispatch(next(self._ids), worker, kind, key, payload=payload)
+        dispatch = self.actions.control(worker, kind, key, payload)
         self.placement.control(dispatch)
         return dispatch
 
@@ -232,7 +232,7 @@ class Scheduler:
             return None
         model, worker, service = found
         model.alone_since = request.arrival
-        dispatch = self._infer(model, [request], request.rows, service)
+        dispatch = self.actions.infer(model, [request], request.rows, service)
         self.placement.launch(worker, dispatch, now)
         self.epoch += 1
         return dispatch
@@ -280,7 +280,8 @@ class Scheduler:
                 continue
             model = full_batch_ahead(worker, self._models, self._waiting, self.predictions)
             if model is not None:
-                self._start(worker, self._batch(model, worker.free_at, decisions), now, decisions)
+                batch = self.actions.batch(model, worker.free_at, decisions)
+                self._start(worker, batch, now, decisions)
 
     def _next_action(self, worker: WorkerSlot, now: float, decisions: Decisions) -> Dispatch | None:
         if worker.control:
@@ -298,12 +299,12 @@ class Scheduler:
                 policy=self.policy,
             )
         if cold is not None and (model is None or cold.head < model.queue.head_key()):  # type: ignore[operator]
-            return self._load(worker, cold.model, cold.victims)
+            return self.actions.load(worker, cold.model, cold.victims)
         if model is None:
             probe = self.load_probes.choose(worker, now, models=self._models, waiting=self._waiting)
             if probe is not None:  # nothing queued for this idle worker: measure a load
                 self.count(probe[0].key, "probe_loads")
-                return self._load(worker, *probe)
+                return self.actions.load(worker, *probe)
             due = self.load_probes.wakeup(worker, now)
             if due is not None:
                 decisions.wakeup = earliest(decisions.wakeup, due)
@@ -312,46 +313,7 @@ class Scheduler:
         if wait is not None:
             decisions.wakeup = earliest(decisions.wakeup, wait)
             return None
-        return self._batch(model, start, decisions)
-
-    def _load(self, worker: WorkerSlot, model: ModelSlot, victims: list[str]) -> Dispatch:
-        now = self.clock.now()
-        for key in victims:
-            self.unplaced(key, worker.id)
-            self.count(key, "evictions")
-        worker.memory.add(model.key, model.size_mb, now)
-        model.loading.add(worker.id)
-        self.count(model.key, "loads")
-        dispatch = Dispatch(next(self._ids), worker.id, LOAD, model.key, evict=victims)
-        dispatch.expected = self.predictions.load_time(model.key) or DEFAULT_LOAD_SECONDS
-        return dispatch
-
-    def _batch(self, model: ModelSlot, start: float, decisions: Decisions) -> Dispatch:
-        doomed = take_doomed_heads(model, start, predictions=self.predictions, policy=self.policy)
-        if doomed:  # overloaded: a full batch of fresher requests runs instead
-            service = self.predictions.service_time(model.key, 1) or 0.0
-            error = drop_error(model, service, demand_loading=False)
-            decisions.rejected.extend((request, error) for request in doomed)
-            self.count(model.key, "dropped", error.reason, len(doomed))
-        requests, rows = take_batch(model, start, predictions=self.predictions, policy=self.policy)
-        if not model.queue:
-            self._waiting.discard(model.key)
-            model.drop_at = float("inf")
-        elif self.policy.early_reject:
-            self._drops.refresh(model)
-        expected = self.predictions.service_time(model.key, rows)
-        return self._infer(model, requests, rows, expected)
-
-    def _infer(
-        self, model: ModelSlot, requests: list[Request], rows: int, expected: float | None
-    ) -> Dispatch:
-        """An INFER of `requests`, expected to take `expected` s; with early rejection, the
-        latest start that still meets every deadline in it."""
-        dispatch = Dispatch(next(self._ids), -1, INFER, model.key, requests, rows)
-        dispatch.expected = expected
-        if self.policy.early_reject and expected is not None:
-            dispatch.latest = min(r.deadline for r in requests) - expected
-        return dispatch
+        return self.actions.batch(model, start, decisions)
 
     def _drop_hopeless(self, model: ModelSlot, now: float, decisions: Decisions) -> None:
         rejected = self._queued.drop_hopeless(model, now)
