@@ -2,14 +2,18 @@
 
 A repeat of an answered request is answered from the cache (`cache.PredictionCache`); a repeat
 of one still running shares its answer instead of running again; anything else runs, and its
-answer is kept. Both kinds of repeat count as hits of the model.
+answer is kept. Both kinds of repeat count as hits of the model. Such a request is answered by
+a task, not by the dispatcher's settling of its batch, so its outcome is counted here too.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
 
+from headway.clock import Clock
 from headway.control.cache import PredictionCache, cache_key
 from headway.control.model_stats import ModelStats
 from headway.control.models import Prediction
@@ -23,9 +27,37 @@ ENTRY_OVERHEAD = 64
 class CachedAnswers:
     """The cache and the answers in flight, by cache key (see the module docstring)."""
 
-    def __init__(self, cache: PredictionCache) -> None:
+    def __init__(self, cache: PredictionCache, clock: Clock) -> None:
         self.cache = cache
+        self.clock = clock
         self._in_flight: dict[bytes, asyncio.Future[Prediction]] = {}
+
+    def submit(
+        self,
+        request: Request,
+        stats: ModelStats,
+        run: Callable[[Request], Awaitable[Prediction]],
+        started: float,
+        then: Callable[[asyncio.Future[Prediction]], None] | None = None,
+    ) -> asyncio.Future[Prediction]:
+        """The future of `request`'s prediction (`answer`), its outcome counted in `stats` once
+        it is done (the request's clock started at `started`); `then(future)`, if given, runs as
+        a done-callback after that."""
+        future = asyncio.ensure_future(self.answer(request, stats, run))
+        future.add_done_callback(partial(self._settled, stats, started))
+        if then is not None:
+            future.add_done_callback(then)
+        return future
+
+    def _settled(self, stats: ModelStats, started: float, future: asyncio.Future[Any]) -> None:
+        """Count the outcome of a request answered through the cache."""
+        if future.cancelled():
+            return
+        error = future.exception()
+        if error is None:
+            stats.answered([self.clock.now() - started])
+        elif isinstance(error, HeadwayError):
+            stats.failed(error.reason, self.clock.now() - started)
 
     async def answer(
         self,

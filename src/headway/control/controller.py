@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -25,7 +24,6 @@ from headway.control.dispatch import Dispatcher
 from headway.control.engine import Engine
 from headway.control.lifecycle import ModelLifecycle
 from headway.control.measuring import Measuring
-from headway.control.model_stats import ModelStats
 from headway.control.models import (
     READY,
     ModelState,
@@ -73,7 +71,7 @@ class Controller:
             inline=engine.holds_loop,
         )
         self.cache = PredictionCache(cache_bytes)
-        self._cached = CachedAnswers(self.cache)
+        self._cached = CachedAnswers(self.cache, self.clock)
         self._loop: asyncio.AbstractEventLoop | None = None
         #: The pump and the reply path (`control/dispatch.py`).
         self.dispatch = Dispatcher(self.scheduler, engine, self.clock)
@@ -293,10 +291,7 @@ class Controller:
             )
             future: asyncio.Future[Prediction]
             if config.cache:
-                future = asyncio.ensure_future(self._cached.answer(request, stats, self._enqueue))
-                future.add_done_callback(partial(self._settled, stats, started))
-                if then is not None:
-                    future.add_done_callback(then)
+                future = self._cached.submit(request, stats, self._enqueue, started, then)
             else:
                 request.then = then
                 request.trace = trace
@@ -325,17 +320,6 @@ class Controller:
         if state is None:
             return False
         return self.scheduler.withdraw(state.config.key, future) is not None
-
-    def _settled(self, stats: ModelStats, started: float, future: asyncio.Future[Any]) -> None:
-        """Count the outcome of a request answered through the prediction cache once its
-        future has one (the others are counted by `Dispatcher` as it settles them)."""
-        if future.cancelled():
-            return
-        error = future.exception()
-        if error is None:
-            stats.answered([self.clock.now() - started])
-        elif isinstance(error, HeadwayError):
-            stats.failed(error.reason, self.clock.now() - started)
 
     def _enqueue(self, request: Request) -> asyncio.Future[Prediction]:
         """Queue `request` with the scheduler; its token is the future of its prediction."""
