@@ -24,6 +24,7 @@ from types import ModuleType
 #: `bench/request_path.py`), from the HTTP parse to the answer's bytes.
 MODULES = (
     "headway.api.app",
+    "headway.api.closing",
     "headway.api.connection",
     "headway.api.inference",
     "headway.api.oip",

@@ -17,6 +17,7 @@ from urllib.parse import unquote
 
 import httptools
 
+from headway.api.closing import linger, turn_away
 from headway.api.errors import Response, error_response, problem
 from headway.api.kernel_wait import waited_in_kernel
 from headway.api.limits import (
@@ -36,11 +37,6 @@ if TYPE_CHECKING:
     from headway.api.host import ConnectionHost
 
 log = logging.getLogger("headway.http")
-
-#: How long a connection that is closed after an answer (a refusal, `connection: close`, turned
-#: away at the cap) is read and its input discarded before it is closed: closing at once with
-#: the client's input unread would reset it before it reads the answer.
-LINGER_S = 1.0
 
 # Which part of a request a connection is reading (for the read timeouts).
 _BETWEEN, _HEAD, _BODY = 0, 1, 2
@@ -105,24 +101,10 @@ class HttpConnection(asyncio.Protocol):
         server = self.server
         server.accept_pending()
         if len(server.connections) >= server.max_connections:
-            self._turn_away()
+            self._no_more = self.closing = True  # read nothing
+            turn_away(transport, self.loop, server.max_connections)  # type: ignore[arg-type]
             return
         server.connections.add(self)
-
-    def _turn_away(self) -> None:
-        """Over the connection cap: answer 503 with the reason, read nothing, then close."""
-        self._no_more = True
-        transport = self.transport
-        assert transport is not None
-        limit = self.server.max_connections
-        transport.write(
-            render(
-                problem(503, f"too many connections: this server serves at most {limit} at "
-                        "once (--max-connections); retry shortly"),
-                keep_alive=False,
-            )
-        )  # fmt: skip
-        self._linger(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
@@ -378,21 +360,11 @@ class HttpConnection(asyncio.Protocol):
                                  f"{server.body_timeout:g} s of its head (--body-timeout)"))  # fmt: skip
 
     def _linger(self, transport: asyncio.Transport) -> None:
-        """Close after the last answer: send EOF, discard what the client still sends for
-        `LINGER_S`, then close. Closing with its input unread resets the connection, and the
-        reset can reach the client before it has read the answer (a lingering close, as
-        nginx does)."""
+        """Close after the last answer (`closing.linger`)."""
         self.closing = True
         self._no_more = True
-        if not transport.can_write_eof():
-            transport.close()
-            return
-        transport.write_eof()  # after the answer, once it has left
-        if self._paused_reading:
+        if linger(transport, self.loop, self._paused_reading):
             self._paused_reading = False
-            with contextlib.suppress(RuntimeError):
-                transport.resume_reading()
-        self.loop.call_later(LINGER_S, _close, transport)
 
     @property
     def idle(self) -> bool:
@@ -402,8 +374,3 @@ class HttpConnection(asyncio.Protocol):
         if self.transport is not None and not self.closing:
             self.closing = True
             self.transport.close()
-
-
-def _close(transport: asyncio.Transport) -> None:
-    if not transport.is_closing():
-        transport.close()
