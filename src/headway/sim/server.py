@@ -10,11 +10,9 @@ jumps from one event to the next; between two, the event loop runs only what is 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import gc
 import random
-import selectors
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -31,14 +29,13 @@ from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
 from headway.errors import HeadwayError
 from headway.repository import ModelConfig, Repository, TensorSpec
 from headway.sim.results import ModelProfile, Outcome, SimulationResult, seed_profile
+from headway.sim.virtual_loop import VirtualLoop
 from headway.testing import FakeEngine
 
 T = TypeVar("T")
 
 #: The one input of a simulated model: one FP32 column, as many rows as the request has.
 INPUT = TensorSpec("x", "FP32", (-1, 1))
-#: A bound on the turns one event may cause (a loop of callbacks would otherwise hang the run).
-MAX_TURNS = 10_000
 
 
 def simulated_repository(
@@ -81,63 +78,6 @@ def collector_paused() -> Iterator[None]:
     finally:
         if running:
             gc.enable()
-
-
-class _NoIO(selectors.BaseSelector):
-    """A selector with nothing to watch: the simulated server has no sockets."""
-
-    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
-        raise NotImplementedError("the simulated server does no I/O")
-
-    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
-        raise KeyError(fileobj)
-
-    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        return []
-
-    def get_map(self) -> Mapping[Any, selectors.SelectorKey]:
-        return {}
-
-
-class VirtualLoop(asyncio.BaseEventLoop):
-    """An event loop without I/O, turned by the simulation itself (`turns`) between the
-    `ManualClock`'s events: a turn runs the callbacks ready at its start, as asyncio's does,
-    with no system call and no task of the simulation's own in between."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._selector = _NoIO()
-
-    def _process_events(self, event_list: list[Any]) -> None:
-        pass
-
-    def _write_to_self(self) -> None:
-        pass
-
-    @contextlib.contextmanager
-    def entered(self) -> Iterator[None]:
-        """Let the caller's code turn the loop (`turns`) as if it were running."""
-        asyncio._set_running_loop(self)
-        try:
-            yield
-        finally:
-            asyncio._set_running_loop(None)
-
-    def turns(self) -> None:
-        """Run turns until no callback is ready (at most MAX_TURNS). A turn without the
-        loop's own timers (the simulation's are the clock's) runs its callbacks directly,
-        in the order asyncio's `_run_once` would."""
-        ready: collections.deque[asyncio.Handle] = self._ready  # type: ignore[attr-defined]
-        for _ in range(MAX_TURNS):
-            if not ready:
-                return
-            if self._scheduled:  # type: ignore[attr-defined]
-                self._run_once()  # type: ignore[attr-defined]
-                continue
-            for _ in range(len(ready)):
-                handle = ready.popleft()
-                if not handle._cancelled:
-                    handle._run()
 
 
 class _Zeros:
