@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import subprocess
 import sys
 import warnings
 from collections.abc import Iterator
@@ -185,3 +187,76 @@ def test_the_compiled_server_answers_exactly_as_the_pure_one(built: Path, tmp_pa
     first = orjson.loads(answers["0"][0][2])
     outputs = {o["name"]: np.array(o["data"]).reshape(o["shape"]) for o in first["outputs"]}
     np.testing.assert_allclose(outputs["probabilities"], expected["probabilities"][:3])
+
+
+#: A late infer request read by a connection in a process of its own, on `FakeEngine` workers:
+#: the quick refusal's answer and counts, and whether its modules ran compiled.
+REFUSAL = """
+import asyncio, sys, time
+from pathlib import Path
+
+import orjson
+
+from headway.api.app import HeadwayApp
+from headway.api.connection import HttpConnection
+from headway.api.http import HttpServer
+from headway.control import unread
+from headway.control.controller import Controller
+from headway.repository import Repository
+from headway.testing import FakeEngine
+
+
+class Transport:
+    data = b""
+
+    def write(self, data): self.data += data
+    def get_extra_info(self, name): return None
+    def is_closing(self): return False
+
+
+async def main(folder):
+    (folder / "m" / "1").mkdir(parents=True)
+    (folder / "m" / "model.yaml").write_text(
+        "framework: python\\nentrypoint: m.py:M\\nmax_batch_size: 8\\n"
+        "inputs: [{name: x, datatype: FP32, shape: [-1, 2]}]\\n")
+    app = HeadwayApp(Controller(Repository.scan(folder), FakeEngine()))
+    await app.start()
+    server = HttpServer(app)
+    server.loop = asyncio.get_running_loop()
+    connection = HttpConnection(server)
+    transport = Transport()
+    connection.connection_made(transport)
+    body = orjson.dumps({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 2],
+                                     "data": [1, 2]}], "parameters": {"slo_ms": 50}})
+    head = b"POST /v2/models/m/infer HTTP/1.1\\r\\nHost: h\\r\\nContent-Length: %d\\r\\n\\r\\n"
+    server.turn_open, server.turn_floor = True, time.monotonic() - 1.0  # read a second late
+    for _ in range(3):
+        connection.data_received(head % len(body) + body)
+    errors = app.controller.statistics()["models"]["m"]["errors"]
+    await app.stop()
+    print(orjson.dumps({"written": transport.data.decode(), "errors": errors,
+                        "compiled": not unread.__file__.endswith(".py")}).decode())
+
+
+asyncio.run(main(Path(sys.argv[1])))
+"""
+
+
+@pytest.mark.integration
+def test_a_compiled_frontend_refuses_unread_exactly_as_the_pure_one(
+    built: Path, tmp_path: Path
+) -> None:
+    """The quick refusal's modules are compiled too: the same 503s, counted the same way."""
+    seen = {}
+    for speedups in ("0", "1"):
+        done = subprocess.run(
+            [sys.executable, "-c", REFUSAL, str(tmp_path / speedups)],
+            env={**os.environ, "PYTHONPATH": str(built), ENVIRONMENT: speedups},
+            capture_output=True, text=True, timeout=120, check=True,
+        )  # fmt: skip
+        seen[speedups] = orjson.loads(done.stdout.splitlines()[-1])
+    assert [seen[s].pop("compiled") for s in ("0", "1")] == [False, True]
+    assert seen["1"] == seen["0"]
+    assert seen["0"]["errors"] == {"deadline": 3}
+    assert seen["0"]["written"].count("HTTP/1.1 503 Service Unavailable") == 3
+    assert "waited too long to be read" in seen["0"]["written"]

@@ -21,13 +21,16 @@ from pathlib import Path
 from types import ModuleType
 
 #: The modules a request at 32 connections spends its Python in (cProfile of
-#: `bench/request_path.py`), from the HTTP parse to the answer's bytes.
+#: `bench/request_path.py`), from the HTTP parse to the answer's bytes, and those of a refusal
+#: under overload (`bench/refusal_python.py`): most of what an overloaded frontend reads.
 MODULES = (
     "headway.api.app",
     "headway.api.closing",
     "headway.api.connection",
     "headway.api.inference",
     "headway.api.oip",
+    "headway.api.parameters",
+    "headway.api.refusals",
     "headway.api.rendering",
     "headway.control.admission",
     "headway.control.batching",
@@ -39,6 +42,7 @@ MODULES = (
     "headway.control.messages",
     "headway.control.model_stats",
     "headway.control.outcomes",
+    "headway.control.overload",
     "headway.control.placement",
     "headway.control.predictions",
     "headway.control.profiles",
@@ -47,6 +51,7 @@ MODULES = (
     "headway.control.request",
     "headway.control.scheduler",
     "headway.control.slots",
+    "headway.control.unread",
     "headway.control.validate",
     "headway.datatypes",
 )

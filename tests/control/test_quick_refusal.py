@@ -304,9 +304,10 @@ def test_the_controller_counts_each_quick_refusal_by_model_and_reason(tmp_path: 
             await asyncio.sleep(0)
         assert controller.quick_refusal("nope", None, timeout=None, priority=None,
                                         waited=ms(1)) is None  # fmt: skip
-        # keeping up: a fresh request is not worth reading its deadline; a stale one is
-        assert not controller.may_refuse_unread("m", None, ms(0.2))
-        assert controller.may_refuse_unread("m", None, ms(60))
+        # keeping up: a fresh request is left to admission, even one that cannot make its
+        # deadline (admission says why); a stale one is refused unread
+        assert controller.refuse_read("m", None, ms(0.2), ms(0.3), None) is None
+        assert controller.refuse_read("m", None, ms(60), ms(50), None) == LATE
         late = controller.quick_refusal("m", None, timeout=ms(50), priority=None, waited=ms(60))
         assert late == LATE
         assert controller.quick_refusal("m", None, timeout=ms(50), priority=None,
@@ -330,9 +331,9 @@ def test_the_controller_counts_each_quick_refusal_by_model_and_reason(tmp_path: 
         assert controller.quick_refusal("m", None, timeout=ms(50), priority=1,
                                         waited=ms(60)) is None  # fmt: skip
         stats = controller.stats["m@1"]
-        assert stats.errors["deadline"] == 1 and stats.errors["shed"] == 2
+        assert stats.errors["deadline"] == 2 and stats.errors["shed"] == 2
         events = controller.scheduler.events
-        assert events["m@1", "refused_unread", LATE] == 1
+        assert events["m@1", "refused_unread", LATE] == 2
         assert events["m@1", "refused_unread", SHED] == 2
         assert controller.submit("m", {"x": np.zeros((1, 2), np.float32)}) is not None
         await controller.stop()
@@ -343,7 +344,7 @@ def test_the_controller_counts_each_quick_refusal_by_model_and_reason(tmp_path: 
 def test_the_transports_refusals_are_counted_in_bulk_before_any_read_and_each_turn(
     tmp_path: Path,
 ) -> None:
-    """What the HTTP transport refuses (`may_refuse_unread` then `refuse_unread`) is counted
+    """What the HTTP transport refuses (`refuse_read`) is counted
     once per loop turn, not per request, yet every one is counted before the statistics are
     read, and none twice."""
     (tmp_path / "m" / "1").mkdir(parents=True)
@@ -357,9 +358,7 @@ def test_the_transports_refusals_are_counted_in_bulk_before_any_read_and_each_tu
             await asyncio.sleep(0)
 
         def refuse() -> str | None:
-            model = controller.may_refuse_unread("m", None, ms(60))
-            assert model is not None
-            return controller.refuse_unread(model, timeout=ms(50), priority=None, waited=ms(60))
+            return controller.refuse_read("m", None, ms(60), ms(50), None)
 
         stats = controller.stats["m@1"]
         assert [refuse() for _ in range(3)] == [LATE] * 3

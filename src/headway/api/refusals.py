@@ -87,9 +87,11 @@ class QuickRefusals:
         http10: bool,
     ) -> bytes | None:
         """The 503, as the bytes to write, for an infer POST to `url` that waited `waited` s
-        to be read, if the controller refuses it now (`Controller.may_refuse_unread`, then
-        `refuse_unread`, which counts it); else None: serve it as usual. The bytes are
-        rendered once per model, reason and kind of connection."""
+        to be read, if the controller refuses it now (`Controller.refuse_read`, which counts
+        it); else None: serve it as usual. The bytes are rendered once per model, reason and
+        kind of connection. Its JSON head is read first: the connection asks only while the
+        server may be behind, when most requests are refused, and a request served after all
+        is routed with this read of its head, not a second."""
         route = self._routes.get(url, _UNSEEN)
         if route is _UNSEEN:
             route = self.route(url)
@@ -97,22 +99,26 @@ class QuickRefusals:
         if route is None or not app.started or app.tracing is not None:
             return None
         controller = app.controller
-        model = controller.may_refuse_unread(route.name, route.version, waited)
-        if model is None:
-            return None  # a server that keeps up: not worth reading its deadline
-        if b"inference-header-content-length" in headers:
-            return None  # binary tensors: the usual way
+        if b"inference-header-content-length" in headers:  # binary tensors: the usual way
+            self._observed(waited)
+            return None
         try:
             document = orjson.loads(body)
             parameters = document.get("parameters")
             timeout, priority = schedule_policy(parameters) if parameters else NO_POLICY
         except (orjson.JSONDecodeError, AttributeError, HeadwayError):
-            return None  # answered with its 400 the usual way
-        reason = controller.refuse_unread(model, timeout=timeout, priority=priority, waited=waited)
+            self._observed(waited)  # answered with its 400 the usual way
+            return None
+        reason = controller.refuse_read(route.name, route.version, waited, timeout, priority)
         if reason is None:
             app.inference.parsed(body, document)  # read as the route would: not parsed twice
             return None
         return route.answer(reason, keep_alive, http10)
+
+    def _observed(self, waited: float) -> None:
+        """A request left to the usual way unasked: the lag observes its wait all the same."""
+        controller = self.app.controller
+        controller.lag.observe(waited, controller.clock.now())
 
     def route(self, url: bytes) -> _Route | None:
         """The model name and version an infer `url` names, or None if it is not one this

@@ -113,10 +113,9 @@ class Controller:
         )
         self.lag = self.unread.lag
         self.refuse_late = self.unread.refuse_late
-        self.may_refuse_unread = self.unread.may_refuse_unread
         self.quick_refusal = self.unread.quick_refusal
-        self.refuse_unread = self.unread.refuse
-        #: Counts what `refuse_unread` refused and has not counted yet: ask before reading
+        self.refuse_read = self.unread.refuse_read
+        #: Counts what `refuse_read` refused and has not counted yet: ask before reading
         #: `stats` or the scheduler's tally (`statistics` does).
         self.count_refusals = self.unread.count
         self.started = False

@@ -1,9 +1,8 @@
 """The controller's refusals of a request before it is decoded, counted as refusals of its model.
 
 The transport asks these with what it knows before decoding a request's tensors (its model,
-how long it waited to be read, its timeout): `may_refuse_unread` of every request, cheaply, and
-`refuse` of the model it gives (`quick_refusal` asks both at once); `refuse_late` before
-admitting one that waited. The
+how long it waited to be read, its timeout): `refuse_read` (HTTP) or `quick_refusal` (gRPC)
+of every request, cheaply; `refuse_late` before admitting one that waited. The
 decisions are `overload`'s and `admission`'s; this part looks up the model, asks them, and
 counts what they refuse as `Controller.submit` would have.
 """
@@ -24,6 +23,7 @@ from headway.control.overload import (
     NOTICEABLE_WAIT_S,
     SHARE,
     SHED,
+    Backlog,
     FrontendLag,
     quick_refusal,
 )
@@ -90,24 +90,33 @@ class UnreadRefusals:
             stats.errors[exc.reason] += 1
             raise
 
-    def may_refuse_unread(self, name: str, version: int | None, waited: float) -> ModelState | None:
-        """The model a request for `name` that `waited` s to be read is for, if `refuse` might
-        refuse it: the frontend is shedding, the request waited long enough to be late, or its
-        model's queued work refused one since it last shrank; else None (as for a model not
-        ready or with a prediction cache, left to `submit`). The frontend asks this of every
-        request it may refuse (it watches the frontend's lag meanwhile), and reads a request's
-        deadline only for a model this gives, so a server that keeps up pays a lookup or two."""
-        shedding = self.lag.observe(waited, self.clock.now())
+    def refuse_read(
+        self,
+        name: str,
+        version: int | None,
+        waited: float,
+        timeout: float | None,
+        priority: int | None,
+    ) -> str | None:
+        """`quick_refusal` for the HTTP transport, which asks it of every infer request it has
+        read while the server may be behind (`api.refusals`): its wait observed by the lag,
+        refused (counted in bulk, by `count`) only if the frontend is shedding, the request
+        waited long enough to be late, or its model's queued work refused one since it last
+        shrank, so that a request read at once is left to admission as before. One call, one
+        look at the clock, the model and its backlog: under overload the frontend asks it of
+        most of what it reads."""
+        now = self.clock.now()
+        shedding = self.lag.observe(waited, now)
         model = self.served(name, version)
-        if model is None or model.state != READY or model.config.cache:
+        if model is None or model.state != READY:
             return None
-        if (
-            shedding
-            or waited >= NOTICEABLE_WAIT_S
-            or self.scheduler.backlogged(model.config.key) is not NO_BACKLOG
-        ):
-            return model
-        return None
+        config = model.config
+        if config.cache or (priority is not None and priority_level(priority) != DEFAULT_PRIORITY):
+            return None
+        backlog = self.scheduler.backlogged(config.key)
+        if not shedding and waited < NOTICEABLE_WAIT_S and backlog is NO_BACKLOG:
+            return None
+        return self._refuse(config.key, config.slo_ms, timeout, waited, now, backlog)
 
     def quick_refusal(
         self,
@@ -134,27 +143,40 @@ class UnreadRefusals:
         self, model: ModelState, *, timeout: float | None, priority: int | None, waited: float
     ) -> str | None:
         """`quick_refusal` of a request for `model` (ready, no cache), once the lag has observed
-        its wait (`may_refuse_unread`). O(1): a few lookups and comparisons, for the transport
-        to ask of every request under overload; counted by `count`, in bulk. A request with a
-        priority of its own is left to `submit`."""
+        its wait; counted by `count`, in bulk. A request with a priority of its own is left to
+        `submit`."""
         if priority is not None and priority_level(priority) != DEFAULT_PRIORITY:
             return None
         config = model.config
         key = config.key
-        now = self.clock.now()
-        timeout = timeout if timeout is not None else config.slo_ms / 1000.0
-        scheduler = self.scheduler
+        return self._refuse(
+            key, config.slo_ms, timeout, waited, self.clock.now(), self.scheduler.backlogged(key)
+        )
+
+    def _refuse(
+        self,
+        key: str,
+        slo_ms: float,
+        timeout: float | None,
+        waited: float,
+        now: float,
+        backlog: Backlog,
+    ) -> str | None:
+        """The refusal of a default-priority request for `key` (`overload.quick_refusal`), with
+        its model's `backlog` looked up already. O(1): a few lookups and comparisons."""
+        timeout = timeout if timeout is not None else slo_ms / 1000.0
         lag = self.lag
+        deadline = now - waited + timeout
         reason = quick_refusal(
             waited=waited,
             timeout=timeout,
-            service=scheduler.predictions.service_time(key, 1),
-            deadline=now - waited + timeout,
-            backlog=scheduler.backlogged(key),
+            service=self.scheduler.predictions.service_time(key, 1),
+            deadline=deadline,
+            backlog=backlog,
             shedding=lag.shedding,
             share=lag.share,
         )
-        if reason is None and self.inline and self.behind(key, now - waited + timeout, now):
+        if reason is None and self.inline and self.behind(key, deadline, now):
             reason = BACKLOG
         if reason is not None:
             uncounted = self._uncounted
