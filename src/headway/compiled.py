@@ -41,6 +41,7 @@ MODULES = (
     "headway.control.making",
     "headway.control.messages",
     "headway.control.model_stats",
+    "headway.control.models",
     "headway.control.outcomes",
     "headway.control.overload",
     "headway.control.placement",

@@ -8,7 +8,6 @@ whose message names the tensor and what is wrong with it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,16 +25,29 @@ from headway.errors import InvalidInput
 _JSON_OPTS = orjson.OPT_SERIALIZE_NUMPY
 
 
-@dataclass
 class InferRequest:
-    """A decoded inference request."""
+    """A decoded inference request.
 
-    inputs: dict[str, np.ndarray]
-    id: str | None = None
-    parameters: dict[str, Any] = field(default_factory=dict)
-    outputs: list[str] | None = None
-    binary_outputs: set[str] = field(default_factory=set)
-    all_binary: bool = False
+    A plain class, not a dataclass: one is made per request, and a dataclass's generated
+    `__init__` is interpreted even where this module is compiled (`headway.speedups`)."""
+
+    __slots__ = ("all_binary", "binary_outputs", "id", "inputs", "outputs", "parameters")
+
+    def __init__(
+        self,
+        inputs: dict[str, np.ndarray],
+        id: str | None = None,
+        parameters: dict[str, Any] | None = None,
+        outputs: list[str] | None = None,
+        binary_outputs: set[str] | None = None,
+        all_binary: bool = False,
+    ) -> None:
+        self.inputs = inputs
+        self.id = id
+        self.parameters: dict[str, Any] = {} if parameters is None else parameters
+        self.outputs = outputs
+        self.binary_outputs: set[str] = set() if binary_outputs is None else binary_outputs
+        self.all_binary = all_binary
 
 
 def _shape(raw: Any, name: str) -> tuple[int, ...]:

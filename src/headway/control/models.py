@@ -32,13 +32,21 @@ class ModelState:
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
 
 
-@dataclass
 class Prediction:
-    """One request's answer: its rows of each output."""
+    """One request's answer: its rows of each output.
 
-    model: str
-    version: int
-    outputs: dict[str, np.ndarray]
+    A plain class, not a dataclass: one is made per request, and a dataclass's generated
+    `__init__` is interpreted even where this module is compiled (`headway.speedups`)."""
+
+    __slots__ = ("model", "outputs", "version")
+
+    def __init__(self, model: str, version: int, outputs: dict[str, np.ndarray]) -> None:
+        self.model = model
+        self.version = version
+        self.outputs = outputs
+
+    def __repr__(self) -> str:
+        return f"Prediction({self.model!r}, {self.version}, outputs={sorted(self.outputs)})"
 
 
 def size_estimate(config: ModelConfig) -> float:

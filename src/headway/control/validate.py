@@ -54,9 +54,10 @@ def check_inputs(model: str, specs: Sequence[TensorSpec], inputs: dict[str, np.n
 def _check_tensor(spec: TensorSpec, array: np.ndarray) -> np.ndarray:
     shape, want = array.shape, spec.shape
     fits = len(shape) == len(want)
-    if fits:  # a loop, not any(...): this runs for every tensor of every request
-        for w, s in zip(want, shape, strict=True):
-            if w != -1 and w != s:
+    if fits:  # a loop by index, not any(...) or zip(strict=True), for every tensor
+        for i in range(len(want)):
+            w = want[i]
+            if w != -1 and w != shape[i]:
                 fits = False
                 break
     if not fits:
