@@ -38,6 +38,8 @@ def admit(
     """
     service = predictions.service_time(request.model, request.rows)
     left = request.deadline - now
+    if 0 < left < (service or 0.0) and predictions.forget_stale_round_trips(now):
+        service = predictions.service_time(request.model, request.rows)  # without old ones
     if left <= 0 or (service is not None and service > left):
         need = f"needs ~{service * 1e3:.2f} ms" if service is not None else "is already late"
         raise DeadlineUnmeetable(

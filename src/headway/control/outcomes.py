@@ -43,7 +43,7 @@ def learn(
         else:
             # from when it could start: one sent ahead waited for the batch before it, which
             # is that batch's run, not the round trip every prediction adds
-            predictions.observe_round_trip(now - dispatch.startable_at - duration)
+            predictions.observe_round_trip(now - dispatch.startable_at - duration, now)
         model = models.get(dispatch.model)
         if model is not None:
             model.finished_at = now

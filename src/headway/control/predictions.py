@@ -36,24 +36,43 @@ TRUSTED_LOADS = 2 * LOAD_OUTLIERS_IGNORED + 1
 #: stretched by this factor plus this many seconds; once profiled, its own window is trusted.
 UNPROFILED_FACTOR = 2.0
 UNPROFILED_MARGIN = 0.002
+#: A request refused on round trips measured longer ago than this is weighed again without
+#: them (`forget_stale_round_trips`). The round trip is measured only by actions that run, and a
+#: refused request never runs: after a burst of slow round trips (a neighbour's stall), a model
+#: with a tight deadline that nothing else keeps measuring would be refused for ever.
+ROUND_TRIP_MEMORY_S = 1.0
 
 
 class RecentP90:
     """The 90th percentile of the last `window` samples, recomputed every 8th sample (and
-    each of the first 8): a sort per sample would cost the hot path more than it tells."""
+    while fewer than 8 are kept): a sort per sample would cost the hot path more than it tells.
+    Each sample keeps the time it was taken (`at`), for `forget_before`."""
 
     def __init__(self, window: int) -> None:
         self._samples: deque[float] = deque(maxlen=window)
+        self._times: deque[float] = deque(maxlen=window)
         self._seen = 0  # counted, not the window's length: a full window's never changes
         self.value = 0.0
 
-    def add(self, sample: float) -> float:
-        """Record `sample` (negatives count as 0); returns the percentile kept."""
+    def add(self, sample: float, at: float = 0.0) -> float:
+        """Record `sample` (negatives count as 0), taken at `at`; returns the percentile kept."""
         self._samples.append(max(0.0, sample))
+        self._times.append(at)
         self._seen += 1
-        if self._seen % 8 == 1 or self._seen < 8:
+        if self._seen % 8 == 1 or len(self._samples) < 8:
             self.value = percentile(list(self._samples), 90.0)
         return self.value
+
+    def forget_before(self, cutoff: float) -> bool:
+        """Leave out the samples taken before `cutoff` (0 when none is left); True when any was."""
+        times, samples = self._times, self._samples
+        if not times or times[0] >= cutoff:
+            return False
+        while times and times[0] < cutoff:
+            times.popleft()
+            samples.popleft()
+        self.value = percentile(list(samples), 90.0) if samples else 0.0
+        return True
 
 
 class Predictions:
@@ -152,9 +171,9 @@ class Predictions:
         ended, waited = self._last_runs.get(worker, (float("-inf"), False))
         if waited:
             self.observe_turn(start - ended)
-            self.observe_round_trip(0.0)
+            self.observe_round_trip(0.0, start)
         else:
-            self.observe_round_trip(start - max(sent_at, ended))
+            self.observe_round_trip(start - max(sent_at, ended), start)
         self._last_runs[worker] = (end, waiting)
         return self.turn
 
@@ -163,6 +182,15 @@ class Predictions:
         turn of reads, the loop's other work); the 90th percentile of recent ones is kept."""
         self.turn = self._turns.add(seconds)
 
-    def observe_round_trip(self, overhead: float) -> None:
-        """Record one action's RPC overhead; the 90th percentile of recent ones is kept."""
-        self.overhead = self._overheads.add(overhead)
+    def observe_round_trip(self, overhead: float, now: float) -> None:
+        """Record one action's RPC overhead, measured at `now`; the 90th percentile of recent
+        ones is kept."""
+        self.overhead = self._overheads.add(overhead, now)
+
+    def forget_stale_round_trips(self, now: float) -> bool:
+        """Leave out of `overhead` the round trips measured more than ROUND_TRIP_MEMORY_S before
+        `now`; True when any was. Asked only when a request is about to be refused."""
+        if not self._overheads.forget_before(now - ROUND_TRIP_MEMORY_S):
+            return False
+        self.overhead = self._overheads.value
+        return True
