@@ -145,6 +145,25 @@ class Sleeper:
         return batch.sum(axis=1, keepdims=True)
 
 
+class Held:
+    """Sleeps `seconds` per batch, as Sleeper; a batch that is not all zeros (not a warm-up
+    run) first touches `started` in its folder and waits for `release` there (30 s at most):
+    a long action that lasts until the test has seen what it waits for."""
+
+    def load(self, path):
+        self.seconds = float((path / "seconds.txt").read_text())
+        self.started, self.release = path / "started", path / "release"
+
+    def predict(self, batch):
+        if batch.any():
+            self.started.touch()
+            give_up = time.monotonic() + 30.0
+            while not self.release.exists() and time.monotonic() < give_up:
+                time.sleep(0.01)
+        time.sleep(self.seconds)
+        return batch.sum(axis=1, keepdims=True)
+
+
 class Picky:
     """Doubles its batch, and raises on a negative input: a model that fails on some rows."""
 
@@ -197,9 +216,11 @@ def scaled_flow(folder: Path) -> str:
     return f"{folder / 'scaled.py'}:flow"
 
 
-def sleeper(root: Path, name: str, seconds: float, extra: str = "") -> None:
-    folder = python_model(root, name, "Sleeper", extra)
+def sleeper(root: Path, name: str, seconds: float, extra: str = "", entry: str = "Sleeper") -> Path:
+    """A model that sleeps `seconds` per batch (`entry`: Sleeper, or Held); its version folder."""
+    folder = python_model(root, name, entry, extra)
     (folder / "seconds.txt").write_text(str(seconds))
+    return folder
 
 
 BUILDERS: dict[str, Callable[[Path], Expected]] = {

@@ -26,18 +26,21 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """One worker shared by a digits classifier, a model that sleeps 0.5 s and one that answers
-    at once with a 150 ms SLO; an application over the classifier."""
+    """One worker shared by a digits classifier, a model that sleeps 0.5 s, one that sleeps 0.5 s
+    once the test releases it (`Held`), and one that answers at once with a 150 ms SLO; an
+    application over the classifier."""
     root = tmp_path_factory.mktemp("client-repository")
     rows, expected = models.digits_logreg(root)
     models.sleeper(root, "slow", 0.5, "slo_ms: 5000\n")
+    # its sweep stops at batch 1 (0.5 s is over half its SLO): the server is ready sooner
+    held = models.sleeper(root, "held", 0.5, "slo_ms: 900\n", entry="Held")
     models.sleeper(root, "quick", 0.0, "slo_ms: 150\n")
     tmp = tmp_path_factory.mktemp("client")
     apps = {"digits": {"models": ["digits-logreg"], "slo_ms": 1000, "default_output": -1}}
     (tmp / "headway.yaml").write_text(yaml.safe_dump({"apps": apps}))
     config = ["--config", str(tmp / "headway.yaml")]
     with ServerProcess(root, state=tmp / "s.db", workers=1, extra=config) as server:
-        yield {"server": server, "rows": rows, "expected": expected}
+        yield {"server": server, "rows": rows, "expected": expected, "held": held}
 
 
 def test_numpy_in_and_out_and_the_protocols_other_calls(served: dict[str, Any]) -> None:
@@ -77,14 +80,24 @@ def test_the_apps_api(served: dict[str, Any]) -> None:
 
 
 def test_a_refusal_is_retried_and_each_retry_says_why(served: dict[str, Any]) -> None:
-    url = served["server"].url
+    url, held = served["server"].url, served["held"]
     lines: list[str] = []
     one_row = np.full((1, 4), 0.5, np.float32)
-    with headway.Client(url, on_retry=lines.append) as client:
+
+    def retried(line: str) -> None:
+        lines.append(line)
+        (held / "release").touch()  # quick was turned away: the long action may end
+
+    with headway.Client(url, on_retry=retried) as client:
         client.infer("quick", one_row)  # measured: its estimate is known
         with ThreadPoolExecutor(1) as pool:
-            long_run = pool.submit(client.infer, "slow", one_row)
-            time.sleep(0.15)  # the only worker is busy with `slow` for ~0.35 s more
+            long_run = pool.submit(client.infer, "held", one_row, timeout=30.0)
+            # the only worker runs `held` (0.5 s measured at warm-up) and holds it until quick
+            # is turned away, however slowly this machine gets there
+            give_up = time.monotonic() + 30.0
+            while not (held / "started").exists():
+                assert time.monotonic() < give_up and not long_run.done(), long_run
+                time.sleep(0.01)
             answer = client.infer("quick", one_row)
             assert long_run.result()["output-0"].shape == (1, 1)
     np.testing.assert_array_equal(answer["output-0"], [[2.0]])
