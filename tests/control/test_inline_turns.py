@@ -243,3 +243,58 @@ def test_inline_a_read_late_after_a_run_dates_its_bytes_from_before_the_run() ->
     before, since, later, later_since = uvloop.run(scenario())
     assert since == before  # not fresh: it may have arrived just after that turn began
     assert later_since == later
+
+
+def test_inline_a_request_read_before_a_runs_follow_up_is_queued_not_run_alone() -> None:
+    """Under overload the loop runs a batch, answers it, then reads what came meanwhile: the
+    first of those finds its model's queue empty and, once answering took longer than half a
+    run, the scheduler finds the model idle. But the engine holds the loop until the run's
+    follow-up, which comes after this turn of reads: started alone, the request waited for
+    the whole turn (counted as a round trip in every prediction: admission then refused what
+    it could serve) and ran as a batch of one. It is queued instead, to be batched with the
+    turn's other reads; once the loop is idle again, a lone request runs inside its read. The
+    real engine on uvloop; its worker holds no model, so each run fails at once (answered)."""
+
+    async def scenario() -> tuple[bool, bool, bool]:
+        loop = asyncio.get_running_loop()
+        clock, s, engine, dispatcher = await on_the_loop()
+        reader, writer = socket.socketpair()
+        in_the_turn: asyncio.Future[tuple[bool, bool]] = loop.create_future()
+
+        def replied(worker: int, header: Reply, tensors: Tensors) -> None:
+            writer.send(b"x")  # arrived during the run: read after it
+            loop.add_reader(reader, read_after_the_run)
+            dispatcher.on_reply(worker, header, tensors)
+
+        def read_after_the_run() -> None:
+            loop.remove_reader(reader)
+            reader.recv(1)
+            time.sleep(ms(3))  # answering the batch took longer than half a 5 ms run
+            fresh = request(clock, "read after the run", ms(500))  # type: ignore[arg-type]
+            in_the_turn.set_result((engine.idle(), dispatcher.run_alone(fresh) is None))
+
+        engine.on_message = replied
+        batch = [request(clock, f"batch {i}", ms(500)) for i in range(2)]  # type: ignore[arg-type]
+        try:
+            for r in batch:
+                r.token = loop.create_future()
+                s.submit(r)
+            dispatcher.kick()  # this turn of reads is over: its batch runs
+            idle_then, queued = await in_the_turn
+            engine.on_message = dispatcher.on_reply
+            await asyncio.sleep(0.02)  # the follow-up came, nothing more to run: idle
+            lone = dispatcher.run_alone(request(clock, "after a pause", ms(500)))  # type: ignore[arg-type]
+            ran_inside_its_read = lone is not None and lone.done()
+        finally:
+            reader.close()
+            writer.close()
+            await engine.stop()
+        for future in [r.token for r in batch] + ([lone] if lone is not None else []):
+            if future.done():
+                future.exception()  # the run's failure: its worker holds no model `m`
+        return idle_then, queued, ran_inside_its_read
+
+    idle_then, queued, ran_inside_its_read = uvloop.run(scenario())
+    assert not idle_then  # the run's follow-up was still due
+    assert queued
+    assert ran_inside_its_read

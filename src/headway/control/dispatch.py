@@ -145,7 +145,13 @@ class Dispatcher:
 
     def run_alone(self, request: Request) -> asyncio.Future[Prediction] | None:
         """Run `request` now, inside this call, when the engine runs actions in this process
-        and the scheduler lets it start alone (`Scheduler.start_now`); else None."""
+        and the scheduler lets it start alone (`Scheduler.start_now`); else None. Not while
+        the engine is busy: inline, right after a run on the loop, the reads of what came
+        during it find the model's queue empty and its worker idle to the scheduler, but one
+        started alone then would wait for that turn of reads (counted as a round trip in every
+        prediction) and run as a batch of one; queued, it is batched with them."""
+        if not self.engine.idle():
+            return None
         dispatch = self.scheduler.start_now(request)
         if dispatch is None:
             return None

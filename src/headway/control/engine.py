@@ -116,6 +116,12 @@ class Engine(Protocol):
         caller: `seconds`, its predicted run); None otherwise."""
         return None
 
+    def idle(self) -> bool:
+        """Whether an action sent now would start at once: an in-process worker with nothing
+        running, queued or (on the loop) still to follow up. The controller asks before it
+        chooses a request to run alone (`run_now`); False for an engine that cannot."""
+        return False
+
     def catch_up(self) -> None:
         """Hear the replies that already wait, now (through `on_message`)."""
         return None

@@ -135,11 +135,19 @@ class InlineEngine(Engine):
         """Run an action inside this call and return its reply, when nothing else is queued
         or running and (THREAD) its predicted run (`seconds`) is short enough to hold the
         loop for (`LOOP_RUN_LIMIT_S`); else None (the caller sends it instead)."""
-        if self._busy or self._queue or self._unanswered or self._stopping or self._loop is None:
+        if not self.idle():
             return None
         if self._thread is not None and (seconds is None or seconds > LOOP_RUN_LIMIT_S):
             return None
         return self.state.handle(action, tensors)
+
+    def idle(self) -> bool:
+        """Nothing runs, waits to run, or (LOOP) is still to follow up a run: until the run's
+        follow-up (`_next`), the loop reads what came during the run, and an action sent
+        meanwhile would start only after that whole turn of reads."""
+        return not (
+            self._busy or self._queue or self._unanswered or self._stopping or self._loop is None
+        )
 
     def catch_up(self) -> None:
         """THREAD: hear the answers the runs' thread has finished, now (each also schedules
