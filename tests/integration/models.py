@@ -269,14 +269,15 @@ class Flaky:
 
 
 class SlowClassifier:
-    """A trained digits classifier that sleeps `seconds.txt` per batch."""
+    """A trained digits classifier that sleeps `seconds.txt` per batch (read at each batch:
+    a test sets it from what it measured)."""
 
     def load(self, path):
         self.model = joblib.load(path / "model.joblib")
-        self.seconds = float((path / "seconds.txt").read_text())
+        self.seconds = path / "seconds.txt"
 
     def predict(self, batch):
-        time.sleep(self.seconds)
+        time.sleep(float(self.seconds.read_text()))
         return self.model.predict(batch).astype(np.int64)
 '''
 
@@ -348,11 +349,16 @@ class AppClient:
             client.close()
 
 
+def infer_body(row: np.ndarray) -> bytes:
+    """The JSON of an inference request for one digits row (FP64, as the app models take it)."""
+    return orjson.dumps({"inputs": [{"name": "input-0", "shape": [1, 64], "datatype": "FP64",
+                                     "data": row.tolist()}]})  # fmt: skip
+
+
 def warm_models(url: str, names: list[str], timeout: float = 30.0) -> None:
     """Wait until each model answers: on a busy machine a cold first run can inflate a model's
     latency estimate for a moment, and the scheduler turns requests away early (503) until then."""
-    body = orjson.dumps({"inputs": [{"name": "input-0", "shape": [1, 64], "datatype": "FP64",
-                                     "data": digits_split()[2][0].tolist()}]})  # fmt: skip
+    body = infer_body(digits_split()[2][0])
     deadline = time.monotonic() + timeout
     for name in names:
         while True:
@@ -363,12 +369,14 @@ def warm_models(url: str, names: list[str], timeout: float = 30.0) -> None:
             time.sleep(0.1)
 
 
-def serve_apps(root: Path, tmp: Path, apps: dict[str, Any], name: str) -> ServerProcess:
+def serve_apps(
+    root: Path, tmp: Path, apps: dict[str, Any], name: str, workers: int = 2
+) -> ServerProcess:
     """`headway serve` with `apps` written to tmp/headway.yaml and its state in tmp/state.db."""
     (tmp / "headway.yaml").write_text(yaml.safe_dump({"apps": apps}))
     return ServerProcess(
-        root, state=tmp / "state.db", workers=2, extra=["--config", str(tmp / "headway.yaml")],
-        log=tmp / f"{name}.log",
+        root, state=tmp / "state.db", workers=workers,
+        extra=["--config", str(tmp / "headway.yaml")], log=tmp / f"{name}.log",
     )  # fmt: skip
 
 
