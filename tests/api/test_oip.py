@@ -612,3 +612,15 @@ def test_json_answers_of_other_models_and_shapes_get_their_own_heads() -> None:
     assert orjson.loads(two)["model_name"] == "b"
     with pytest.raises(InvalidInput, match="has no output 'z'"):
         encode_infer("a", 1, {"y": np.array([[1.5]])}, InferRequest({}, outputs=["z"]))
+
+
+def test_infer_requests_have_the_former_defaults_and_share_no_mutable_default() -> None:
+    first, second = InferRequest({}), InferRequest({})
+    assert first.id is None and first.outputs is None and first.all_binary is False
+    assert first.parameters == {} and first.binary_outputs == set()
+    first.binary_outputs.add("y")
+    first.parameters["k"] = 1
+    assert second.binary_outputs == set() and second.parameters == {}  # each its own
+    given = InferRequest({}, "r", {"p": 2}, ["y"], {"y"}, True)
+    assert (given.id, given.parameters, given.outputs) == ("r", {"p": 2}, ["y"])
+    assert (given.binary_outputs, given.all_binary) == ({"y"}, True)
