@@ -4,14 +4,18 @@ Under open-loop overload the frontend (one Python thread) must read and answer e
 serving what it can and refusing the rest; a refusal that costs nearly as much as a served
 request leaves no core to serve with. Each server here serves a no-op Python model and one
 that sleeps 20 ms per batch of one (one row of four FP32 per request, OIP JSON over REST),
-closed loop at 32 connections from ``wrk`` (``bench/wrk.py``), with three bodies:
+closed loop at 32 connections from ``wrk`` (``bench/wrk.py``), with four bodies:
 
 - ``served``: the no-op model, no deadline of its own (the model's 1,000 ms): answered 200;
 - ``refused, too short``: the no-op model with ``parameters.slo_ms`` of 0.001 ms, shorter than
   one row takes: answered 503 by admission, after the request is decoded;
 - ``refused, backlog``: the sleeping model with ``slo_ms`` 30: one request runs at a time, and
   the other connections' requests are refused for the work ahead (by admission, or since
-  the refusals under overload, mostly before they are decoded: ``backlog``).
+  the refusals under overload, mostly before they are decoded: ``backlog``);
+- ``refused unread``: the no-op model with ``slo_ms`` 0.001 at 1,024 connections: a turn of
+  reads takes longer than the lag's target, the frontend sheds, and nearly every request is
+  refused before it is decoded (``late`` or ``shed``): what a quick refusal costs a whole
+  server, its reads, writes and event loop included.
 
 Each server's HTTP process (the leader; its worker's CPU is apart) is read from ``/proc``
 before and after each run: CPU microseconds per answer. Servers of both engines, and with
@@ -40,6 +44,9 @@ from grpc_vs_rest import MODEL, ROW, repository
 from headway.launcher import ServerProcess
 
 SLEEPER = "sleep20"
+#: Connections of the ``refused unread`` case: enough that a turn of reads outlasts the lag's
+#: target (`control.overload.TARGET_S`) at ~10 us a refusal.
+UNREAD_CONNECTIONS = 1024
 SLEEP = """
 import time
 
@@ -89,7 +96,8 @@ def main() -> None:
     engines = [e for e in args.engines.split(",") if e]
     started = load_average()
     cases = {"served": (MODEL, body(None)), "refused, too short": (MODEL, body(0.001)),
-             "refused, backlog": (SLEEPER, body(30))}  # fmt: skip
+             "refused, backlog": (SLEEPER, body(30)),
+             "refused unread": (MODEL, body(0.001))}  # fmt: skip
     trees = {"new": {}} if args.old_src is None else {
         "old": {"PYTHONPATH": str(args.old_src.resolve())}, "new": {}}  # fmt: skip
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -115,8 +123,8 @@ def main() -> None:
         finally:
             for server in servers.values():
                 server.stop()
-    print(f"{os.cpu_count()} cores, python {sys.version.split()[0]}; wrk -t1 -c32, "
-          f"{args.duration:g} s x {args.rounds} interleaved rounds; load average {started} at "
+    print(f"{os.cpu_count()} cores, python {sys.version.split()[0]}; wrk -t1 -c32 (refused "
+          f"unread: -c{UNREAD_CONNECTIONS}), {args.duration:g} s x {args.rounds} interleaved rounds; load average {started} at "
           f"start, {load_average()} at end")  # fmt: skip
     print("\n| server | requests | answers/s | frontend CPU us per answer | ÷ served | "
           "frontend cores | not 200 | of them refused unread | us per answer, each round |")  # fmt: skip
@@ -143,7 +151,8 @@ def measure(
     url = f"{server.url}/v2/models/{model}/infer"
     unread = refused_unread(server.url)
     before = cpu_seconds(pid)
-    result = wrk.closed(url, lua, 32, args.duration)
+    connections = UNREAD_CONNECTIONS if lua.parent.name == "refused unread" else 32
+    result = wrk.closed(url, lua, connections, args.duration)
     used = cpu_seconds(pid) - before
     result["unread"] = refused_unread(server.url) - unread
     # wrk's count covers its whole run, the CPU the same span (plus its start and stop)
