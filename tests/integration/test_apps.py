@@ -286,6 +286,12 @@ def timed(call: Callable[[], Any]) -> tuple[Any, float]:
     return answer, time.perf_counter() - started
 
 
+def ended(call: Callable[[], Any]) -> tuple[Any, float]:
+    """`call()`'s answer and when it came (time.perf_counter)."""
+    answer = call()
+    return answer, time.perf_counter()
+
+
 def test_stragglers_answer_by_the_deadline_and_late_answers_fill_the_cache(
     stragglers: dict[str, Any],
 ) -> None:
@@ -309,14 +315,16 @@ def test_stragglers_answer_by_the_deadline_and_late_answers_fill_the_cache(
     tick = orjson.loads(models.infer_body(ROWS[0]))
 
     def paired(app: str, row: np.ndarray) -> tuple[dict[str, Any], float]:
-        """The app's answer for `row`, and its latency less that of the SLO-long model asked at
-        the same moment."""
+        """The app's answer for `row`, and how long after the answer of the SLO-long model,
+        asked just after it, it came: the ends are compared, so a stall while both wait, or
+        before the second is sent, delays the reference no less than the answer."""
         with ThreadPoolExecutor(2) as pool:
-            asked = pool.submit(timed, partial(api.predict, app, row))
-            ticked = pool.submit(timed, partial(api.call, "POST", "/v2/models/digits-tick/infer",
+            asked = pool.submit(ended, partial(api.predict, app, row))
+            time.sleep(0.005)  # the app's query goes first
+            ticked = pool.submit(ended, partial(api.call, "POST", "/v2/models/digits-tick/infer",
                                                 tick))  # fmt: skip
-            (answer, seconds), (_, reference) = asked.result(), ticked.result()
-        return answer, seconds - reference
+            (answer, answered), (_, reference) = asked.result(), ticked.result()
+        return answer, answered - reference
 
     late: dict[str, list[float]] = {"straggle": [], "straggle-strict": [], "too-slow": []}
     for i in range(8):  # a fast model and a slow one: the fast one's answer, in time
