@@ -41,9 +41,12 @@ from tests.integration.models import AppClient, serve_apps, warm_models
 
 pytestmark = pytest.mark.integration
 
-#: A straggler app's answer comes no later than this after the answer of a model that takes the
-#: app's SLO, asked at the same moment (the app's work beyond a plain request: JSON, selection).
+#: A straggler app's answer comes no later than SLO + SLO_MARGIN_S: timed against a model that
+#: takes the SLO + TICK_LEAD_S, asked just after it, no later than SLO_MARGIN_S - TICK_LEAD_S
+#: after that model's answer. The 50 ms keep the reference pending past the app's deadline, so
+#: a stall of the server while the app answers delays the reference too.
 SLO_MARGIN_S = 0.25
+TICK_LEAD_S = 0.05
 DEGRADE_AFTER = 200  # feedback events before the flaky model degrades
 DEGRADED_EVENTS = 200  # feedback events after
 ROUND = 20  # rows sent concurrently between two looks at the weights
@@ -301,7 +304,7 @@ def test_stragglers_answer_by_the_deadline_and_late_answers_fill_the_cache(
         took = max(took, timed(partial(api.predict, "fast-alone", ROWS[measured % 100]))[1])
         measured += 1
     slo_ms = max(STRAGGLER_SLO_MS, math.ceil(SLO_PER_QUERY * took * 1000))
-    (stragglers["tick"] / "seconds.txt").write_text(str(slo_ms / 1000))
+    (stragglers["tick"] / "seconds.txt").write_text(str(slo_ms / 1000 + TICK_LEAD_S))
     slow_seconds = SLOW_SECONDS + (slo_ms - STRAGGLER_SLO_MS) / 1000
     (stragglers["slow"] / "seconds.txt").write_text(str(slow_seconds))
     pair = {"models": ["digits-fast", "digits-slow"], "policy": "exp4", "default_output": -1,
@@ -348,8 +351,8 @@ def test_stragglers_answer_by_the_deadline_and_late_answers_fill_the_cache(
           f"took {took * 1000:.0f} ms), the slow model {slow_seconds:.2f} s")  # fmt: skip
     for app, values in late.items():
         print(f"{app}: answered at most {max(values) * 1000:+.0f} ms, median "
-              f"{np.median(values) * 1000:+.0f} ms after a model that takes the SLO")  # fmt: skip
-        assert max(values) <= SLO_MARGIN_S, (app, values)
+              f"{np.median(values) * 1000:+.0f} ms after a model that takes the SLO + 50 ms")  # fmt: skip
+        assert max(values) <= SLO_MARGIN_S - TICK_LEAD_S, (app, values)
 
     # the late calls were not cancelled: once done, the slow model answers from the cache
     deadline = time.monotonic() + 20 + 16 * slow_seconds
@@ -359,7 +362,7 @@ def test_stragglers_answer_by_the_deadline_and_late_answers_fill_the_cache(
             break
         time.sleep(0.2)
     assert answer["models"] == ["digits-fast", "digits-slow"] and "missing" not in answer
-    assert after <= SLO_MARGIN_S and answer["confidence"] == pytest.approx(1.0)
+    assert after <= SLO_MARGIN_S - TICK_LEAD_S and answer["confidence"] == pytest.approx(1.0)
     stats = api.call("GET", "/apps/straggle")["statistics"]
     calls = {m["model"]: m for m in stats["models"]}
     assert calls["digits-slow"]["late"] >= 8 and calls["digits-fast"]["late"] == 0
@@ -368,7 +371,7 @@ def test_stragglers_answer_by_the_deadline_and_late_answers_fill_the_cache(
     api.call("POST", "/v2/repository/models/digits-slow/unload", {})
     answer, after = paired("too-slow", ROWS[20])
     assert answer["default"] and answer["default_explanation"] == "no model ready"
-    assert after <= SLO_MARGIN_S
+    assert after <= SLO_MARGIN_S - TICK_LEAD_S
     stats = api.call("GET", "/apps/too-slow")["statistics"]
     assert stats["default_rate"] == 1.0
     assert stats["default_reasons"] == {"no_answer": 4, "no_model_ready": 1, "low_confidence": 0}
