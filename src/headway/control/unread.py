@@ -30,6 +30,7 @@ from headway.control.overload import (
 from headway.control.request import DEFAULT_PRIORITY, priority_level
 from headway.control.scheduler import Scheduler
 from headway.errors import DeadlineUnmeetable, Shed
+from headway.repository import ModelConfig
 
 #: The state serving a model name (at a version), or None: `Controller.served`.
 Served = Callable[[str, int | None], ModelState | None]
@@ -59,7 +60,7 @@ class UnreadRefusals:
         #: ahead runs while the loop reads, so a refusal decided after decoding costs the
         #: loop the decode for nothing, and the reads after a model's run outgrow it.
         self.inline = inline
-        #: Refusals made by `refuse` and not yet counted in the model's statistics and the
+        #: Refusals made by `_refuse` and not yet counted in the model's statistics and the
         #: scheduler's tally, by (model key, reason): counted in bulk by `count`, at the end of
         #: the loop turn they were made in or when the statistics are read, whichever is first.
         self._uncounted: Counter[tuple[str, str]] = Counter()
@@ -107,11 +108,8 @@ class UnreadRefusals:
         most of what it reads."""
         now = self.clock.now()
         shedding = self.lag.observe(waited, now)
-        model = self.served(name, version)
-        if model is None or model.state != READY:
-            return None
-        config = model.config
-        if config.cache or (priority is not None and priority_level(priority) != DEFAULT_PRIORITY):
+        config = self._refusable(name, version, priority)
+        if config is None:
             return None
         backlog = self.scheduler.backlogged(config.key)
         if not shedding and waited < NOTICEABLE_WAIT_S and backlog is NO_BACKLOG:
@@ -130,28 +128,31 @@ class UnreadRefusals:
         """Why a request for `name` that `waited` s to be read is refused before it is decoded
         (`overload.LATE`, `BACKLOG` or `SHED`), counted as a refusal of its model; None: decode
         and submit it, counted at once. A model not registered or not ready, or with a prediction
-        cache, is left to `submit`."""
-        self.lag.observe(waited, self.clock.now())
-        model = self.served(name, version)
-        if model is None or model.state != READY or model.config.cache:
+        cache, and a request with a priority of its own, are left to `submit`."""
+        now = self.clock.now()
+        self.lag.observe(waited, now)
+        config = self._refusable(name, version, priority)
+        if config is None:
             return None
-        reason = self.refuse(model, timeout=timeout, priority=priority, waited=waited)
+        key = config.key
+        reason = self._refuse(
+            key, config.slo_ms, timeout, waited, now, self.scheduler.backlogged(key)
+        )
         self.count()
         return reason
 
-    def refuse(
-        self, model: ModelState, *, timeout: float | None, priority: int | None, waited: float
-    ) -> str | None:
-        """`quick_refusal` of a request for `model` (ready, no cache), once the lag has observed
-        its wait; counted by `count`, in bulk. A request with a priority of its own is left to
-        `submit`."""
+    def _refusable(
+        self, name: str, version: int | None, priority: int | None
+    ) -> ModelConfig | None:
+        """The config of the model a request for `name` is for, if a refusal before decoding
+        may apply to it: ready, with no prediction cache, and the request at the default
+        priority (else None: left to `submit`)."""
+        model = self.served(name, version)
+        if model is None or model.state != READY or model.config.cache:
+            return None
         if priority is not None and priority_level(priority) != DEFAULT_PRIORITY:
             return None
-        config = model.config
-        key = config.key
-        return self._refuse(
-            key, config.slo_ms, timeout, waited, self.clock.now(), self.scheduler.backlogged(key)
-        )
+        return model.config
 
     def _refuse(
         self,
@@ -186,7 +187,7 @@ class UnreadRefusals:
         return reason
 
     def count(self) -> None:
-        """Count the refusals `refuse` made since the last count as `submit` counts a refusal:
+        """Count the refusals `_refuse` made since the last count as `submit` counts a refusal:
         a request of its model and an error of its reason, and in the scheduler's tally. Under
         overload most requests are refused, and one count per turn of reads is cheaper than
         one per request; whoever reads the statistics asks first (`Controller.statistics`)."""
