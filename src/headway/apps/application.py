@@ -23,7 +23,7 @@ from headway.apps.tensors import input_digest, model_inputs, selection_output
 from headway.control.controller import Controller
 from headway.control.models import READY, ModelState
 from headway.errors import HeadwayError, InvalidInput, ModelError, ModelNotFound
-from headway.selection import NO_ANSWER, Selection, StateRegistry
+from headway.selection import NO_ANSWER, StateRegistry
 from headway.selection.losses import plain
 
 log = logging.getLogger("headway.apps")
@@ -302,10 +302,7 @@ class Application:
                 query_id, record = None, await self._replay(value, user)
         user = user if user is not None else record.user
         linked = set(self.registry.policy.models)
-        selection = Selection(
-            tuple(m for m in record.selection.models if m in linked),
-            {m: p for m, p in record.selection.probabilities.items() if m in linked},
-        )
+        selection = record.selection.only(linked)
         answers = {m: a for m, a in record.answers.items() if m in linked}
         try:
             losses = self.registry.observe(label, answers, selection, user=user)
@@ -321,7 +318,7 @@ class Application:
         """Judge an input whose query is not in the log: ask the policy's models now."""
         batches = self._convert(value)
         state = self.registry.state_for(user)
-        selection = self.registry.policy.select(state, self.rng, ready=batches)
+        selection = self.registry.draw(self.rng, user=user, ready=batches)
         answers, _, _ = await self._ask(selection.models, batches, None)
         output = plain(self.registry.policy.combine(state, answers, selection).output)
         return QueryRecord(selection, answers, output, user, input_digest(value))

@@ -25,20 +25,45 @@ class Selection:
     """The models chosen for one query, each with the probability that it was chosen.
 
     Exp3 needs that probability at feedback time (its loss estimate is divided by it), so the
-    caller keeps the selection until the feedback for the query arrives.
+    caller keeps the selection until the feedback for the query arrives. `app_divisors` is set
+    when a user's own state chose (personalisation): per chosen model, what the app-wide state's
+    Exp3 update divides the loss by instead (`Exp3Policy.app_divisors`).
     """
 
     models: tuple[str, ...]
     probabilities: dict[str, float] = field(default_factory=dict)
+    app_divisors: dict[str, float] = field(default_factory=dict)
+
+    def for_app(self) -> Selection:
+        """The selection as the app-wide state learns from it: as it is when the app-wide state
+        chose, else with `app_divisors` in place of the user's probabilities."""
+        if not self.app_divisors:
+            return self
+        return Selection(self.models, dict(self.app_divisors))
+
+    def only(self, models: Collection[str]) -> Selection:
+        """The selection restricted to `models` (those still linked)."""
+        return Selection(
+            tuple(m for m in self.models if m in models),
+            {m: p for m, p in self.probabilities.items() if m in models},
+            {m: d for m, d in self.app_divisors.items() if m in models},
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"models": list(self.models), "probabilities": dict(self.probabilities)}
+        data: dict[str, Any] = {
+            "models": list(self.models),
+            "probabilities": dict(self.probabilities),
+        }
+        if self.app_divisors:
+            data["app_divisors"] = dict(self.app_divisors)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Selection:
         models = tuple(str(model) for model in data["models"])
         probabilities = {str(m): float(p) for m, p in data.get("probabilities", {}).items()}
-        return cls(models, probabilities)
+        divisors = {str(m): float(d) for m, d in data.get("app_divisors", {}).items()}
+        return cls(models, probabilities, divisors)
 
 
 @dataclass
@@ -236,6 +261,13 @@ class Policy(ABC):
             default_output=self.default_output,
             threshold=self.threshold,
         )
+
+    def drawn_by_user(
+        self, own: PolicyState, selection: Selection, ready: Collection[str] | None = None
+    ) -> Selection:
+        """`selection`, drawn from a user's own state `own`, made ready to teach the app-wide state
+        too. Only Exp3 needs anything: the others learn the same from any selection."""
+        return selection
 
     def reconcile(self, state: PolicyState) -> None:
         """Make a (perhaps restored) state hold exactly this policy's models."""

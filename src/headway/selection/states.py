@@ -29,8 +29,10 @@ class StateRegistry:
       what the application has learned about all users, and moves away only as far as their own
       feedback says;
     - feedback updates the user's state *and* the app-wide state, so the starting point for new
-      users keeps learning. (For Exp3 the app-wide update divides by the probability with which the
-      model was actually chosen, the user's, which keeps its loss estimate unbiased.)
+      users keeps learning. An Exp3 importance weight holds only for the state that drew the
+      model: the user's state divides the loss by the user's probability q_i; the app-wide state
+      counts the user's draw as exploration, L·K·min_j q_j / q_i (`Exp3Policy.app_divisors`), a
+      step no larger than its own draws make, which follows the model best across users.
 
     A policy that does not learn (fixed) ignores `personalize`: its traffic split is the app's.
     `to_dict()` is JSON-able (the store persists it); `from_dict()` rebuilds the policy from its
@@ -70,8 +72,22 @@ class StateRegistry:
         user: str | None = None,
         ready: Collection[str] | None = None,
     ) -> Selection:
-        selection = self.policy.select(self.state_for(user), rng, ready=ready)
+        selection = self.draw(rng, user=user, ready=ready)
         self.stats.record_selection(selection)
+        return selection
+
+    def draw(
+        self,
+        rng: random.Random,
+        *,
+        user: str | None = None,
+        ready: Collection[str] | None = None,
+    ) -> Selection:
+        """The models to ask, not counted in the statistics (`select` counts them)."""
+        state = self.state_for(user)
+        selection = self.policy.select(state, rng, ready=ready)
+        if state is not self.app:
+            selection = self.policy.drawn_by_user(state, selection, ready)
         return selection
 
     def combine(
@@ -95,7 +111,7 @@ class StateRegistry:
             if state is None:
                 state = self.users[user] = self.app.copy()
             losses = self.policy.observe(state, label, answers, selection)
-            self.policy.observe(self.app, label, answers, selection)
+            self.policy.observe(self.app, label, answers, selection.for_app())
         else:
             losses = self.policy.observe(self.app, label, answers, selection)
         self.stats.record_feedback(losses)
