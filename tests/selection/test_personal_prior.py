@@ -19,11 +19,10 @@ from headway.selection.policy import PolicyState
 ACCURACY = {"a-group": {"a": 0.9, "b": 0.1, "c": 0.7}, "b-group": {"a": 0.1, "b": 0.9, "c": 0.7}}
 ETA = 0.1
 USERS = 20
-ROUNDS = 400  # feedback events per user
 LATE = 100  # rounds judged at the end
 
 
-def _population(a_share: float, seed: int) -> tuple[list[float], list[float]]:
+def _population(a_share: float, rounds: int, seed: int) -> tuple[list[float], list[float]]:
     """Runs the users; returns the largest change of an app-wide log weight at each event after
     the first round, and the app-wide share of the model best across users after each event of the
     last LATE rounds."""
@@ -34,7 +33,7 @@ def _population(a_share: float, seed: int) -> tuple[list[float], list[float]]:
     best = min(mean_loss, key=mean_loss.__getitem__)
     steps: list[float] = []
     late_shares: list[float] = []
-    for round_ in range(ROUNDS):
+    for round_ in range(rounds):  # a feedback event per user and round
         for user, group in users.items():
             selection = registry.select(rng, user=user)
             chosen = selection.models[0]
@@ -43,7 +42,7 @@ def _population(a_share: float, seed: int) -> tuple[list[float], list[float]]:
             registry.observe(1, {chosen: answer}, selection, user=user)
             if round_ > 0:  # drawn from the user's own state (the first, from the app-wide one)
                 steps.append(max(abs(registry.app.log_weights[m] - before[m]) for m in before))
-            if round_ >= ROUNDS - LATE:
+            if round_ >= rounds - LATE:
                 late_shares.append(registry.policy.weights(registry.app)[best])
     # every user was served by a state of their own that learned their specialist
     for user, group in users.items():
@@ -53,15 +52,20 @@ def _population(a_share: float, seed: int) -> tuple[list[float], list[float]]:
 
 
 @pytest.mark.parametrize(
-    ("a_share", "seed"),
+    ("a_share", "rounds", "seed"),
     [
-        (0.5, 1),  # half and half: c (mean loss 0.3) is best across users, a and b 0.5
-        (0.5, 3),
-        (0.9, 2),  # 18 of 20 in a's group: a (0.18) is best across users, c 0.3, b 0.82
+        (0.5, 400, 1),  # half and half: c (mean loss 0.3) is best across users, a and b 0.5
+        (0.5, 400, 3),
+        # 18 of 20 in a's group: a (0.18) is best across users, c 0.3, b 0.82. The gap is
+        # smaller and settled users teach the app-wide state slowly: 400 rounds are not enough
+        # on every seed (docs/selection.md), 1,200 are.
+        (0.9, 1200, 2),
     ],
 )
-def test_app_wide_weights_follow_the_model_best_across_users(a_share: float, seed: int) -> None:
-    steps, late_shares = _population(a_share, seed)
+def test_app_wide_weights_follow_the_model_best_across_users(
+    a_share: float, rounds: int, seed: int
+) -> None:
+    steps, late_shares = _population(a_share, rounds, seed)
     # one event moves an app-wide log weight by at most eta * K (an exploration draw's weight),
     # never by eta / (a user's small probability) straight to the floor
     assert max(steps) <= ETA * 3 + 1e-9
