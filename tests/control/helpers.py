@@ -34,13 +34,21 @@ def scheduler(
     batch_delay: float = 0.0,
     max_queue: int = 4096,
     inline: bool = False,
+    own_in_flight: bool = False,
 ) -> Scheduler:
     """Workers (`memory_mb`: each one's memory share, or one for all) and the models on each
     (`place=False`: known, not yet placed). `sizes`: models' memory in MB; a model in it on no
     worker is known and not placed. The estimator keeps 10 runs per batch size and answers
     their 99th percentile; `min_samples` runs (`seed` gives 3) make a model profiled."""
     estimator = LatencyEstimator(window=10, quantile=99.0, min_samples=min_samples)
-    s = Scheduler(clock, estimator, policy=policy, demand_loading=demand_loading, inline=inline)
+    s = Scheduler(
+        clock,
+        estimator,
+        policy=policy,
+        demand_loading=demand_loading,
+        inline=inline,
+        own_in_flight=own_in_flight,
+    )
     unplaced = dict(sizes or {})
 
     def add(key: str, size_mb: float) -> None:

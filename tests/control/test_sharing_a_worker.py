@@ -25,11 +25,16 @@ def request(clock: ManualClock, model: str, deadline_in: float) -> Request:
 
 
 def shared(
-    clock: ManualClock, placements: dict[int, list[str]], *, inline: bool = False
+    clock: ManualClock,
+    placements: dict[int, list[str]],
+    *,
+    inline: bool = False,
+    own_in_flight: bool = False,
 ) -> Scheduler:
     """Workers, their models, and each model's measured duration (fast: 1 ms, slow: 600 ms);
-    `inline`: they run on the event loop that admits (`--engine inline`)."""
-    s = scheduler(clock, placements, inline=inline)
+    `inline`: they run on the event loop that admits (`--engine inline`); `own_in_flight`: in
+    a thread beside it (`--inline-runs thread`)."""
+    s = scheduler(clock, placements, inline=inline, own_in_flight=own_in_flight)
     for keys in placements.values():
         for key in keys:
             seed(s, key, {1: ms(600) if key == "slow" else ms(1)})
@@ -86,6 +91,27 @@ def test_inline_a_models_own_batch_in_flight_counts_in_full_at_admission(
     backlog = s.backlogged("slow")
     assert backlog.left == pytest.approx(ms(700))  # what the refused one had: no less
     s.submit(request(clock, "slow", ms(1300)))  # it can wait the batch out: admitted
+
+
+def test_beside_the_loop_what_is_left_of_a_models_own_batches_counts_at_admission(
+    clock: ManualClock,
+) -> None:
+    """With the model in a thread beside the event loop that admits, a request that cannot wait
+    out what is left of the model's own batches in flight (and the one sent ahead to wait in
+    the thread's inbox) is refused at arrival, not decoded, queued and dropped later at the
+    same loop's cost (the worker-process case above admits it). The refusal is remembered as a
+    backlog of this model's own work, so the next such request is refused before decoding."""
+    s = shared(clock, {1: ["slow"]}, own_in_flight=True)
+    s.submit(request(clock, "slow", 1.0))
+    assert len(s.poll().dispatches) == 1
+    clock.advance(ms(50))
+    with pytest.raises(DeadlineUnmeetable, match=r"busy for ~550\.0 ms more"):
+        s.submit(request(clock, "slow", ms(700)))
+    assert s.backlogged("slow").left == pytest.approx(ms(700))
+    clock.advance(ms(100))
+    s.submit(request(clock, "slow", ms(1100)))  # 450 ms left of the batch, then its own 600
+    with pytest.raises(DeadlineUnmeetable, match=r"busy for ~450\.0 ms more"):
+        s.submit(request(clock, "slow", ms(1000)))
 
 
 def test_an_idle_replica_takes_the_request_whatever_the_busy_one_runs(clock: ManualClock) -> None:

@@ -8,18 +8,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from headway.clock import LoopClock
 from headway.control.dispatch import Dispatcher
 from headway.control.engine import Action, Reply, Tensors
 from headway.errors import ModelError
 from headway.repository import read_model
-from headway.runtime.engines.inline import LOOP_RUN_LIMIT_S, THREAD, InlineEngine
+from headway.runtime.engines.inline import (
+    LOOP_RUN_LIMIT_S,
+    SWITCH_INTERVAL_S,
+    THREAD,
+    InlineEngine,
+)
 from tests.control.helpers import ms, request, scheduler, seed
 from tests.runtime.workers import model_config
 
@@ -161,6 +168,28 @@ def test_stop_waits_for_the_running_action_and_nothing_is_heard_after(tmp_path: 
     heard, alive, refused = asyncio.run(scenario())
     assert heard == [1], "the batch's answer came after stop"
     assert not alive and not refused
+
+
+def test_the_switch_interval_is_short_while_the_thread_runs_and_as_it_was_after() -> None:
+    """The runs' thread takes the interpreter's lock back from the loop several times a run,
+    each after up to a switch interval with the model idle: shortened while it runs (to at
+    most a tenth of a millisecond), the process's own again once the engine stops."""
+
+    async def scenario() -> tuple[float, float]:
+        engine = InlineEngine(runs=THREAD)
+        await engine.start()
+        running = sys.getswitchinterval()
+        await engine.stop()
+        return running, sys.getswitchinterval()
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(0.003)  # not the default: what the process chose stays its own
+    try:
+        running, after = asyncio.run(scenario())
+    finally:
+        sys.setswitchinterval(before)
+    assert running == pytest.approx(SWITCH_INTERVAL_S) and SWITCH_INTERVAL_S <= 0.0001
+    assert after == pytest.approx(0.003)
 
 
 def test_a_short_batch_that_finds_the_worker_idle_runs_in_the_pump_a_long_one_in_the_thread(

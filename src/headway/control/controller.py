@@ -69,6 +69,8 @@ class Controller:
             policy=policy,
             demand_loading=self.on_demand,
             inline=engine.holds_loop,
+            # the runs' thread beside the loop (`--inline-runs thread`)
+            own_in_flight=engine.runs_inline and not engine.holds_loop,
         )
         self.cache = PredictionCache(cache_bytes)
         self._cached = CachedAnswers(self.cache, self.clock)

@@ -28,11 +28,17 @@ class Placement:
         fifo: bool = False,
         track_changes: bool = False,
         inline: bool = False,
+        own_in_flight: bool = False,
     ) -> None:
         self.clock = clock
         #: The workers run their actions on the event loop that asks `busy_wait` (`--engine
         #: inline`): an action in flight has not started when asked, and runs before any other.
         self.inline = inline
+        #: `busy_wait` counts what is left of a model's own batches in flight (its worker's
+        #: timeline, `free_at`): for a worker that is a thread beside the loop that admits
+        #: (`--inline-runs thread`), where a request admitted and then dropped costs that loop
+        #: as much as one served, and the batch sent ahead waits in the thread's inbox.
+        self.own_in_flight = own_in_flight
         #: Inline: the loop's turn of reads before each action runs (`Predictions.turn`).
         self.turn = 0.0
         #: Queue order of new models: first come, first served instead of by deadline.
@@ -159,14 +165,15 @@ class Placement:
         slots = (self.workers.get(w) for w in model.replicas | model.loading)
         return any(slot is not None and len(slot.models) > 1 for slot in slots)
 
-    def busy_wait(self, model: ModelSlot, now: float) -> float:
+    def busy_wait(self, model: ModelSlot, now: float, *, own: bool = True) -> float:
         """Predicted seconds until a live worker holding `model` is free of other models'
         actions (0: one is idle, or runs only `model`'s batches: those the queue check and
         the drop times account for, and under overload they must be kept fed, not second-
         guessed by a pessimistic estimate of the batch in flight). Inline, the batches in
         flight have not started (they run between turns of reads, and this is asked in one):
         all of each runs before a new request's, so their predicted time counts in full, each
-        with a turn of reads (`turn`) before it."""
+        with a turn of reads (`turn`) before it. With `own_in_flight` (and `own`), what is
+        left of `model`'s own batches in flight counts too."""
         key, wait = model.key, None
         for w in model.replicas:  # a loop, not generators: it runs on every request
             worker = self.workers.get(w)
@@ -177,9 +184,12 @@ class Placement:
                     busy = max(0.0, worker.free_at - now)
                     break
             else:
-                if not self.inline:
+                if self.inline:
+                    busy = sum(self.turn + (action.expected or 0.0) for action in worker.inflight)
+                elif own and self.own_in_flight and worker.inflight:
+                    busy = max(0.0, worker.free_at - now)
+                else:
                     return 0.0  # a replica runs only this model's batches, or nothing
-                busy = sum(self.turn + (action.expected or 0.0) for action in worker.inflight)
             wait = busy if wait is None or busy < wait else wait
         return 0.0 if wait is None else wait
 

@@ -62,6 +62,7 @@ class Scheduler:
         retries: int = 1,
         overhead_window: int = 64,
         inline: bool = False,
+        own_in_flight: bool = False,
     ) -> None:
         self.clock = clock
         self.predictions = Predictions(estimator, overhead_window=overhead_window)
@@ -81,6 +82,7 @@ class Scheduler:
             fifo=not policy.deadline_order,
             track_changes=policy.full_batches_ahead,
             inline=inline,
+            own_in_flight=own_in_flight,
         )
         self._models = self.placement.models
         self._workers = self.placement.workers
@@ -187,7 +189,7 @@ class Scheduler:
         now = self.clock.now()
         # behind only this model's work, the wait does not shrink as time passes; inline,
         # nothing ahead runs while the loop reads, so no wait does
-        alone = self.placement.inline or self.placement.busy_wait(model, now) == 0.0
+        alone = self.placement.inline or self.placement.busy_wait(model, now, own=False) == 0.0
         model.note_backlog(
             self.epoch, floor, request.deadline, request.deadline - now if alone else float("-inf")
         )

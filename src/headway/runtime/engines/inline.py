@@ -46,10 +46,12 @@ from headway.runtime.worker import FRAMEWORKS_ENV, WorkerState, prepare
 
 THREAD, LOOP = "thread", "loop"
 #: Seconds a thread that wants the interpreter's lock waits before asking its holder to hand
-#: it over (`sys.setswitchinterval`; Python's default is 5 ms). The runs' thread needs the
-#: lock back after each computation while the loop holds it reading: at the default, a run
-#: of a few milliseconds could wait as long again to deliver its answer.
-SWITCH_INTERVAL_S = 0.0005
+#: it over (`sys.setswitchinterval`; Python's default is 5 ms), while the runs' thread is up.
+#: The runs' thread needs the lock back several times a run (around the model's computation,
+#: to take its action and to hand back its answer) while the loop holds it reading: each
+#: wait is up to this long, with the model idle, and a shorter one costs the loop only a
+#: hand-over when the thread asks (bench/RESULTS.md, "the inline engine's runs' thread").
+SWITCH_INTERVAL_S = 0.0001
 #: THREAD: the longest predicted run that an action finding the worker idle runs on the loop,
 #: inside the call that sent it (the hop to the thread and back costs tens of microseconds,
 #: which a small model's answer would feel); a longer one goes to the thread, so that the loop
@@ -85,6 +87,7 @@ class InlineEngine(Engine):
         # THREAD: actions to the runs' thread (None: stop), its answers back, and how many
         # actions were sent and not answered yet (read and written on the loop only)
         self._thread: threading.Thread | None = None
+        self._switch_interval = 0.0  # the interpreter's, restored at stop (THREAD)
         self._inbox: queue.SimpleQueue[Message | None] = queue.SimpleQueue()
         self._answers: deque[Answer] = deque()
         self._unanswered = 0
@@ -96,19 +99,23 @@ class InlineEngine(Engine):
         self._loop = asyncio.get_running_loop()
         await self._loop.run_in_executor(None, prepare, self.frameworks)
         if not self.holds_loop:
+            self._switch_interval = sys.getswitchinterval()
             sys.setswitchinterval(SWITCH_INTERVAL_S)
             self._thread = threading.Thread(target=self._work, name="headway-inline", daemon=True)
             self._thread.start()
         self.on_ready(0, os.getpid())
 
     async def stop(self) -> None:
-        """Stop taking actions; the one running (THREAD) ends first, its answer unheard."""
+        """Stop taking actions; the one running (THREAD) ends first, its answer unheard, and
+        the interpreter's switch interval is as it was before `start` again."""
         self._stopping = True
         self._queue.clear()
         if self._thread is not None:
             self._inbox.put(None)
             assert self._loop is not None
             await self._loop.run_in_executor(None, self._thread.join)
+            if abs(sys.getswitchinterval() - SWITCH_INTERVAL_S) < 1e-6:  # unless changed since
+                sys.setswitchinterval(self._switch_interval)
 
     def send(self, worker: int, action: Action, tensors: Tensors) -> bool:
         """Queue an action; it runs in the runs' thread or on a later turn of the loop, never
