@@ -20,7 +20,6 @@ from headway.control.dispatch import Dispatcher
 from headway.control.engine import Reply, Tensors
 from headway.control.scheduler import Scheduler
 from headway.errors import Backlogged, ModelError
-from headway.runtime.engines import inline
 from headway.runtime.engines.inline import LOOP, InlineEngine
 from headway.testing import FakeEngine
 from tests.control.helpers import ms, over, request, scheduler, seed
@@ -299,69 +298,3 @@ def test_inline_a_request_read_before_a_runs_follow_up_is_queued_not_run_alone()
     assert not idle_then  # the run's follow-up was still due
     assert queued
     assert ran_inside_its_read
-
-
-def answered_before_the_next_turn_of_reads(requests: int) -> tuple[int, int]:
-    """`requests` one-row requests read in one turn, each batch run on the loop by the real
-    inline engine: how many were answered before the loop's next turn of reads, and in all.
-    Its worker holds no model, so each batch fails at once, and its requests are answered."""
-
-    async def scenario() -> tuple[int, int]:
-        loop = asyncio.get_running_loop()
-        clock, s, engine, dispatcher = await on_the_loop()
-        engine.on_message = dispatcher.on_reply
-        reader, writer = socket.socketpair()
-        counted: asyncio.Future[int] = loop.create_future()
-        read = [request(clock, f"read {i}", ms(500)) for i in range(requests)]  # type: ignore[arg-type]
-
-        def next_turn_of_reads() -> None:
-            loop.remove_reader(reader)
-            reader.recv(1)
-            counted.set_result(sum(r.token.done() for r in read))
-
-        try:
-            for r in read:
-                r.token = loop.create_future()
-                s.submit(r)
-            dispatcher.kick()  # this turn of reads is over
-            loop.add_reader(reader, next_turn_of_reads)
-            writer.send(b"x")  # bytes for the next turn
-            before_the_next_read = await counted
-            await asyncio.sleep(0.02)
-            in_all = sum(r.token.done() for r in read)
-        finally:
-            reader.close()
-            writer.close()
-            await engine.stop()
-        for r in read:
-            if r.token.done():
-                r.token.exception()  # the batch's failure: its worker holds no model `m`
-        return before_the_next_read, in_all
-
-    return asyncio.run(scenario())
-
-
-def test_inline_every_full_batch_queued_runs_before_the_next_turn_of_reads(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Under open-loop load a turn of reads over hundreds of connections reads more rows than
-    one batch holds. Run one batch a turn, the loop served at most `max_batch` rows a turn
-    whatever the turn read: the queue grew, admission refused what queued behind it, and the
-    turns grew with the refusals they read (at 0.8x of its closed-loop capacity the server lost
-    a third). A full batch is formed already, and reading first would only delay it: the full
-    batches run back to back before the loop reads again; the rest (a partial batch) waits for
-    that turn, to be batched with its rows."""
-    monkeypatch.setattr(inline, "BACK_TO_BACK_S", 60.0)  # however slow the machine
-    before_the_next_read, in_all = answered_before_the_next_turn_of_reads(14)
-    assert before_the_next_read >= 12  # three full batches of 4
-    assert in_all == 14
-
-
-def test_inline_full_batches_run_back_to_back_only_so_long(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Back to back, full batches hold the loop from its reads: past `BACK_TO_BACK_S` the
-    loop reads first (a model whose full batch runs longer runs one a turn, as before), and
-    what waits to be read does not go stale meanwhile."""
-    monkeypatch.setattr(inline, "BACK_TO_BACK_S", 0.0)
-    before_the_next_read, in_all = answered_before_the_next_turn_of_reads(14)
-    assert before_the_next_read == 4  # the first batch only
-    assert in_all == 14

@@ -218,17 +218,7 @@ class Dispatcher:
             self._loaded(worker, dispatch.model, reply)
         if self.reply_watch is not None and not self.scheduler.placement.busy_workers():
             self.reply_watch.replies_in()
-        if (
-            self.engine.holds_loop
-            and not self.engine.idle()
-            and self.scheduler.full_batch_queued(dispatch.model)
-        ):
-            # inline, a run on the loop just ended and a full batch of its model waits: chosen
-            # now, it runs next (`InlineEngine`), before the loop reads again; the reads would
-            # not make it bigger, only later
-            self._pump()
-        else:
-            self.kick()
+        self.kick()
 
     def _answer(self, dispatch: Dispatch, tensors: Tensors) -> None:
         name, _, version = dispatch.model.rpartition("@")

@@ -363,11 +363,6 @@ class Scheduler:
         return dispatch
 
     # -- statistics ---------------------------------------------------------------------------
-    def full_batch_queued(self, key: str) -> bool:
-        """Whether `key`'s queue holds at least a full batch (`max_batch` rows)."""
-        model = self._models.get(key)
-        return model is not None and model.queue.rows >= model.max_batch
-
     def queue_length(self, key: str) -> int:
         model = self._models.get(key)
         return len(model.queue) if model else 0

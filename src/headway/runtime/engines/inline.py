@@ -16,7 +16,7 @@ Where an action runs (`runs`):
   inside the pump): the hop to the thread and back would cost more than it runs, and a
   small model that holds the interpreter's lock gains nothing beside the loop.
 - `LOOP` (the default): on the event loop, between two turns of reads, nothing read while it
-  runs (the INFERs sent by then, full batches, run back to back); LOAD and UNLOAD in a thread. What a thread offers needs a second core for the server;
+  runs; LOAD and UNLOAD in a thread. What a thread offers needs a second core for the server;
   without one (a machine shared with other work) the two threads only contend for one, and a
   model that holds the interpreter's lock while it computes (plain Python) gains nothing.
 """
@@ -31,7 +31,6 @@ import threading
 import time
 from collections import deque
 
-from headway.control.actions import INFER
 from headway.control.engine import (
     Action,
     Answer,
@@ -59,10 +58,6 @@ SWITCH_INTERVAL_S = 0.0001
 LOOP_RUN_LIMIT_S = 0.002
 #: LOOP: `held_until` while an INFER holds the loop, and until its follow-up runs (`_next`).
 HOLDING = float("inf")
-#: LOOP: how long full batches run back to back before the loop reads again (the frontend's
-#: read-wait target, `overload.TARGET_S`): a model's small batches run many to a turn, one
-#: whose full batch takes longer runs one a turn, and what waits to be read does not go stale.
-BACK_TO_BACK_S = 0.005
 
 
 class InlineEngine(Engine):
@@ -199,31 +194,17 @@ class InlineEngine(Engine):
         if not self._queue or self._stopping:
             self._busy = False
             return
+        action, tensors = self._queue.popleft()
         assert self._loop is not None
-        queued = self._queue
-        started = time.monotonic()
-        while True:
-            action, tensors = queued.popleft()
-            if action["op"] in ("load", "unload"):  # seconds, perhaps: off the event loop
-                future = self._loop.run_in_executor(None, self.state.handle, action, tensors)
-                future.add_done_callback(lambda done: self._reply(done.result()))
-                return
-            # Held from here until this `_next` is called again (soon): the loop polls in
-            # between without sleeping, so whatever it reads then may have arrived during the
-            # run, however long the answers or the machine kept it from reading.
-            self.held_until = HOLDING
-            answer = self.state.handle(action, tensors)
-            if not self._stopping:
-                self.on_message(0, *answer)
-            # An INFER sent meanwhile (a full batch, sent ahead or when this one's answer
-            # freed the worker) runs now, within BACK_TO_BACK_S: its batch is formed, and a
-            # turn of reads first would only delay it. One batch a turn of reads would cap
-            # what the loop serves at `max_batch` rows a turn, however many the turn read.
-            if self._stopping or not queued or queued[0][0]["op"] != INFER:
-                break
-            if time.monotonic() - started >= BACK_TO_BACK_S:
-                break
-        self._due = self._loop.call_soon(self._next)
+        if action["op"] in ("load", "unload"):  # seconds, perhaps: off the event loop
+            future = self._loop.run_in_executor(None, self.state.handle, action, tensors)
+            future.add_done_callback(lambda done: self._reply(done.result()))
+            return
+        # Held from here until this `_next` is called again (`_reply` calls it soon): the loop
+        # polls in between without sleeping, so whatever it reads then may have arrived
+        # during the run, however long the answers or the machine kept it from reading.
+        self.held_until = HOLDING
+        self._reply(self.state.handle(action, tensors))
 
     def _reply(self, result: Answer) -> None:
         if not self._stopping:
