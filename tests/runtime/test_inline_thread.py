@@ -1,4 +1,4 @@
-"""`--engine inline`'s runs' thread (`--inline-runs thread`, the default): the real engine on a
+"""`--engine inline`'s runs' thread (`--inline-runs thread`): the real engine on a
 real event loop. A batch runs beside the loop, which goes on with its other callbacks (its
 reads) meanwhile; answers and a model's errors come back to the loop; a short request that
 finds the worker idle still runs inside the caller; stopping waits for the running action.

@@ -49,7 +49,8 @@ THREAD, LOOP = "thread", "loop"
 #: The runs' thread needs the lock back several times a run (around the model's computation,
 #: to take its action and to hand back its answer) while the loop holds it reading: each
 #: wait is up to this long, with the model idle, and a shorter one costs the loop only a
-#: hand-over when the thread asks (bench/RESULTS.md, "the inline engine's runs' thread").
+#: hand-over when the thread asks (bench/RESULTS.md, "the inline engine's runs' thread under
+#: overload"; bench/inline_gil.py).
 SWITCH_INTERVAL_S = 0.0001
 #: THREAD: the longest predicted run that an action finding the worker idle runs on the loop,
 #: inside the call that sent it (the hop to the thread and back costs tens of microseconds,
