@@ -7,7 +7,7 @@ import orjson
 import pytest
 
 from headway.loadgen.client import Target, http_request
-from headway.loadgen.deadlines import Late
+from headway.loadgen.deadlines import Late, time_left_ms
 from headway.loadgen.workload import Request, Tensor, encode
 
 TARGET = Target("127.0.0.1", 8000)
@@ -43,3 +43,16 @@ def test_only_json_requests_with_an_slo_can_carry_their_time_left(
 ) -> None:
     with pytest.raises(ValueError, match=r"parameters\.slo_ms"):
         Late(_request(parameters, binary))
+
+
+def test_a_request_left_less_than_the_written_resolution_has_expired() -> None:
+    # Sent a tenth of a microsecond before its 50 ms deadline, a request would be written with
+    # slo_ms 0.000: no deadline at all. It has expired; anything written carries a positive time.
+    late = Late(_request({"slo_ms": 50}))
+    assert time_left_ms(0.05, 0.05 - 1e-7) is None
+    assert time_left_ms(0.05, 0.05) is None and time_left_ms(0.05, 0.06) is None
+    assert time_left_ms(0.05, 0.02) == pytest.approx(30.0)
+    for late_s in (0.05 - 2e-6, 0.05 - 1.0001e-6, 0.049, 0.001):
+        left = time_left_ms(0.05, late_s)
+        assert left is not None
+        assert orjson.loads(_split(late.with_left(left))[1])["parameters"]["slo_ms"] > 0

@@ -16,6 +16,17 @@ import re
 
 #: Sends later than this are rewritten: below it the request goes out as encoded.
 SLACK_S = 0.001
+#: The least time left that `Late.with_left` can write (milliseconds to three decimals): less
+#: would be written as 0, which gives the server no deadline it could meet, so it counts as none.
+LEFT_RESOLUTION_MS = 0.001
+
+
+def time_left_ms(deadline_s: float, late_s: float) -> float | None:
+    """Milliseconds left of `deadline_s` for a request sent `late_s` after its scheduled time,
+    or None when none is left that the request could carry (it is not sent: expired)."""
+    left_ms = (deadline_s - late_s) * 1e3
+    return left_ms if left_ms >= LEFT_RESOLUTION_MS else None
+
 
 _SLO = re.compile(rb'"slo_ms"\s*:\s*(-?[0-9.eE+-]+)')
 _LENGTH = re.compile(rb"(?i)\r\ncontent-length: *([0-9]+)")

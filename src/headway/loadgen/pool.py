@@ -15,7 +15,7 @@ from time import perf_counter
 import httptools
 import numpy as np
 
-from headway.loadgen.deadlines import SLACK_S, Late
+from headway.loadgen.deadlines import SLACK_S, Late, time_left_ms
 from headway.loadgen.tally import Tally
 
 REJECTED = (429, 503)
@@ -121,12 +121,13 @@ class Driver:
         late = now - due
         if self.deadline_s is None or late < SLACK_S:
             data = self.next_request()
-        elif late < self.deadline_s:
-            data = self.next_late().with_left((self.deadline_s - late) * 1e3)
         else:
-            if self.window_start <= due < self.end:
-                self.tally.expired += 1
-            return False
+            left_ms = time_left_ms(self.deadline_s, late)
+            if left_ms is None:
+                if self.window_start <= due < self.end:
+                    self.tally.expired += 1
+                return False
+            data = self.next_late().with_left(left_ms)
         conn.scheduled = due
         conn.measured = measured = self.window_start <= due < self.end
         conn.transport.write(data)  # type: ignore[union-attr]
