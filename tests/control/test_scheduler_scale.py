@@ -110,6 +110,29 @@ def test_drop_times_follow_the_queue_heads_after_batches_and_drops(clock: Manual
     assert s.poll().wakeup is None
 
 
+def test_a_drop_time_is_the_queues_earliest_whatever_its_order(clock: ManualClock) -> None:
+    """A queue of one-row requests of one priority keeps its earliest drop time at its head,
+    found without a pass over the queue (under overload, a pass per batch over a thousand
+    queued requests cost more than serving the batch). A request of more rows, or of another
+    priority, may have an earlier drop time behind the head: then the whole queue counts,
+    and its head alone again once that request has left."""
+    s = demand(clock, ["m"])
+    s.placed("m", 1)
+    s.estimator.observe("m", 1, ms(10))
+    for _ in range(3):
+        s.estimator.observe("m", 3, ms(40))  # three rows: 40 ms; one: 10 ms
+    s.submit(request(clock, "one", ms(50), "m"))  # drop time 40 ms
+    s.submit(request(clock, "three", ms(60), "m", rows=3))  # behind it, drop time 20 ms
+    s.submit(request(clock, "later", ms(90), "m"))
+    model = s._models["m"]
+    assert not model.queue.uniform
+    s._queued.refresh_drop(model)
+    assert model.drop_at == pytest.approx(ms(20))  # the three rows', not the head's
+    assert s.withdraw("m", "three") is not None
+    assert model.queue.uniform
+    assert model.drop_at == pytest.approx(ms(40))  # the head's again
+
+
 def test_a_seeded_simulation_batches_by_profile_from_the_first_batch() -> None:
     profile = ModelProfile({1: ms(5), 2: ms(6), 4: ms(8), 8: ms(12)}, 0.01, 10.0, max_batch=8)
     times = np.concatenate([[0.0], np.full(8, 0.002)])  # all queued while the model loads

@@ -76,14 +76,28 @@ class DropTimes:
 
     def refresh(self, model: ModelSlot) -> None:
         """Recompute `model`'s drop time from its whole queue (after its head left, or what the
-        drop times depend on changed: its placement, the LOAD estimate)."""
-        self._set(model, min((self.time(model, r) for r in model.queue), default=float("inf")))
+        drop times depend on changed: its placement, the LOAD estimate). A queue of one-row
+        requests of one priority in deadline order (`DeadlineQueue.uniform`, the usual one)
+        has its earliest drop time at its head: a pass over it per batch cost more, under
+        overload with a thousand requests queued, than serving the batch's requests."""
+        queue = model.queue
+        head = queue.peek()
+        if head is not None and queue.uniform:
+            self._set(model, self.time(model, head))
+        else:
+            self._set(model, min((self.time(model, r) for r in queue), default=float("inf")))
 
     def take_doomed(self, model: ModelSlot, now: float) -> list[tuple[Request, HeadwayError]]:
         """Remove from `model`'s queue the requests to drop by `now`, each with its error."""
-        doomed = {id(r) for r in model.queue if self.time(model, r) <= now}
+        queue = model.queue
+        if queue.uniform:  # the doomed are the first in line (see `refresh`)
+            found: list[Request] = []
+            while (head := queue.peek()) is not None and self.time(model, head) <= now:
+                found.append(queue.pop())
+        else:
+            found = queue.remove_if({id(r) for r in queue if self.time(model, r) <= now})
         rejected: list[tuple[Request, HeadwayError]] = []
-        for request in model.queue.remove_if(doomed):
+        for request in found:
             service = self._predictions.service_time(model.key, request.rows) or 0.0
             rejected.append(
                 (request, drop_error(model, service, demand_loading=self._demand_loading))

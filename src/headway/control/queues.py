@@ -22,6 +22,10 @@ class DeadlineQueue:
         #: the queue was last empty. Usually a new request's own deadline is the latest, and
         #: then every queued row is ahead of it without looking (`rows_ahead`).
         self._last: tuple[int, float] | None = None
+        #: Queued requests of more than one row, and how many of each priority level: while
+        #: every one is a single row of one level, deadline order is heap order (`uniform`).
+        self._multi_row = 0
+        self._levels: dict[int, int] = {}
 
     def __len__(self) -> int:
         return len(self._heap)
@@ -46,6 +50,9 @@ class DeadlineQueue:
             entry = (request.priority, request.deadline, request.seq, request)
         heapq.heappush(self._heap, entry)
         self.rows += request.rows
+        if request.rows != 1:
+            self._multi_row += 1
+        self._levels[request.priority] = self._levels.get(request.priority, 0) + 1
         key = (request.priority, request.deadline)
         if self._last is None or key > self._last:
             self._last = key
@@ -60,9 +67,26 @@ class DeadlineQueue:
     def pop(self) -> Request:
         request = heapq.heappop(self._heap)[3]
         self.rows -= request.rows
+        self._left(request)
         if not self._heap:
             self._last = None
         return request
+
+    def _left(self, request: Request) -> None:
+        if request.rows != 1:
+            self._multi_row -= 1
+        count = self._levels[request.priority] - 1
+        if count:
+            self._levels[request.priority] = count
+        else:
+            del self._levels[request.priority]
+
+    @property
+    def uniform(self) -> bool:
+        """Whether the queue is in deadline order and every request is one row: then a
+        request's drop time orders as its deadline, and the head's is the earliest
+        (`DropTimes`), without a pass over the queue."""
+        return not self.fifo and self._multi_row == 0 and len(self._levels) <= 1
 
     def rows_ahead(self, priority: int, deadline: float) -> int:
         """Queued rows that order before or with (priority, deadline): they run first."""
@@ -83,6 +107,8 @@ class DeadlineQueue:
             heapq.heapify(kept)
             self._heap = kept
             self.rows -= sum(entry[3].rows for entry in removed)
+            for entry in removed:
+                self._left(entry[3])
             if not kept:
                 self._last = None
         return [entry[3] for entry in removed]
