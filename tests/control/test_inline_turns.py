@@ -182,6 +182,51 @@ def test_inline_a_batch_chosen_once_a_turn_of_reads_ends_runs_before_the_next_tu
     assert asyncio.run(scenario())
 
 
+@pytest.mark.parametrize(
+    ("batch_of_4", "answered"),
+    [(ms(0.5), 8), (ms(10), 0)],  # two full batches ran inside the reads; none did
+)
+def test_inline_a_brief_full_batch_runs_inside_the_read_that_filled_it(
+    batch_of_4: float, answered: int
+) -> None:
+    """Under overload one turn of reads reads several batches' worth. On the loop a batch ran
+    only after each turn, so every batch past the first waited a whole turn more, and
+    admission, counting those turns, refused what came behind them unread. A full batch now
+    runs inside the read that fills it, and the turn reads on, if it is brief: a batch of
+    milliseconds is what the loop spends its time on, and the rest of the turn is better read
+    first. The real engine on a real loop; its worker holds no model, so each batch fails at
+    once, answering its requests."""
+
+    async def scenario() -> tuple[int, int]:
+        loop = asyncio.get_running_loop()
+        clock = LoopClock()
+        s = scheduler(clock, {1: ["m"]}, max_batch=4, inline=True)  # type: ignore[arg-type]
+        seed(s, "m", {1: batch_of_4 / 2, 4: batch_of_4})
+        engine = InlineEngine(runs=LOOP)
+        await engine.start()
+        dispatcher = Dispatcher(s, engine, clock)
+        dispatcher.loop = loop
+        engine.on_message = dispatcher.on_reply
+        futures: list[asyncio.Future[object]] = []
+        try:
+            for i in range(10):  # ten reads of one turn: no loop turn between them
+                read = request(clock, f"r{i}", ms(500))  # type: ignore[arg-type]
+                read.token = loop.create_future()
+                futures.append(read.token)
+                s.submit(read)
+                dispatcher.run_full_batch("m")
+            done = sum(f.done() for f in futures)
+            queued = s.queue_length("m")
+        finally:
+            await engine.stop()
+        for future in futures:
+            if future.done():
+                assert isinstance(future.exception(), ModelError)
+        return done, queued
+
+    assert asyncio.run(scenario()) == (answered, 10 - answered)
+
+
 def test_inline_a_read_late_after_a_run_dates_its_bytes_from_before_the_run() -> None:
     """After a run on the loop, the loop answers and goes on to read without sleeping; on a
     busy machine it may not be given a core for milliseconds first. What it then reads may

@@ -123,6 +123,7 @@ class Controller:
         self.started = False
         #: Whether the engine can run an action inside `submit` (it runs them in this process).
         self._runs_inline = engine.runs_inline
+        self._runs_on_loop = engine.holds_loop
         engine.on_ready = self.lifecycle.on_worker_ready
         engine.on_message = self.dispatch.on_reply
         engine.on_exit = self.lifecycle.on_worker_exit
@@ -335,6 +336,8 @@ class Controller:
             if self.scheduler.load_probes.pending:
                 self._kick()  # a refused cold start may be measured by a probe load
             raise
+        if self._runs_on_loop:
+            self.dispatch.run_full_batch(request.model)
         self._kick()
         return future
 

@@ -26,6 +26,10 @@ from headway.errors import HeadwayError, ModelError
 
 log = logging.getLogger("headway.controller")
 
+#: Inline on the loop: the longest predicted run of a full batch that runs inside the read
+#: that filled it (`Dispatcher.run_full_batch`).
+MID_TURN_RUN_LIMIT_S = 0.002
+
 
 class ReplyWatch(Protocol):
     """Who waits for the workers' replies on the transport's side (`Dispatcher.reply_watch`)."""
@@ -81,8 +85,29 @@ class Dispatcher:
             self._pump_scheduled = True
             self.loop.call_soon(self._pump)
 
+    def run_full_batch(self, key: str) -> None:
+        """A request of `key` was queued: inline on the loop, run a full batch of it now.
+
+        A batch runs on the loop after each turn of reads; under overload a turn reads
+        several batches' worth, and every batch past the first would wait a turn of its own
+        (admission, counting those turns, refuses what comes behind them, unread). A full
+        batch runs here instead, inside the read that filled it, and the turn reads on: the
+        loop serves what it reads, whatever batches a turn fills. Not inside a run's answers
+        (`Engine.between_runs`), nor while a batch would still be filling, nor when a full
+        batch runs longer than MID_TURN_RUN_LIMIT_S: a model whose batches take milliseconds
+        is what the loop spends its time on, and the rest of the turn's reads are better read
+        first, to refuse what cannot make it and batch the freshest."""
+        if self.engine.between_runs() and self.scheduler.full_batch_queued(
+            key, within=MID_TURN_RUN_LIMIT_S
+        ):
+            self._decide()  # a pump already due for the turn's end stays due
+
     def _pump(self) -> None:
         self._pump_scheduled = False
+        self._decide()
+
+    def _decide(self) -> None:
+        """Poll the scheduler and carry out its decisions."""
         decisions = self.scheduler.poll()
         for request, error in decisions.rejected:
             self.fail(request, error)

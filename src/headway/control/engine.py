@@ -122,6 +122,12 @@ class Engine(Protocol):
         chooses a request to run alone (`run_now`); False for an engine that cannot."""
         return False
 
+    def between_runs(self) -> bool:
+        """For an engine that runs actions on the event loop (`holds_loop`): whether a batch
+        sent now would run inside the caller, between two reads of one turn (nothing runs,
+        nothing else waits to). False for the others."""
+        return False
+
     def catch_up(self) -> None:
         """Hear the replies that already wait, now (through `on_message`)."""
         return None

@@ -80,6 +80,7 @@ class InlineEngine(Engine):
         self._queue: deque[Message] = deque()
         self._busy = False
         self._due: asyncio.Handle | None = None
+        self._running = False  # inside a run or its reply (whose answers may submit more)
         # THREAD: actions to the runs' thread (None: stop), its answers back, and how many
         # actions were sent and not answered yet (read and written on the loop only)
         self._thread: threading.Thread | None = None
@@ -157,6 +158,17 @@ class InlineEngine(Engine):
             self._busy or self._queue or self._unanswered or self._stopping or self._loop is None
         )
 
+    def between_runs(self) -> bool:
+        """LOOP: a batch sent now would run inside the caller (`run_sent`): nothing runs or
+        waits to, only the last run's follow-up may be due. THREAD: never (it has its own)."""
+        return (
+            self.holds_loop
+            and not self._running
+            and not self._queue
+            and not self._stopping
+            and self._loop is not None
+        )
+
     def catch_up(self) -> None:
         """THREAD: hear the answers the runs' thread has finished, now (each also schedules
         this on the loop, for when no turn of reads asks first)."""
@@ -205,7 +217,11 @@ class InlineEngine(Engine):
         # polls in between without sleeping, so whatever it reads then may have arrived
         # during the run, however long the answers or the machine kept it from reading.
         self.held_until = HOLDING
-        self._reply(self.state.handle(action, tensors))
+        self._running = True
+        try:
+            self._reply(self.state.handle(action, tensors))
+        finally:
+            self._running = False
 
     def _reply(self, result: Answer) -> None:
         if not self._stopping:
