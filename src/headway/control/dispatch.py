@@ -97,8 +97,10 @@ class Dispatcher:
         batch runs longer than MID_TURN_RUN_LIMIT_S: a model whose batches take milliseconds
         is what the loop spends its time on, and the rest of the turn's reads are better read
         first, to refuse what cannot make it and batch the freshest."""
-        if self.engine.between_runs() and self.scheduler.full_batch_queued(
-            key, within=MID_TURN_RUN_LIMIT_S
+        # asked of every request queued: the queue's rows first, compiled and mostly False
+        if (
+            self.scheduler.full_batch_queued(key, within=MID_TURN_RUN_LIMIT_S)
+            and self.engine.between_runs()
         ):
             self._decide()  # a pump already due for the turn's end stays due
 

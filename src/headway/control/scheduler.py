@@ -240,6 +240,15 @@ class Scheduler:
         return dispatch
 
     # -- decisions ----------------------------------------------------------------------------
+    def full_batch_queued(self, key: str, *, within: float) -> bool:
+        """Whether `key`'s queue holds at least a full batch of rows, and such a batch is
+        predicted to run within `within` s."""
+        model = self._models.get(key)
+        if model is None or model.queue.rows < model.max_batch:
+            return False
+        run = self.predictions.service_time(key, model.max_batch)
+        return run is not None and run <= within
+
     def poll(self) -> Decisions:
         """Decide what available workers run next and which requests to reject."""
         now = self.clock.now()
@@ -363,15 +372,6 @@ class Scheduler:
         return dispatch
 
     # -- statistics ---------------------------------------------------------------------------
-    def full_batch_queued(self, key: str, *, within: float) -> bool:
-        """Whether `key`'s queue holds at least a full batch of rows, and such a batch is
-        predicted to run within `within` s."""
-        model = self._models.get(key)
-        if model is None or model.queue.rows < model.max_batch:
-            return False
-        run = self.predictions.service_time(key, model.max_batch)
-        return run is not None and run <= within
-
     def queue_length(self, key: str) -> int:
         model = self._models.get(key)
         return len(model.queue) if model else 0
