@@ -112,7 +112,6 @@ def test_the_longer_shedding_lasts_the_smaller_the_share_of_a_deadline_that_shed
 
 
 def test_a_lag_whose_floor_is_the_first_share_never_sheds_harder() -> None:
-    """The inline engine's: a wait as long as a model run on the loop is not shed harder."""
     lag = FrontendLag(min_share=SHARE)
     for step in range(6):
         lag.observe(ms(20), 10.0 + step * (INTERVAL_S + ms(1)))
@@ -397,6 +396,32 @@ def test_behind_is_admissions_check_of_the_work_ahead_for_one_row(clock: ManualC
             submitted_refused = True
         assert refused == submitted_refused, deadline_in
     assert not unread.behind("unknown", clock.now() + ms(1), clock.now())  # left to admission
+
+
+@pytest.mark.parametrize(
+    ("inline", "full_batch_ms", "shed_at_8_ms"),
+    [(True, 1.0, True), (True, 10.0, False), (False, 10.0, True)],
+)
+def test_the_frontend_sheds_harder_the_longer_it_stays_behind_unless_runs_hold_the_loop(
+    clock: ManualClock, inline: bool, full_batch_ms: float, shed_at_8_ms: bool
+) -> None:
+    """A frontend behind for a while sheds requests that waited over 1/8 of their deadline:
+    a standing queue of reads must drain, or each request costs more with more connections
+    at once and the frontend stays behind at a load it otherwise serves. Inline, a model
+    whose full batch holds the loop for longer than BRIEF_RUN_S makes waits that long
+    itself, and its requests are shed at the first share (1/2) only."""
+    s = scheduler(clock, {1: ["m"]}, max_batch=4)
+    seed(s, "m", {1: ms(0.5), 4: ms(full_batch_ms)})
+    unread = over(s, clock, inline=inline)
+    for _ in range(4):  # behind for longer than three intervals: the share at its least
+        unread.lag.observe(ms(20), clock.now())
+        clock.advance(INTERVAL_S + ms(1))
+    assert unread.lag.shedding and unread.lag.share == MIN_SHARE  # 1/8 of 50 ms: 6.25 ms
+    ask = dict(timeout=ms(50), priority=None)
+    assert unread.quick_refusal("m", None, waited=ms(6), **ask) is None
+    assert unread.quick_refusal("m", None, waited=ms(8), **ask) == (SHED if shed_at_8_ms else None)
+    assert unread.quick_refusal("m", None, waited=ms(24), **ask) == (SHED if shed_at_8_ms else None)
+    assert unread.quick_refusal("m", None, waited=ms(26), **ask) == SHED
 
 
 def test_inline_a_request_admission_would_refuse_for_the_work_ahead_is_refused_unread(

@@ -49,6 +49,13 @@ SHARE = 0.5
 #: for longer than a stall must refuse more of what it reads, or its turns of reads stay as
 #: long as the wait that sheds, and what it serves is late by the time it is answered.
 MIN_SHARE = 0.125
+#: With the inline engine a model's run holds the loop, and nothing is read while it runs.
+#: A model whose full batch runs for more than this (half the target) makes waits of its
+#: runs' length that no shedding shortens, so its requests are shed at SHARE however long
+#: the frontend stays behind; a briefer model's turns of reads are what the waits are made
+#: of, and harder shedding shortens them (bench/RESULTS.md, "the inline engine's shedding
+#: share by its model's runs").
+BRIEF_RUN_S = TARGET_S / 2
 
 
 class FrontendLag:

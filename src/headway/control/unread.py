@@ -18,7 +18,7 @@ from headway.control.model_stats import ModelStats
 from headway.control.models import READY, ModelState
 from headway.control.overload import (
     BACKLOG,
-    MIN_SHARE,
+    BRIEF_RUN_S,
     NO_BACKLOG,
     NOTICEABLE_WAIT_S,
     SHARE,
@@ -52,10 +52,11 @@ class UnreadRefusals:
         self.clock = clock
         self.stats = stats
         self.served = served
-        #: The frontend's read wait, watched for overload (`overload.FrontendLag`). With the
-        #: inline engine (`inline`) a model's run holds the loop, and a wait as long as a run
-        #: is that run's, not a backlog of reads: shedding does not grow harder there.
-        self.lag = FrontendLag(min_share=SHARE if inline else MIN_SHARE)
+        #: The frontend's read wait, watched for overload (`overload.FrontendLag`): the longer
+        #: it stays behind, the harder it sheds. With the inline engine (`inline`) a model's
+        #: run holds the loop, and a model whose runs are long is shed at the first share
+        #: only (`overload.BRIEF_RUN_S`, `_refuse`).
+        self.lag = FrontendLag()
         #: Inline, admission's whole check of the work ahead is asked unread too: nothing
         #: ahead runs while the loop reads, so a refusal decided after decoding costs the
         #: loop the decode for nothing, and the reads after a model's run outgrow it.
@@ -114,7 +115,7 @@ class UnreadRefusals:
         backlog = self.scheduler.backlogged(config.key)
         if not shedding and waited < NOTICEABLE_WAIT_S and backlog is NO_BACKLOG:
             return None
-        return self._refuse(config.key, config.slo_ms, timeout, waited, now, backlog)
+        return self._refuse(config, timeout, waited, now, backlog)
 
     def quick_refusal(
         self,
@@ -134,10 +135,7 @@ class UnreadRefusals:
         config = self._refusable(name, version, priority)
         if config is None:
             return None
-        key = config.key
-        reason = self._refuse(
-            key, config.slo_ms, timeout, waited, now, self.scheduler.backlogged(key)
-        )
+        reason = self._refuse(config, timeout, waited, now, self.scheduler.backlogged(config.key))
         self.count()
         return reason
 
@@ -156,26 +154,33 @@ class UnreadRefusals:
 
     def _refuse(
         self,
-        key: str,
-        slo_ms: float,
+        config: ModelConfig,
         timeout: float | None,
         waited: float,
         now: float,
         backlog: Backlog,
     ) -> str | None:
-        """The refusal of a default-priority request for `key` (`overload.quick_refusal`), with
-        its model's `backlog` looked up already. O(1): a few lookups and comparisons."""
-        timeout = timeout if timeout is not None else slo_ms / 1000.0
+        """The refusal of a default-priority request for the model of `config`
+        (`overload.quick_refusal`), with its `backlog` looked up already. O(1): a few lookups
+        and comparisons."""
+        key = config.key
+        timeout = timeout if timeout is not None else config.slo_ms / 1000.0
         lag = self.lag
         deadline = now - waited + timeout
+        predictions = self.scheduler.predictions
+        share = lag.share
+        if self.inline and share < SHARE and lag.shedding:
+            full = predictions.service_time(key, config.max_batch_size)
+            if full is None or full > BRIEF_RUN_S:  # its waits are its runs'
+                share = SHARE
         reason = quick_refusal(
             waited=waited,
             timeout=timeout,
-            service=self.scheduler.predictions.service_time(key, 1),
+            service=predictions.service_time(key, 1),
             deadline=deadline,
             backlog=backlog,
             shedding=lag.shedding,
-            share=lag.share,
+            share=share,
         )
         if reason is None and self.inline and self.behind(key, deadline, now):
             reason = BACKLOG
