@@ -123,10 +123,9 @@ def tags(dispatch: Dispatch) -> list[str]:
     return [r.token for r in dispatch.requests]
 
 
-def over(s: Scheduler, clock: ManualClock, *, inline: bool, max_batch: int = 4) -> UnreadRefusals:
-    """`UnreadRefusals` over `s`, whose model `m` (SLO 50 ms, batches of `max_batch`) it
-    serves, for either engine."""
-    config = SimpleNamespace(key="m", cache=False, slo_ms=50.0, max_batch_size=max_batch)
+def over(s: Scheduler, clock: ManualClock, *, inline: bool) -> UnreadRefusals:
+    """`UnreadRefusals` over `s`, whose model `m` (SLO 50 ms) it serves, for either engine."""
+    config = SimpleNamespace(key="m", cache=False, slo_ms=50.0)
     state = ModelState(config=config, state=READY)  # type: ignore[arg-type]
     stats = {"m": ModelStats()}
     s.placement.inline = inline

@@ -246,8 +246,16 @@ class Scheduler:
         model = self._models.get(key)
         if model is None or model.queue.rows < model.max_batch:
             return False
-        run = self.predictions.service_time(key, model.max_batch)
+        run = self._full_batch_run(model)
         return run is not None and run <= within
+
+    def full_batch_run(self, key: str) -> float | None:
+        """Predicted seconds a full batch of `key` runs (None: not registered or not known)."""
+        model = self._models.get(key)
+        return None if model is None else self._full_batch_run(model)
+
+    def _full_batch_run(self, model: ModelSlot) -> float | None:
+        return self.predictions.service_time(model.key, model.max_batch)
 
     def poll(self) -> Decisions:
         """Decide what available workers run next and which requests to reject."""

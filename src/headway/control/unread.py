@@ -115,7 +115,7 @@ class UnreadRefusals:
         backlog = self.scheduler.backlogged(config.key)
         if not shedding and waited < NOTICEABLE_WAIT_S and backlog is NO_BACKLOG:
             return None
-        return self._refuse(config, timeout, waited, now, backlog)
+        return self._refuse(config.key, config.slo_ms, timeout, waited, now, backlog)
 
     def quick_refusal(
         self,
@@ -135,7 +135,10 @@ class UnreadRefusals:
         config = self._refusable(name, version, priority)
         if config is None:
             return None
-        reason = self._refuse(config, timeout, waited, now, self.scheduler.backlogged(config.key))
+        key = config.key
+        reason = self._refuse(
+            key, config.slo_ms, timeout, waited, now, self.scheduler.backlogged(key)
+        )
         self.count()
         return reason
 
@@ -154,29 +157,27 @@ class UnreadRefusals:
 
     def _refuse(
         self,
-        config: ModelConfig,
+        key: str,
+        slo_ms: float,
         timeout: float | None,
         waited: float,
         now: float,
         backlog: Backlog,
     ) -> str | None:
-        """The refusal of a default-priority request for the model of `config`
-        (`overload.quick_refusal`), with its `backlog` looked up already. O(1): a few lookups
-        and comparisons."""
-        key = config.key
-        timeout = timeout if timeout is not None else config.slo_ms / 1000.0
+        """The refusal of a default-priority request for `key` (`overload.quick_refusal`), with
+        its model's `backlog` looked up already. O(1): a few lookups and comparisons."""
+        timeout = timeout if timeout is not None else slo_ms / 1000.0
         lag = self.lag
         deadline = now - waited + timeout
-        predictions = self.scheduler.predictions
         share = lag.share
         if self.inline and share < SHARE and lag.shedding:
-            full = predictions.service_time(key, config.max_batch_size)
+            full = self.scheduler.full_batch_run(key)
             if full is None or full > BRIEF_RUN_S:  # its waits are its runs'
                 share = SHARE
         reason = quick_refusal(
             waited=waited,
             timeout=timeout,
-            service=predictions.service_time(key, 1),
+            service=self.scheduler.predictions.service_time(key, 1),
             deadline=deadline,
             backlog=backlog,
             shedding=lag.shedding,
