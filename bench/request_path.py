@@ -9,7 +9,14 @@ reads and writes and the worker are left out, so the figure moves with the code 
 with other processes' load (process CPU time, not wall time). ``--profile`` prints cProfile's
 top functions by own time and the Python calls per request.
 
+``--engine inline`` serves the overhead workload's real LogisticRegression (`bench/models.py`)
+on the inline engine instead, as `headway serve --engine inline` does, so the model's call and
+the engine's turns are counted too; ``--connections 1`` makes every request a batch of its own,
+which shows what a batch costs beside what a request does (an open loop's batches are only as
+large as the frontend's turns make them).
+
     python bench/request_path.py [--rounds 1000] [--repeat 3] [--profile]
+        [--connections 32] [--engine fake|inline]
 
 Compare two trees with ``PYTHONPATH=/other/src``.
 """
@@ -25,15 +32,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+import models
 import numpy as np
 import orjson
 import uvloop
+from systems import headway_repository
 
 from headway.api.app import HeadwayApp
 from headway.api.connection import HttpConnection
+from headway.api.descriptions import unready
 from headway.api.http import HttpServer
 from headway.control.controller import Controller
 from headway.repository import Repository
+from headway.runtime.engines.inline import InlineEngine
 from headway.testing import FakeEngine
 
 CONNECTIONS = 32
@@ -50,10 +61,12 @@ class CountingTransport:
     def __init__(self) -> None:
         self.writes = 0
         self.ok = 0
+        self.last = b""  # the latest answer, shown when a round is not all 200s
 
     def write(self, data: bytes) -> None:
         self.writes += 1
         self.ok += data.startswith(b"HTTP/1.1 200 ")
+        self.last = data
 
     def get_extra_info(self, name: str) -> Any:
         return None
@@ -70,8 +83,10 @@ def _probabilities(action: Any, tensors: dict[str, np.ndarray]) -> dict[str, np.
     return {"probabilities": np.full((rows, 2), 0.5)}
 
 
-def request_bytes() -> bytes:
-    row = np.random.default_rng(0).standard_normal((1, 20))
+def request_bytes(row: np.ndarray | None = None) -> bytes:
+    """The overhead workload's request: one row of 20 features (random unless given)."""
+    if row is None:
+        row = np.random.default_rng(0).standard_normal((1, 20))
     body = orjson.dumps({
         "inputs": [{"name": "input-0", "shape": [1, 20], "datatype": "FP64", "data": row.tolist()}],
         "outputs": [{"name": "probabilities"}],
@@ -83,32 +98,43 @@ def request_bytes() -> bytes:
     return head + body
 
 
-async def measure(rounds: int, repeat: int, profile: bool) -> None:
+async def measure(rounds: int, repeat: int, profile: bool, connections: int, engine: str) -> None:
     root = Path(tempfile.mkdtemp())
-    (root / "lr" / "1").mkdir(parents=True)
-    (root / "lr" / "model.yaml").write_text(MODEL_YAML)
-    app = HeadwayApp(Controller(Repository.scan(root), FakeEngine(compute=_probabilities)))
+    if engine == "inline":  # the real model, run on the event loop
+        root = headway_repository("lr", models.ensure(), root)
+        features, _ = models.dataset()
+        raw = request_bytes(features[100:101])
+        app = HeadwayApp(Controller(Repository.scan(root), InlineEngine()))
+    else:
+        (root / "lr" / "1").mkdir(parents=True)
+        (root / "lr" / "model.yaml").write_text(MODEL_YAML)
+        raw = request_bytes()
+        app = HeadwayApp(Controller(Repository.scan(root), FakeEngine(compute=_probabilities)))
     server = HttpServer(app, host="127.0.0.1", port=0)
     await server.start()
-    raw = request_bytes()
-    connections: list[tuple[HttpConnection, CountingTransport]] = []
-    for _ in range(CONNECTIONS):
+    while unready(app.controller) or not app.controller.models:  # load, warm-up sweep
+        await asyncio.sleep(0.05)
+    pairs: list[tuple[HttpConnection, CountingTransport]] = []
+    for _ in range(connections):
         connection, transport = HttpConnection(server), CountingTransport()
         connection.connection_made(transport)  # type: ignore[arg-type]
-        connections.append((connection, transport))
+        pairs.append((connection, transport))
 
     async def run(n: int) -> None:
-        before = sum(transport.ok for _, transport in connections)
+        before = sum(transport.ok for _, transport in pairs)
         for _ in range(n):
-            for connection, _ in connections:
+            for connection, _ in pairs:
                 connection.data_received(raw)
-            while any(connection.pending for connection, _ in connections):
+            await asyncio.sleep(0)  # a turn of the loop between rounds, as between reads
+            while any(connection.pending for connection, _ in pairs):
                 await asyncio.sleep(0)
-        answered = sum(transport.ok for _, transport in connections) - before
-        assert answered == n * CONNECTIONS, f"{answered} 200s to {n * CONNECTIONS} requests"
+        answered = sum(transport.ok for _, transport in pairs) - before
+        assert answered == n * connections, (
+            f"{answered} 200s to {n * connections} requests: {pairs[0][1].last[:400]!r}"
+        )
 
     await run(200)  # warm up: the model's estimates, the caches
-    requests = rounds * CONNECTIONS
+    requests = rounds * connections
     if profile:
         profiler = cProfile.Profile()
         profiler.enable()
@@ -130,8 +156,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1000, help="requests per connection")
     parser.add_argument("--repeat", type=int, default=3, help="measurements of --rounds each")
     parser.add_argument("--profile", action="store_true", help="cProfile one more --rounds")
+    parser.add_argument(
+        "--connections", type=int, default=CONNECTIONS, help="requests sent at once (a batch)"
+    )
+    parser.add_argument(
+        "--engine", choices=("fake", "inline"), default="fake",
+        help="fake: replies a turn later, no model; inline: the real LR model on the loop",
+    )  # fmt: skip
     args = parser.parse_args()
-    uvloop.run(measure(args.rounds, args.repeat, args.profile))
+    if args.connections < 1 or args.rounds < 1:
+        parser.error("--connections and --rounds must be at least 1")
+    uvloop.run(measure(args.rounds, args.repeat, args.profile, args.connections, args.engine))
 
 
 if __name__ == "__main__":

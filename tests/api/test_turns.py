@@ -64,6 +64,19 @@ def test_reads_after_a_model_ran_on_the_loop_count_from_the_turn_before_it() -> 
     assert turns.arrived_since(idle) == idle
 
 
+def test_the_first_read_after_a_model_ran_on_the_loop_counts_from_now() -> None:
+    # No turn of reads before it bounds its wait: it is not made as old as the clock (a
+    # server's first request, read just after its warm-up's last run, was refused as late).
+    turns = Turns()
+    turns.app.loop_held_until = 100.0
+    read = 100.0 + BACK_TO_BACK_S / 2
+    assert turns.arrived_since(read) == read
+    turns.loop.end_turn()
+    turns.app.loop_held_until = turns._turn_ended + 0.020
+    after = turns.app.loop_held_until + BACK_TO_BACK_S / 2
+    assert turns.arrived_since(after) == read  # from here on, the turn before bounds it
+
+
 def test_a_long_turn_lets_the_app_catch_up_every_catch_up_interval() -> None:
     turns = Turns()
     turns.arrived_since(10.0)

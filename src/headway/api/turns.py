@@ -44,12 +44,14 @@ class ReadTurns:
         loop takes after a run to read again (answering, or not given a core on a busy
         machine): the engine holds the loop until it is free to sleep (`Engine.held_until`).
         The bound is at most one turn too early: a fraction of a millisecond unless overloaded.
+        The server's first turn of reads counts from now, even just after a run.
         """
         if not self.turn_open:
             self.turn_open = True
             self.loop.call_soon(self._turn_over)
             ended = max(self._turn_ended, self.app.loop_held_until)
-            busy = now - ended < BACK_TO_BACK_S
+            # the first turn has no turn before it to bound its wait: it counts from now
+            busy = now - ended < BACK_TO_BACK_S and self._turn_started > 0.0
             self.turn_floor = self._turn_started if busy else now
             self._turn_started = self.caught_up = now
         return self.turn_floor
