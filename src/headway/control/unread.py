@@ -115,7 +115,7 @@ class UnreadRefusals:
         backlog = self.scheduler.backlogged(config.key)
         if not shedding and waited < NOTICEABLE_WAIT_S and backlog is NO_BACKLOG:
             return None
-        return self._refuse(config.key, config.slo_ms, timeout, waited, now, backlog)
+        return self._refuse(config, timeout, waited, now, backlog)
 
     def quick_refusal(
         self,
@@ -135,10 +135,7 @@ class UnreadRefusals:
         config = self._refusable(name, version, priority)
         if config is None:
             return None
-        key = config.key
-        reason = self._refuse(
-            key, config.slo_ms, timeout, waited, now, self.scheduler.backlogged(key)
-        )
+        reason = self._refuse(config, timeout, waited, now, self.scheduler.backlogged(config.key))
         self.count()
         return reason
 
@@ -157,16 +154,17 @@ class UnreadRefusals:
 
     def _refuse(
         self,
-        key: str,
-        slo_ms: float,
+        config: ModelConfig,
         timeout: float | None,
         waited: float,
         now: float,
         backlog: Backlog,
     ) -> str | None:
-        """The refusal of a default-priority request for `key` (`overload.quick_refusal`), with
-        its model's `backlog` looked up already. O(1): a few lookups and comparisons."""
-        timeout = timeout if timeout is not None else slo_ms / 1000.0
+        """The refusal of a default-priority request for the model of `config`
+        (`overload.quick_refusal`), with its `backlog` looked up already. O(1): a few lookups
+        and comparisons."""
+        key = config.key
+        timeout = timeout if timeout is not None else config.slo_ms / 1000.0
         lag = self.lag
         deadline = now - waited + timeout
         share = lag.share
