@@ -9,6 +9,7 @@ model name picks a deterministic pattern, decided by a per-model request counter
 - ``mixed``: 503 if ``n % 5 == 0``, else 500 if ``n % 7 == 0``, else 429 if ``n % 11 == 0``,
   else 200.
 - ``slow``: 200 after 20 ms (the connection is held meanwhile).
+- ``serial``: 200, one request at a time, 10 ms each (a queue with a capacity of 100 req/s).
 - ``close``: 200, with ``Connection: close`` on every third answer.
 - ``drop``: every tenth request, the connection is closed without an answer.
 - ``stall``: never answers.
@@ -34,7 +35,9 @@ import httpx
 import orjson
 import pytest
 
-MODELS = ("m", "every5", "mixed", "slow", "close", "drop", "stall")
+MODELS = ("m", "every5", "mixed", "slow", "serial", "close", "drop", "stall")
+#: ``serial``'s service time: its capacity is 1 / SERIAL_S requests a second.
+SERIAL_S = 0.010
 
 
 def _metadata(name: str) -> bytes:
@@ -100,6 +103,7 @@ class _Stats:
 
 class _Handler(asyncio.Protocol):
     stats = _Stats()
+    serial_free_at = 0.0  # loop time at which ``serial`` finishes what it was given
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport: asyncio.Transport = transport  # type: ignore[assignment]
@@ -168,6 +172,11 @@ class _Handler(asyncio.Protocol):
         )
         if name == "slow":
             asyncio.get_running_loop().call_later(0.02, self.transport.write, answer)
+        elif name == "serial":
+            loop = asyncio.get_running_loop()
+            done = max(loop.time(), _Handler.serial_free_at) + SERIAL_S
+            _Handler.serial_free_at = done
+            loop.call_at(done, self.transport.write, answer)
         else:
             self.transport.write(answer)
         if name == "close" and n % 3 == 0:

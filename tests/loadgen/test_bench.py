@@ -319,6 +319,43 @@ def test_goodput_counts_answers_within_the_slo(oip: OipServer) -> None:
 
 
 @pytest.mark.integration
+def test_find_rate_brackets_a_servers_capacity_under_its_slo(oip: OipServer) -> None:
+    """`serial` answers one request at a time, 10 ms each: at most 100 answers a second. A
+    trial's requests arrive in its 2 s window and count as good only if answered 200 ms after
+    it at the latest, so no trial gets more than 100 * 2.2 good answers, and none offering more
+    than 100 * 2.2 / (0.9 * 2) req/s can pass; at half the capacity its queue stays far
+    within the 200 ms SLO."""
+    args = ["--url", oip.url, "--model", "serial", "--slo-ms", "200", "--find-rate"]
+    args += ["--duration", "2", "--warmup", "0.5", "--trials", "5", "--json"]
+    result = CliRunner().invoke(bench, args)
+    assert result.exit_code == 0, result.output
+    found = orjson.loads(result.stdout)
+    trials = found["trials"]
+    assert 1 <= len(trials) <= 5
+    # the first trial starts at the closed loop's throughput, itself at most the capacity
+    assert 0 < found["closed_loop"]["throughput_rps"] <= 101
+    assert trials[0]["rate"] == found["start_rps"] == found["closed_loop"]["throughput_rps"]
+    for trial in trials:  # every verdict is the one its own figures call for
+        assert trial["slo_ms"] == 200.0
+        in_time = trial["slo_attainment"] >= 0.9
+        on_time = trial["own_send_lateness_ms"]["p99"] <= 20.0
+        assert (trial["verdict"] == "passed") == (in_time and on_time), trial
+        assert trial["goodput_rps"] <= 110  # as the capacity bounds what any trial got
+        assert trial["offered_rps"] == round(trial["requests"] / 2, 2)
+    sustained = found["sustained_rps"]
+    assert sustained is not None and 40 <= sustained <= 100 * 2.2 / (0.9 * 2)
+    assert any(t["offered_rps"] == sustained and t["verdict"] == "passed" for t in trials)
+    assert found["failed_rps"] is None or found["failed_rps"] > sustained
+    assert found["limited_by"] in {"server", "generator", "trials"}
+    assert oip.stats("serial")["slo_ms"] == {"200.0": oip.stats("serial")["requests"]}
+
+    table = CliRunner().invoke(bench, [*args[:-1], "--trials", "1"])
+    assert table.exit_code == 0, table.output
+    assert "Sustained" in table.stdout or "No rate sustained" in table.stdout
+    assert "trial 1/1" in table.stderr
+
+
+@pytest.mark.integration
 def test_table_output(oip: OipServer) -> None:
     result = CliRunner().invoke(
         bench,
@@ -356,6 +393,10 @@ def test_table_output(oip: OipServer) -> None:
         (["--concurrency", "0"], "'--concurrency'"),
         (["--batch", "0"], "'--batch'"),
         (["--url", "https://example.com"], "https is not supported"),
+        (["--find-rate"], "give --slo-ms"),
+        (["--find-rate", "--slo-ms", "50", "--concurrency", "2", "--rate", "9"], "not both"),
+        (["--find-rate", "--slo-ms", "50", "--trials", "0"], "'--trials'"),
+        (["--rate", "10", "--trials", "3"], "needs --find-rate"),
     ],
 )
 def test_bad_arguments_are_usage_errors(args: list[str], message: str) -> None:
