@@ -356,6 +356,19 @@ def test_find_rate_brackets_a_servers_capacity_under_its_slo(oip: OipServer) -> 
 
 
 @pytest.mark.integration
+def test_find_rate_says_why_a_server_that_never_answers_gives_no_rate(oip: OipServer) -> None:
+    base = ["--url", oip.url, "--model", "stall", "--slo-ms", "50", "--find-rate"]
+    base += ["--duration", "0.3", "--warmup", "0", "--timeout", "0.3"]
+    result = CliRunner().invoke(bench, base)
+    assert result.exit_code == 1
+    assert "no 200 answers" in result.output and "give --rate" in result.output
+    assert "Traceback" not in result.output
+    result = CliRunner().invoke(bench, [*base, "--rate", "8", "--trials", "2"])
+    assert result.exit_code == 0, result.output
+    assert "No rate sustained: down to 4.0 req/s" in " ".join(result.stdout.split())
+
+
+@pytest.mark.integration
 def test_table_output(oip: OipServer) -> None:
     result = CliRunner().invoke(
         bench,

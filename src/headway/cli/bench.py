@@ -414,7 +414,10 @@ def _find_rate(
         if not rate:
             raise click.ClickException(
                 f"no 200 answers in {load.duration:g} s of a closed loop at concurrency "
-                f"{concurrency} ({closed['status_counts']}): nothing to start a search from; "
+                f"{concurrency} ({closed['requests']} requests sent after the warm-up; statuses "
+                f"{closed['status_counts'] or 'none'}, "
+                f"{closed['timeouts']} timed out, {closed['transport_errors']} transport "
+                "errors): nothing to start a search from; "
                 "check the model with a plain `headway bench`, or give --rate"
             )
         say(f"  {rate:,.1f} req/s closed loop")
@@ -486,7 +489,8 @@ def _render_search(outcome: dict[str, Any], search: rate_search.RateSearch, out:
     out.print(table)
     sustained, failed, why = outcome["sustained_rps"], outcome["failed_rps"], outcome["limited_by"]
     if sustained is None:
-        out.print(f"[bold]No rate sustained[/]: down to {failed:,.1f} req/s fewer than "
+        lowest = search.failed.rate if search.failed is not None else failed
+        out.print(f"[bold]No rate sustained[/]: down to {lowest:,.1f} req/s fewer than "
                   f"{outcome['goodput_share']:.0%} of requests got a 200 within {slo:g} ms.")  # fmt: skip
         return
     closed = outcome["closed_loop"]
