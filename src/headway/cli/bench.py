@@ -5,18 +5,16 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from time import perf_counter
 from typing import Any
 
 import click
-import numpy as np
 import orjson
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
+from headway.cli.bench_runs import Load
+from headway.cli.find_rate import search_rate
 from headway.loadgen import arrivals, rate_search, report
-from headway.loadgen.client import Tally, Target, http_request, run
+from headway.loadgen.client import Target, http_request
 from headway.loadgen.trace import run_trace_command
 from headway.loadgen.workload import (
     WorkloadError,
@@ -42,38 +40,6 @@ def _non_negative(ctx: click.Context, param: click.Parameter, value: float) -> f
 
 def _rows(shape: tuple[int, ...]) -> int:
     return shape[0] if shape else 1
-
-
-class _Live:
-    """A one-line rich progress display fed by the client's periodic snapshots."""
-
-    def __init__(self, console: Console, total: float, warmup: float) -> None:
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}[/]"),
-            BarColumn(bar_width=20),
-            TimeElapsedColumn(),
-            TextColumn("{task.fields[stats]}"),
-            console=console,
-            auto_refresh=False,
-            transient=True,
-        )
-        self.task = self.progress.add_task("connecting", total=total, stats="")
-        self.warmup = warmup
-        self.last = (perf_counter(), 0)
-
-    def __call__(self, tally: Tally) -> None:
-        now, answered = perf_counter(), tally.answered
-        rate = (answered - self.last[1]) / max(now - self.last[0], 1e-9)
-        self.last = (now, answered)
-        stats = (
-            f"{rate:,.0f} answers/s · sent {tally.sent:,} · rejected {tally.rejected:,}"
-            f" · errors {tally.errors + tally.transport_errors:,} · "
-            f"{tally.connections:,} conns"
-        )
-        phase = "warm-up" if tally.elapsed < self.warmup else "measuring"
-        self.progress.update(
-            self.task, completed=tally.elapsed, description=phase, stats=stats, refresh=True
-        )
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -304,8 +270,9 @@ def bench(
 
     err = Console(stderr=True)
     show = err.is_terminal if progress is None else progress
-    load = _Load(target, wire, duration, warmup, max_connections, timeout, slo_ms, err, show)
-    load.deadline_s = slo_ms * 1e-3 if propagate_deadline and slo_ms is not None else None
+    deadline_s = slo_ms * 1e-3 if propagate_deadline and slo_ms is not None else None
+    load = Load(target, wire, duration, warmup, max_connections, timeout, slo_ms, err, show,
+                deadline_s)  # fmt: skip
     settings: dict[str, Any] = {
         "url": url,
         "model": model,
@@ -326,7 +293,7 @@ def bench(
     }
     if find_rate:
         assert slo_ms is not None
-        _find_rate(load, settings, rate, concurrency or 32, arrival or "poisson", cv, seed,
+        search_rate(load, settings, rate, concurrency or 32, arrival or "poisson", cv, seed,
                    trials, as_json)  # fmt: skip
         return
     schedule = None
@@ -338,177 +305,6 @@ def bench(
         click.echo(orjson.dumps(figures).decode())
     else:
         report.render(figures, Console(file=sys.stdout))
-
-
-class _Load:
-    """One load generator's settings: each `measure` is a run, closed or open loop, with a
-    progress line on stderr when asked for."""
-
-    def __init__(
-        self,
-        target: Target,
-        wire: list[bytes],
-        duration: float,
-        warmup: float,
-        max_connections: int,
-        timeout: float,
-        slo_ms: float | None,
-        err: Console,
-        show: bool,
-    ) -> None:
-        self.target, self.wire = target, wire
-        self.duration, self.warmup = duration, warmup
-        self.max_connections, self.timeout = max_connections, timeout
-        self.slo_ms = slo_ms
-        self.deadline_s: float | None = None
-        self.err, self.show = err, show
-
-    def measure(
-        self, concurrency: int | None = None, schedule: np.ndarray | None = None
-    ) -> dict[str, Any]:
-        """One run's figures (`report.summarize`)."""
-        live = _Live(self.err, self.warmup + self.duration, self.warmup) if self.show else None
-        try:
-            if live is not None:
-                live.progress.start()
-            tally = run(
-                self.target,
-                self.wire,
-                duration=self.duration,
-                warmup=self.warmup,
-                concurrency=concurrency,
-                schedule=schedule,
-                max_connections=self.max_connections,
-                drain_timeout=self.timeout,
-                progress=live,
-                deadline_s=self.deadline_s if schedule is not None else None,
-            )
-        except ConnectionError as exc:
-            raise click.ClickException(
-                f"{exc}; is the server running, and is --url right?"
-            ) from None
-        finally:
-            if live is not None:
-                live.progress.stop()
-        return report.summarize(tally, self.duration, self.slo_ms)
-
-
-def _find_rate(
-    load: _Load,
-    settings: dict[str, Any],
-    rate: float | None,
-    concurrency: int,
-    arrival: str,
-    cv: float | None,
-    seed: int,
-    trials: int,
-    as_json: bool,
-) -> None:
-    """`--find-rate`: the search of `headway.loadgen.rate_search`, its trials measured here."""
-    say = load.err.print
-    closed = None
-    if rate is None:
-        say(f"closed loop at concurrency {concurrency}, to start from its throughput ...")
-        closed = load.measure(concurrency=concurrency)
-        rate = closed["throughput_rps"]
-        if not rate:
-            raise click.ClickException(
-                f"no 200 answers in {load.duration:g} s of a closed loop at concurrency "
-                f"{concurrency} ({closed['requests']} requests sent after the warm-up; statuses "
-                f"{closed['status_counts'] or 'none'}, "
-                f"{closed['timeouts']} timed out, {closed['transport_errors']} transport "
-                "errors): nothing to start a search from; "
-                "check the model with a plain `headway bench`, or give --rate"
-            )
-        say(f"  {rate:,.1f} req/s closed loop")
-    search = rate_search.RateSearch(rate, max_trials=trials)
-    while (next_rate := search.next_rate()) is not None:
-        schedule = arrivals.schedule(next_rate, load.warmup + load.duration, arrival, cv, seed)
-        trial = rate_search.judge(next_rate, load.measure(schedule=schedule))
-        search.record(trial)
-        say(f"trial {len(search.trials)}/{trials}: {_trial_line(trial)}")
-    outcome = {
-        **settings,
-        "mode": "find-rate",
-        "rate": None,
-        "slo_ms": load.slo_ms,
-        "duration_s": load.duration,
-        "goodput_share": rate_search.GOODPUT_SHARE,
-        "on_time_share": rate_search.ON_TIME_SHARE,
-        "closed_loop": closed,
-        "closed_loop_concurrency": concurrency if closed is not None else None,
-        "start_rps": rate,
-        "sustained_rps": _offered(search, search.sustained),
-        "failed_rps": _offered(search, search.failed.rate if search.failed is not None else None),
-        "limited_by": search.limited_by,
-        "trials": [
-            {"rate": t.rate, "offered_rps": round(t.offered, 2), "verdict": t.verdict, **t.figures}
-            for t in search.trials
-        ],
-    }
-    if as_json:
-        click.echo(orjson.dumps(outcome).decode())
-    else:
-        _render_search(outcome, search, Console(file=sys.stdout))
-
-
-def _offered(search: rate_search.RateSearch, rate: float | None) -> float | None:
-    """What the trial at nominal `rate` actually offered (requests a second in its window)."""
-    if rate is None:
-        return None
-    return round(next(t.offered for t in search.trials if t.rate == rate), 2)
-
-
-def _trial_line(trial: rate_search.Trial) -> str:
-    f = trial.figures
-    p99 = f["latency_ms"]["p99"]
-    return (
-        f"{trial.offered:,.1f} req/s offered, {f['goodput_rps'] or 0:,.1f} good/s "
-        f"({trial.attainment:.1%} in time), p99 {'-' if p99 is None else f'{p99:.1f}'} ms, "
-        f"generator late {trial.own_lateness_p99_ms:.1f} ms at p99: {trial.verdict}"
-    )
-
-
-def _render_search(outcome: dict[str, Any], search: rate_search.RateSearch, out: Console) -> None:
-    slo = outcome["slo_ms"]
-    out.print(
-        f"[bold]{outcome['model']}[/] at {outcome['url']}: the highest open-loop rate answered "
-        f"within {slo:g} ms ({outcome['arrival']} arrivals, batch {outcome['batch']}, "
-        f"{outcome['duration_s']:g} s a trial)"
-    )
-    table = Table(caption="offered: requests a second in the trial's window; late: how late "
-                  "the load generator got to its sends", caption_justify="left")  # fmt: skip
-    for name in ("trial", "offered/s", "good/s", "in time", "p99 ms", "late p99 ms", "verdict"):
-        table.add_column(name, justify="left" if name == "verdict" else "right")
-    ordered = sorted(enumerate(search.trials, 1), key=lambda pair: pair[1].rate)
-    for i, trial in ordered:
-        p99 = trial.figures["latency_ms"]["p99"]
-        table.add_row(str(i), f"{trial.offered:,.1f}", f"{trial.figures['goodput_rps'] or 0:,.1f}",
-                      f"{trial.attainment:.1%}", "-" if p99 is None else f"{p99:.1f}",
-                      f"{trial.own_lateness_p99_ms:.1f}", trial.verdict)  # fmt: skip
-    out.print(table)
-    sustained, failed, why = outcome["sustained_rps"], outcome["failed_rps"], outcome["limited_by"]
-    if sustained is None:
-        lowest = search.failed.rate if search.failed is not None else failed
-        out.print(f"[bold]No rate sustained[/]: down to {lowest:,.1f} req/s fewer than "
-                  f"{outcome['goodput_share']:.0%} of requests got a 200 within {slo:g} ms.")  # fmt: skip
-        return
-    closed = outcome["closed_loop"]
-    share = ""
-    if closed is not None and closed["throughput_rps"]:
-        share = (f" ({sustained / closed['throughput_rps']:.0%} of the closed loop's "
-                 f"{closed['throughput_rps']:,.1f} at concurrency {outcome['closed_loop_concurrency']})")  # fmt: skip
-    out.print(f"[bold]Sustained: {sustained:,.1f} req/s[/]{share}.")
-    if why == "server":
-        out.print(f"At {failed:,.1f} req/s the server missed the SLO.")
-    elif why == "generator":
-        out.print(f"At {failed:,.1f} req/s this load generator could not send on schedule: the "
-                  "server may take more; run `headway bench` from another machine to find out.")  # fmt: skip
-    elif failed is None:
-        out.print("Every trial passed: the server takes at least this; raise --rate or --trials.")
-    else:
-        out.print(f"Out of trials before the bracket closed: at {failed:,.1f} req/s it failed; "
-                  "raise --trials to narrow it.")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -53,11 +53,7 @@ class Trial:
 
     @property
     def offered(self) -> float:
-        duration = self.figures.get("duration_s")
-        requests = self.figures.get("requests")
-        if not duration or requests is None:
-            return self.rate
-        return float(requests) / float(duration)
+        return float(self.figures["requests"]) / float(self.figures["duration_s"])
 
 
 def judge(
@@ -122,14 +118,18 @@ class RateSearch:
         return min(failures, key=lambda t: t.rate) if failures else None
 
     @property
-    def sustained(self) -> float | None:
-        """The highest rate that passed below every rate that failed: a pass above a failure
-        (the machine's noise) is not taken as sustained."""
+    def best(self) -> Trial | None:
+        """The highest-rate trial that passed below every failure: a pass above a failure (the
+        machine's noise) is not taken as sustained."""
         failed = self.failed
-        passes = [
-            t.rate for t in self.trials if t.passed and (failed is None or t.rate < failed.rate)
-        ]
-        return max(passes) if passes else None
+        passes = [t for t in self.trials if t.passed and (failed is None or t.rate < failed.rate)]
+        return max(passes, key=lambda t: t.rate) if passes else None
+
+    @property
+    def sustained(self) -> float | None:
+        """The rate of `best`."""
+        best = self.best
+        return best.rate if best is not None else None
 
     def next_rate(self) -> float | None:
         if not self.trials:
