@@ -88,7 +88,10 @@ def test_models_load_and_evict_as_demand_moves(many: Path, tmp_path: Path) -> No
     assert not late, f"{len(late)} answers after the deadline: {sorted(late)[-5:]}"
     for latency, text in rejected:  # rejections come before the deadline, with a reason
         assert latency <= SLO_MS + CLIENT_MARGIN_MS
-        assert "deadline" in text or "loaded in time" in text
+        # the deadline's (admission, a cold start), or, on a busy machine, the frontend's own
+        # when it stays behind reading (`reason` shed: docs/operations.md, "Overload")
+        shed = orjson.loads(text).get("reason") == "shed"
+        assert "deadline" in text or "loaded in time" in text or shed, text
     loads = metric(metrics, "headway_loads_total")
     evictions = metric(metrics, "headway_evictions_total")
     assert loads >= 3 * 8 + 12, f"only {loads} loads"
