@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from headway.cli.bench_runs import Load
-from headway.loadgen import arrivals, rate_search
+from headway.loadgen import arrivals, rate_search, report
 
 
 def search_rate(
@@ -81,10 +81,9 @@ def _offered(trial: rate_search.Trial | None) -> float | None:
 
 def _trial_line(trial: rate_search.Trial) -> str:
     f = trial.figures
-    p99 = f["latency_ms"]["p99"]
     return (
         f"{trial.offered:,.1f} req/s offered, {f['goodput_rps'] or 0:,.1f} good/s "
-        f"({trial.attainment:.1%} in time), p99 {'-' if p99 is None else f'{p99:.1f}'} ms, "
+        f"({trial.attainment:.1%} in time), p99 {report.format_ms(f['latency_ms']['p99'], 1)} ms, "
         f"generator late {trial.own_lateness_p99_ms:.1f} ms at p99: {trial.verdict}"
     )
 
@@ -102,9 +101,9 @@ def _render_search(outcome: dict[str, Any], search: rate_search.RateSearch, out:
         table.add_column(name, justify="left" if name == "verdict" else "right")
     ordered = sorted(enumerate(search.trials, 1), key=lambda pair: pair[1].rate)
     for i, trial in ordered:
-        p99 = trial.figures["latency_ms"]["p99"]
+        p99 = report.format_ms(trial.figures["latency_ms"]["p99"], 1)
         table.add_row(str(i), f"{trial.offered:,.1f}", f"{trial.figures['goodput_rps'] or 0:,.1f}",
-                      f"{trial.attainment:.1%}", "-" if p99 is None else f"{p99:.1f}",
+                      f"{trial.attainment:.1%}", p99,
                       f"{trial.own_lateness_p99_ms:.1f}", trial.verdict)  # fmt: skip
     out.print(table)
     sustained, failed, why = outcome["sustained_rps"], outcome["failed_rps"], outcome["limited_by"]

@@ -82,8 +82,13 @@ def summarize(tally: Tally, duration: float, slo_ms: float | None = None) -> dic
     }
 
 
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
+def format_ms(value: float | None, digits: int = 2) -> str:
+    """A figure in milliseconds for a table: "-" where there was nothing to measure."""
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _p50_p99(percentiles: dict[str, Any]) -> str:
+    return f"{format_ms(percentiles['p50'])} / {format_ms(percentiles['p99'])} ms"
 
 
 def render(figures: dict[str, Any], console: Console) -> None:
@@ -117,17 +122,10 @@ def render(figures: dict[str, Any], console: Console) -> None:
         rows.append(("capped (max connections)", f"{figures['capped']:,}"))
         if figures.get("expired"):
             rows.append(("expired in the client (not sent)", f"{figures['expired']:,}"))
-        lateness = figures["send_lateness_ms"]
-        rows.append(
-            ("send lateness p50 / p99", f"{_ms(lateness['p50'])} / {_ms(lateness['p99'])} ms")
-        )
-        own = figures["own_send_lateness_ms"]
-        rows.append(("own send lateness p50 / p99", f"{_ms(own['p50'])} / {_ms(own['p99'])} ms"))
+        rows.append(("send lateness p50 / p99", _p50_p99(figures["send_lateness_ms"])))
+        rows.append(("own send lateness p50 / p99", _p50_p99(figures["own_send_lateness_ms"])))
     if figures["rejected"]:
-        answered = figures["rejection_latency_ms"]
-        rows.append(
-            ("rejections answered p50 / p99", f"{_ms(answered['p50'])} / {_ms(answered['p99'])} ms")
-        )
+        rows.append(("rejections answered p50 / p99", _p50_p99(figures["rejection_latency_ms"])))
     rows.append(("peak connections", f"{figures['peak_connections']:,}"))
     for row in rows:
         counts.add_row(*row)
@@ -140,6 +138,6 @@ def render(figures: dict[str, Any], console: Console) -> None:
     keys = [*PERCENTILES, "max"]
     for key in keys:
         latency.add_column(key, justify="right")
-    latency.add_row(*(_ms(figures["latency_ms"][k]) for k in keys))
+    latency.add_row(*(format_ms(figures["latency_ms"][k]) for k in keys))
     console.print(counts)
     console.print(latency)

@@ -23,7 +23,7 @@ from rich.table import Table
 
 from headway.loadgen.client import Target, http_request
 from headway.loadgen.replay import TraceProgress, replay
-from headway.loadgen.report import percentiles_ms
+from headway.loadgen.report import format_ms, percentiles_ms
 from headway.loadgen.workload import (
     Request,
     WorkloadError,
@@ -290,7 +290,7 @@ def render(figures: dict[str, Any], console: Console) -> None:
         ("transport errors / timeouts", f"{figures['transport_errors']:,} / "
          f"{figures['timeouts']:,}"),
         ("latency p50 / p99 / p99.9 / max (ms)", " / ".join(
-            "-" if latency[k] is None else f"{latency[k]:.1f}" for k in (*LATENCY, "max"))),
+            format_ms(latency[k], 1) for k in (*LATENCY, "max"))),
     ]  # fmt: skip
     for row in rows:
         table.add_row(*row)
