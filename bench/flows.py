@@ -301,8 +301,9 @@ def cascade_section(results: dict[str, Any]) -> list[str]:
 
 
 def write_results(results: dict[str, Any]) -> None:
-    """RESULTS-flows.md: the sections measured now; the others, and the hand-written reading,
-    kept as they were."""
+    """RESULTS-flows.md: the sections measured now; the others, the hand-written headline (the
+    file's first section, today's figures with their commands: update it by hand) and the
+    reading, kept as they were."""
     m = results["machine"]
     args = results["args"]
     out = BENCH / "RESULTS-flows.md"
@@ -310,8 +311,12 @@ def write_results(results: dict[str, Any]) -> None:
     kept = {
         ("## " + part).split("\n", 1)[0]: "## " + part.rstrip() for part in old.split("\n## ")[1:]
     }
+    headline = kept.get("## Headline")
     lines = [
         "# Flows experiments (issue 14)",
+        "",
+        *([headline, ""] if headline else []),
+        "## How these were measured",
         "",
         f"Last run: `python bench/flows.py --duration {args['duration']:g} --rounds {args['rounds']}"
         f"{' --peers' if args.get('peers') else ''}"
