@@ -261,8 +261,8 @@ def entry_files(version_dir: Path, entrypoint: str, where: str) -> list[Path]:
 class Repository:
     """A scanned repository folder: every model it holds, and why any could not be read.
 
-    A lazy scan only lists the model folders (thousands index in well under a second); each
-    model.yaml is read the first time the model is asked for.
+    A lazy scan only lists the model folders, so a repository of thousands of models starts
+    without reading them; each model.yaml is read the first time the model is asked for.
     """
 
     root: Path

@@ -59,8 +59,9 @@ class LinearShortcut:
         scores = self._scores(x)
         if self._binary:
             positive = expit(scores, out=scores)
-            # scikit-learn's [1 - p, p] columns, written in place: np.stack costs a lone
-            # row's batch ~2 us more (bench/RESULTS.md, "the LR model inline at 0.8x")
+            # scikit-learn's [1 - p, p] columns, written in place: np.stack would build them
+            # again, which a lone row's batch, the usual one under light load, pays in full
+            # (bench/RESULTS.md, "Small choices in the code, measured")
             answer = np.empty((positive.shape[0], 2))
             answer[:, 1] = positive
             np.subtract(1.0, positive, out=answer[:, 0])

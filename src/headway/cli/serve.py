@@ -222,8 +222,9 @@ def run(settings: ServeSettings) -> None:
         )
         app.controller.dispatch.reply_watch = server
     # A frontend makes a few dozen short-lived objects per request; with thousands of requests
-    # queued under overload, the collector's default thresholds ran full collections often
-    # enough to show as ~12% of the frontend's time in a profile at 11,000 req/s open loop.
+    # queued under overload, the collector's default thresholds run full collections over all
+    # of them often, each holding the event loop (bench/RESULTS.md, "Small choices in the
+    # code, measured").
     gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 20)
     try:
         import uvloop

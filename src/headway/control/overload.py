@@ -53,8 +53,8 @@ MIN_SHARE = 0.125
 #: A model whose full batch runs for more than this (half the target) makes waits of its
 #: runs' length that no shedding shortens, so its requests are shed at SHARE however long
 #: the frontend stays behind; a briefer model's turns of reads are what the waits are made
-#: of, and harder shedding shortens them (bench/RESULTS.md, "the LR model inline, why its
-#: frontend stays behind at 0.8x").
+#: of, and harder shedding shortens them (bench/RESULTS.md, "The LR model inline, why its
+#: frontend stays behind").
 BRIEF_RUN_S = TARGET_S / 2
 
 

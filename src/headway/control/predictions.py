@@ -15,10 +15,10 @@ from headway.control.profiles import LatencyEstimator, percentile
 DEFAULT_LOAD_SECONDS = 0.25
 #: A model never loaded is expected to load as fast as this percentile of the last RECENT_LOADS
 #: loads of any model: robust to a few slow outliers (a load that also imported a framework,
-#: ~1 s, or one a neighbour slowed), which as the maximum would make every cold start look
+#: or one a neighbour slowed), which as the maximum would make every cold start look
 #: hopeless; and recent, so that after a stall that slowed many loads (a neighbour's burst, the
 #: page cache reclaimed) it recovers within a hundred loads instead of waiting for each slowed
-#: model to load again.
+#: model to load again (bench/RESULTS-clockwork.md, "LOAD estimates").
 UNSEEN_LOAD_QUANTILE = 90.0
 RECENT_LOADS = 100
 #: A model's LOAD estimate leaves out its slowest recent load (once it has three): on a shared
@@ -31,9 +31,10 @@ LOAD_OUTLIERS_IGNORED = 1
 TRUSTED_LOADS = 2 * LOAD_OUTLIERS_IGNORED + 1
 #: Until a model is profiled (some batch size measured `min_samples` times), its INFER estimate
 #: rests on its load's warm-up run alone, and the first runs after a load are slower than that
-#: warm-up (caches still cold): measured on real workers, ~2 ms over an estimate of well under
-#: a millisecond, answering two requests late. So the estimate of an unprofiled model is
-#: stretched by this factor plus this many seconds; once profiled, its own window is trusted.
+#: warm-up (caches still cold), by enough to answer late what the estimate admitted
+#: (bench/RESULTS-clockwork.md, "The first runs after a load"). So the estimate of an
+#: unprofiled model is stretched by this factor plus this many seconds; once profiled, its own
+#: window is trusted.
 UNPROFILED_FACTOR = 2.0
 UNPROFILED_MARGIN = 0.002
 #: A request refused on round trips measured longer ago than this is weighed again without
