@@ -10,81 +10,25 @@ from __future__ import annotations
 import gzip
 import time
 import zlib
-from typing import Any
 
 import hpack
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests.api.http2_wire import HEADERS, PATH, Server, Wire
+from tests.api.http2_wire import (
+    HEADERS,
+    PATH,
+    Echo,
+    Peer,
+    Server,
+    Wire,
+    goaway_code,
+    kinds,
+    status_of,
+)
 
 from headway.api.grpc import frames as f
-from headway.api.grpc.calls import Call, Limits
+from headway.api.grpc.calls import Limits
 from headway.api.grpc.http2 import Http2Connection
-
-
-class Echo:
-    """Answers each call with its own message, unless told to hold the calls."""
-
-    def __init__(self, hold: bool = False) -> None:
-        self.calls: list[Call] = []
-        self.hold = hold
-
-    def accepts(self, path: str) -> bool:
-        return path == PATH.decode()
-
-    def call(self, call: Call) -> None:
-        self.calls.append(call)
-        if not self.hold:
-            call.answer(call.message)
-
-
-class Peer:
-    """A client: its own HPACK state, frames to send, the server's frames read back."""
-
-    def __init__(self, limits: Limits | None = None, hold: bool = False, window: int = 0):
-        self.server = Server()
-        self.handler = Echo(hold)
-        self.wire = Wire()
-        self.connection = Http2Connection(self.handler, limits or Limits(), self.server)
-        self.connection.connection_made(self.wire)  # type: ignore[arg-type]
-        self.encoder = hpack.Encoder()
-        self.decoder = hpack.Decoder()
-        self.read = 0
-        own = {f.INITIAL_WINDOW_SIZE: window} if window else {}
-        self.send(f.PREFACE + f.settings(own))
-
-    def send(self, data: bytes) -> None:
-        self.connection.data_received(data)
-
-    def frames(self) -> list[tuple[int, int, int, bytes]]:
-        """The frames written since the last look: (type, flags, stream, payload)."""
-        data, out = bytes(self.wire.written), []
-        at = self.read
-        while len(data) - at >= 9:
-            length, kind, flags, stream = f.frame_head(data, at)
-            out.append((kind, flags, stream, data[at + 9 : at + 9 + length]))
-            at += 9 + length
-        self.read = at
-        return out
-
-    def headers(self, payload: bytes) -> dict[bytes, bytes]:
-        return dict(self.decoder.decode(payload, raw=True))
-
-    def request(self, stream: int, message: bytes, extra: list[Any] | None = None) -> bytes:
-        block = self.encoder.encode(HEADERS + (extra or []))
-        body = b"\x00" + len(message).to_bytes(4, "big") + message
-        return f.frame(f.HEADERS, f.END_HEADERS, stream, block) + f.frame(
-            f.DATA, f.END_STREAM, stream, body
-        )
-
-
-def status_of(peer: Peer, frames: list[tuple[int, int, int, bytes]], stream: int) -> bytes:
-    heads = [p for kind, _, s, p in frames if kind == f.HEADERS and s == stream]
-    return peer.headers(heads[-1]).get(b"grpc-status", b"")
-
-
-def kinds(frames: list[tuple[int, int, int, bytes]]) -> list[int]:
-    return [kind for kind, *_ in frames]
 
 
 def test_the_preface_is_answered_with_settings_and_a_wider_window_then_acked() -> None:
@@ -277,12 +221,6 @@ def test_a_call_reset_by_the_client_is_not_answered() -> None:
     assert peer.frames() == []
 
 
-def goaway_code(peer: Peer) -> int:
-    frames = peer.frames()
-    assert frames[-1][0] == f.GOAWAY and peer.wire.closed
-    return int.from_bytes(frames[-1][3][4:8], "big")
-
-
 def test_bad_input_closes_the_connection_with_goaway_naming_it() -> None:
     cases = {
         "bad hpack": f.frame(f.HEADERS, f.END_HEADERS, 1, b"\xff\xff\xff\xff"),
@@ -362,16 +300,6 @@ def test_any_bytes_after_the_preface_never_raise(data: bytes) -> None:
     peer.send(data)
     peer.send(peer.request(1, b"x"))
     assert peer.server.unanswered >= 0
-
-
-def test_a_connection_over_the_cap_is_answered_goaway_and_closed() -> None:
-    limits = Limits(max_connections=1)
-    first = Peer(limits)
-    server, wire = first.server, Wire()
-    extra = Http2Connection(Echo(), limits, server)
-    extra.connection_made(wire)  # type: ignore[arg-type]
-    assert wire.closed and b"too many connections" in wire.written
-    assert server.connections == {first.connection}
 
 
 @settings(max_examples=300, deadline=None)

@@ -147,6 +147,30 @@ def cli() -> None:
     "503 (gRPC: GOAWAY) and closed.",
 )
 @click.option(
+    "--write-timeout",
+    default=ServeSettings.write_timeout,
+    show_default=True,
+    type=click.FloatRange(min=0.001),
+    help="Seconds a client may leave its answers unread (its socket taking no bytes; over "
+    "gRPC also an answer waiting for its flow-control window) before its connection closes.",
+)
+@click.option(
+    "--grpc-idle-timeout",
+    default=ServeSettings.grpc_idle_timeout,
+    show_default=True,
+    type=click.FloatRange(min=0.001),
+    help="Seconds a gRPC connection with no call open is kept (PINGs do not keep it); then "
+    "GOAWAY and close. Clients reconnect for their next call.",
+)
+@click.option(
+    "--grpc-max-buffered-mb",
+    default=ServeSettings.grpc_max_buffered_mb,
+    show_default=True,
+    type=click.FloatRange(min=0.001),
+    help="Request bytes the gRPC server holds for calls still arriving, all connections "
+    "together (at least twice --max-body-mb); a call beyond it ends RESOURCE_EXHAUSTED.",
+)
+@click.option(
     "--endpoint",
     default=None,
     help="Worker RPC endpoint (default: an ipc:// socket; tcp://HOST:PORT for remote).",

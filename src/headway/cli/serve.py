@@ -17,8 +17,15 @@ from headway.api import tracing
 from headway.api.app import HeadwayApp
 from headway.api.asgi import AsgiApp
 from headway.api.auth import exposure_warning
+from headway.api.grpc.calls import Limits as GrpcLimits
 from headway.api.http import REPLY_POLL_S, HttpServer
-from headway.api.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, connection_cap
+from headway.api.limits import (
+    BODY_TIMEOUT_S,
+    HEADER_TIMEOUT_S,
+    MAX_CONNECTIONS,
+    WRITE_TIMEOUT_S,
+    connection_cap,
+)
 from headway.api.rsgi import GranianServer
 from headway.apps import AppRegistry, load_config
 from headway.control.controller import Controller
@@ -37,6 +44,9 @@ from headway.store import Store
 
 #: Allocations (net) between young-generation collections in the frontend (Python's: 700).
 GC_YOUNG_THRESHOLD = 20_000
+#: The gRPC server's own defaults (`api.grpc.calls.Limits`), as flags show them.
+GRPC_IDLE_TIMEOUT_S = GrpcLimits.idle_timeout
+GRPC_MAX_BUFFERED_MB = GrpcLimits.server_buffer / 2**20
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,6 +81,9 @@ class ServeSettings:
     header_timeout: float = HEADER_TIMEOUT_S
     body_timeout: float = BODY_TIMEOUT_S
     max_connections: int = MAX_CONNECTIONS
+    write_timeout: float = WRITE_TIMEOUT_S
+    grpc_idle_timeout: float = GRPC_IDLE_TIMEOUT_S
+    grpc_max_buffered_mb: float = GRPC_MAX_BUFFERED_MB
 
 
 def build_app(settings: ServeSettings) -> HeadwayApp:
@@ -128,6 +141,9 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
                 header_timeout=settings.header_timeout,
                 body_timeout=settings.body_timeout,
                 max_connections=connection_cap(settings.max_connections),
+                write_timeout=settings.write_timeout,
+                idle_timeout=settings.grpc_idle_timeout,
+                max_buffered=int(settings.grpc_max_buffered_mb * 2**20),
             )
         )
     if settings.tune and plan is not None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from headway.api.grpc.frames import Headers
+from headway.api.limits import WRITE_TIMEOUT_S
 
 # gRPC status codes (the numbers of grpc.StatusCode) this module answers itself.
 INVALID_ARGUMENT, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED = 3, 4, 8
@@ -16,21 +17,57 @@ UNIMPLEMENTED, INTERNAL, UNAVAILABLE = 12, 13, 14
 _TIMEOUT_UNITS = {b"H": 3600.0, b"M": 60.0, b"S": 1.0, b"m": 1e-3, b"u": 1e-6, b"n": 1e-9}
 
 
+#: What a request chunk held in memory costs beyond its bytes (the object, its list slot), so
+#: that a request sent in 1-byte DATA frames counts as what it holds.
+CHUNK_COST = 64
+
+
 @dataclass(frozen=True)
 class Limits:
-    """What one connection accepts; the defaults follow grpc-core's and nginx's."""
+    """What one connection accepts; the defaults follow grpc-core's, nginx's, nghttp2's."""
 
     max_message: int = 64 * 2**20
+    #: Calls open at once; a call the client reset counts until its work ends (Go's fix for
+    #: CVE-2023-44487), so resets cannot run more work than this at once.
     max_streams: int = 100
-    #: Connections served at once (one more is answered GOAWAY and closed).
+    #: Connections served at once: one more first closes the connection idle longest, or is
+    #: answered GOAWAY and closed if none is idle.
     max_connections: int = 4096
     max_header_list: int = 16 * 1024
-    #: Seconds for a new connection's preface, and for a stream's request once opened.
+    #: Seconds for a new connection's preface, and a header block; and for a stream's request
+    #: once opened.
     header_timeout: float = 10.0
     body_timeout: float = 60.0
+    #: Seconds a client may leave answers unread: its socket not taking bytes, or an answer
+    #: waiting for its flow-control window without progress (nginx's send_timeout).
+    write_timeout: float = WRITE_TIMEOUT_S
+    #: Seconds a connection with no call open is kept (nginx's http2_idle_timeout); PINGs do
+    #: not keep it (as Go's IdleTimeout).
+    idle_timeout: float = 180.0
     #: Receive windows this side grants (streams, and the connection as a whole).
     stream_window: int = 1 * 2**20
     connection_window: int = 16 * 2**20
+    #: Request bytes held for calls still arriving, on one connection and on the server as a
+    #: whole; a call beyond either ends RESOURCE_EXHAUSTED (the window this side credits as it
+    #: reads does not bound them).
+    connection_buffer: int = 128 * 2**20
+    server_buffer: int = 1024 * 2**20
+    #: Answer bytes waiting for the client's flow-control window on one connection; an answer
+    #: beyond it ends RESOURCE_EXHAUSTED.
+    answer_buffer: int = 256 * 2**20
+    #: Per connection within each `floods.WINDOW_S`; past one: GOAWAY ENHANCE_YOUR_CALM.
+    #: Resets count once more than half the streams opened in the window are reset (nghttp2
+    #: allows a burst of 1000 resets; Envoy closes at half the streams reset early).
+    max_resets: int = 1000
+    max_pings: int = 1000
+    max_settings: int = 100
+    #: Frames that carry nothing (Envoy allows one in a row).
+    max_empty: int = 100
+    #: CONTINUATION frames one header block may take (nghttp2's, since CVE-2024-27316).
+    max_continuations: int = 8
+    #: Control frames (PING and SETTINGS acks, resets) written while the client does not read
+    #: (nghttp2's max_outbound_ack).
+    max_queued_control: int = 1000
 
 
 class Answers(Protocol):
@@ -83,8 +120,9 @@ class Stream:
     """One stream's state: the request read so far, the answer still to send."""
 
     __slots__ = (
-        "answered", "chunks", "encoding", "ended", "headers", "id", "opened", "out", "path",
-        "send_window", "size", "timeout", "trailers", "unacked",
+        "answered", "chunks", "encoding", "ended", "headers", "held", "id", "left", "opened",
+        "orphan", "out", "path", "send_window", "size", "stalled", "timeout", "trailers",
+        "unacked",
     )  # fmt: skip
 
     def __init__(self, stream_id: int, send_window: int, opened: float) -> None:
@@ -102,6 +140,10 @@ class Stream:
         self.encoding: bytes | None = None  # grpc-encoding
         self.out: bytes | memoryview = b""  # answer DATA waiting for window
         self.trailers = b""
+        self.held = 0  # what its chunks count against the request buffers (`CHUNK_COST`)
+        self.orphan = False  # reset after it was handed over, its work still running
+        self.left = -1  # len(out) when a sweep last looked, and since when it was so
+        self.stalled = 0.0
 
 
 def parse_timeout(value: bytes) -> float | None:

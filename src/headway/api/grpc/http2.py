@@ -9,8 +9,10 @@ arrive together reach the controller together and batch (as the HTTP/1.1 server'
 Only what unary calls need: no server push, no priorities (ignored); compressed requests
 (gzip, deflate) are read, answers are not compressed. Limits: frame size, concurrent streams
 (one more is refused, REFUSED_STREAM), header list size and message size (RESOURCE_EXHAUSTED),
-flow control both ways, and read times (`sweep`). A peer that breaks the protocol gets
-GOAWAY (connection errors) or RST_STREAM (stream errors), never a crash.
+flow control both ways, what a client may hold in memory (`api.grpc.unary`), how often it may
+send what costs this side work (`api.grpc.floods`), and times (`sweep`): the preface and a
+header block, a request, answers left unread, a connection left idle. A peer that breaks the
+protocol gets GOAWAY (connection errors) or RST_STREAM (stream errors), never a crash.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import Protocol
 
 from headway.api.grpc import frames as f
 from headway.api.grpc.calls import Handler, Limits, Stream
+from headway.api.grpc.connections import Connections
+from headway.api.grpc.floods import WINDOW_S, Floods
 from headway.api.grpc.frames import ConnectionFault, StreamFault
 from headway.api.grpc.unary import UnaryCalls
 from headway.api.kernel_wait import waited_in_kernel
@@ -33,8 +37,9 @@ log = logging.getLogger("headway.grpc")
 class Http2Server(Protocol):
     """What a connection tells its server (`api.grpc.server.GrpcServer`)."""
 
-    connections: set[Http2Connection]
+    connections: Connections[Http2Connection]
     unanswered: int
+    buffered: int
 
     def arrived_since(self, now: float) -> float:
         """The earliest time bytes read `now` may have arrived (`api.turns.ReadTurns`)."""
@@ -57,36 +62,44 @@ class Http2Connection(asyncio.Protocol):
         self.decoder = f.HeaderDecoder(4 * limits.max_header_list)
         #: Closed (or closing): nothing more is read or written.
         self.closed = False
-        self.calls = UnaryCalls(self, handler, limits, server)
+        self.opened = self._arrived = self._now = time.monotonic()
+        self.floods = Floods(self.opened)
+        self.calls = UnaryCalls(self, handler, limits, server, self.floods)
         self.streams: dict[int, Stream] = self.calls.streams
-        self.opened = self._arrived = time.monotonic()
         self._buffer = b""
         self._preface = False  # the client's preface has arrived
         self._settled = False  # and its first SETTINGS
         self._paused = False
+        self._queued = 0  # control frames written since the client stopped reading
         self._block: list[bytes] = []  # a header block awaiting CONTINUATION
         self._block_stream = self._block_flags = self._block_size = 0
+        self._block_at = 0.0  # when its first frame was read
         self._recv_window = self._recv_unacked = 0
+        self._busy_at = self.opened  # when a sweep last found a call open
+        self._stuck_at = 0.0  # when a sweep first found the client not reading (0: it reads)
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         self.server.accept_pending()
         limits = self.limits
-        if len(self.server.connections) >= limits.max_connections:
-            self.abort(f.REFUSED_STREAM, f"too many connections: this server serves at most "
-                       f"{limits.max_connections} at once (--max-connections); retry shortly")  # fmt: skip
-            return
-        self.server.connections.add(self)
-        own = {
+        own = f.settings({
             f.ENABLE_PUSH: 0,
             f.MAX_CONCURRENT_STREAMS: limits.max_streams,
             f.INITIAL_WINDOW_SIZE: limits.stream_window,
             f.MAX_HEADER_LIST_SIZE: limits.max_header_list,
-        }
+        })  # fmt: skip
+        connections = self.server.connections
+        full = len(connections) >= limits.max_connections
+        if full and not connections.evict_idle(self.opened):
+            self.write(own)  # a client reads the server's SETTINGS first (RFC 9113 3.4)
+            self.abort(f.REFUSED_STREAM, f"too many connections: this server serves at most "
+                       f"{limits.max_connections} at once (--max-connections); retry shortly")  # fmt: skip
+            return
+        connections.add(self)
         self._recv_window = limits.connection_window
         grow = limits.connection_window - f.DEFAULT_WINDOW
-        self.write(f.settings(own) + (f.window_update(0, grow) if grow > 0 else b""))
+        self.write(own + (f.window_update(0, grow) if grow > 0 else b""))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -102,6 +115,7 @@ class Http2Connection(asyncio.Protocol):
                 self.transport.pause_reading()
 
     def resume_writing(self) -> None:
+        self._queued = 0
         if self.transport is not None and self._paused:
             self._paused = False
             with contextlib.suppress(RuntimeError):
@@ -110,7 +124,10 @@ class Http2Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
-        now = time.monotonic()
+        now = self._now = time.monotonic()
+        floods = self.floods
+        if now - floods.since >= WINDOW_S:
+            floods.restart(now)
         server = self.server
         self._arrived = server.arrived_since(now)  # when the calls opened in this read began
         if not self._preface:  # its first bytes: count their wait in the listen queue too
@@ -150,7 +167,9 @@ class Http2Connection(asyncio.Protocol):
                 except StreamFault as exc:
                     if exc.stream == 0:
                         raise ConnectionFault(exc.code, exc.message) from None
-                    self.calls.reset(exc.stream, exc.code)
+                    self._control(f.rst_stream(exc.stream, exc.code))
+                    self.calls.forget(exc.stream)
+                    self._reset_counted()
                 if self.closed:
                     return
             self._buffer = data[at:] if at < end else b""
@@ -174,6 +193,8 @@ class Http2Connection(asyncio.Protocol):
             self._settled = True
         if kind == f.DATA:
             size = len(payload)
+            if not size and not flags & f.END_STREAM:
+                self._carries_nothing()
             self._recv_window -= size
             if self._recv_window < 0:
                 raise ConnectionFault(f.FLOW_CONTROL_ERROR, "DATA beyond the connection window")
@@ -182,11 +203,15 @@ class Http2Connection(asyncio.Protocol):
         elif kind == f.HEADERS:
             if stream == 0:
                 raise ConnectionFault(f.PROTOCOL_ERROR, "HEADERS on stream 0")
+            if not payload and not flags & f.END_STREAM:
+                self._carries_nothing()
             block = f.unpadded(payload, flags, stream, priority=True)
             self._begin_block(stream, flags, block)
         elif kind == f.CONTINUATION:
             if not self._block or stream != self._block_stream:
                 raise ConnectionFault(f.PROTOCOL_ERROR, "CONTINUATION without its HEADERS")
+            if not payload:
+                self._carries_nothing()
             self._continue_block(flags, payload)
         elif kind == f.WINDOW_UPDATE:
             self._window_update(stream, payload)
@@ -195,27 +220,61 @@ class Http2Connection(asyncio.Protocol):
         elif kind == f.PING:
             if stream != 0 or len(payload) != 8:
                 raise ConnectionFault(f.FRAME_SIZE_ERROR, "PING must be 8 bytes on stream 0")
+            self.floods.pings += 1
+            if self.floods.pings > self.limits.max_pings:
+                raise self._calm(f"more than {self.limits.max_pings} PINGs")
             if not flags & f.ACK:
-                self.write(f.frame(f.PING, f.ACK, 0, payload))
+                self._control(f.frame(f.PING, f.ACK, 0, payload))
         elif kind == f.RST_STREAM:
             if stream == 0 or len(payload) != 4:
                 raise ConnectionFault(f.PROTOCOL_ERROR, "RST_STREAM must be 4 bytes on a stream")
             if stream > self.calls.last_stream:
                 raise ConnectionFault(f.PROTOCOL_ERROR, f"RST_STREAM on idle stream {stream}")
             self.calls.forget(stream)
+            self._reset_counted()
         elif kind == f.GOAWAY:
             self.calls.going_away = True
             if not self.streams:
                 self.close()
         elif kind == f.PUSH_PROMISE:
             raise ConnectionFault(f.PROTOCOL_ERROR, "a client cannot push")
-        elif kind == f.PRIORITY and len(payload) != 5:
-            raise StreamFault(stream, f.FRAME_SIZE_ERROR, "PRIORITY must be 5 bytes")
-        # other kinds (PRIORITY, extensions) are ignored, as the protocol asks
+        else:  # PRIORITY and extension frames are ignored, as the protocol asks; counted
+            if kind == f.PRIORITY and len(payload) != 5:
+                raise StreamFault(stream, f.FRAME_SIZE_ERROR, "PRIORITY must be 5 bytes")
+            self._carries_nothing()
+
+    # -- floods (`api.grpc.floods`) --------------------------------------------------------
+    def _calm(self, what: str) -> ConnectionFault:
+        return ConnectionFault(f.ENHANCE_YOUR_CALM, f"{what} within {WINDOW_S:g} s")
+
+    def _reset_counted(self) -> None:
+        """A stream was reset: past the bound, and half the streams opened, that is a flood."""
+        floods = self.floods
+        floods.resets += 1
+        if floods.resets > self.limits.max_resets and 2 * floods.resets > floods.streams:
+            raise self._calm(f"{floods.resets} streams reset of {floods.streams} opened")
+
+    def _carries_nothing(self) -> None:
+        self.floods.empty += 1
+        if self.floods.empty > self.limits.max_empty:
+            raise self._calm(f"more than {self.limits.max_empty} frames that carry nothing")
+
+    def _control(self, data: bytes) -> None:
+        """Write an ack or a reset; a client that does not read may not make them pile up."""
+        self.write(data)
+        if self._paused:
+            self._queued += 1
+            if self._queued > self.limits.max_queued_control:
+                raise ConnectionFault(f.ENHANCE_YOUR_CALM, f"more than "
+                                      f"{self.limits.max_queued_control} acks and resets "
+                                      "queued while the client reads nothing")  # fmt: skip
 
     def _settings(self, flags: int, stream: int, payload: bytes) -> None:
         if stream != 0:
             raise ConnectionFault(f.PROTOCOL_ERROR, "SETTINGS on a stream")
+        self.floods.settings += 1
+        if self.floods.settings > self.limits.max_settings:
+            raise self._calm(f"more than {self.limits.max_settings} SETTINGS")
         if flags & f.ACK:
             if payload:
                 raise ConnectionFault(f.FRAME_SIZE_ERROR, "SETTINGS ack with a payload")
@@ -231,7 +290,7 @@ class Http2Connection(asyncio.Protocol):
                 self.calls.max_frame = value
             elif key == f.ENABLE_PUSH and value > 1:
                 raise ConnectionFault(f.PROTOCOL_ERROR, f"bad ENABLE_PUSH {value}")
-        self.write(f.SETTINGS_ACK)
+        self._control(f.SETTINGS_ACK)
         self.calls.flush()
 
     def _window_update(self, stream: int, payload: bytes) -> None:
@@ -254,18 +313,32 @@ class Http2Connection(asyncio.Protocol):
             return
         self._block = [block]
         self._block_stream, self._block_flags, self._block_size = stream, flags, len(block)
+        self._block_at = self._now
 
     def _continue_block(self, flags: int, fragment: bytes) -> None:
         self._block.append(fragment)
         self._block_size += len(fragment)
         if self._block_size > 4 * self.limits.max_header_list:
             raise ConnectionFault(f.ENHANCE_YOUR_CALM, "header block too large")
+        if len(self._block) > self.limits.max_continuations + 1:
+            raise ConnectionFault(f.ENHANCE_YOUR_CALM, "header block in more than "
+                                  f"{self.limits.max_continuations} CONTINUATION frames")  # fmt: skip
         if flags & f.END_HEADERS:
             headers = self.decoder.decode(b"".join(self._block))
             self._block = []
             self.calls.headers(self._block_stream, self._block_flags, headers, self._arrived)
 
     # -- ending ----------------------------------------------------------------------------
+    @property
+    def idle(self) -> bool:
+        """Open, with no call open on it (nor a reset call's work running)."""
+        return not (self.closed or self.streams or self.calls.orphans)
+
+    @property
+    def last_active(self) -> float:
+        """When it last had a call open, as far as the sweeps tell (or was opened)."""
+        return max(self._busy_at, self.calls.opened_at)
+
     def go_away(self) -> None:
         """Take no new calls, finish those in flight, then close (a graceful stop)."""
         if not self.closed and not self.calls.going_away:
@@ -286,14 +359,44 @@ class Http2Connection(asyncio.Protocol):
             self.transport.close()
 
     def sweep(self, now: float) -> None:
-        """Close a connection without its preface in time; refuse a stream whose request
-        did not arrive in time."""
+        """Drop a connection whose client has not read for the write timeout; close one
+        without its preface or with a header block unfinished after the header timeout, one
+        whose answers waited for window without progress for the write timeout, and one idle
+        for the idle timeout; refuse a stream whose request did not arrive in time."""
         limits = self.limits
+        transport = self.transport
+        if transport is None:
+            return
+        if self.closed or self._paused:  # its last bytes, or its answers, are not taken
+            if not self._stuck_at:
+                self._stuck_at = now
+            elif now - self._stuck_at > limits.write_timeout:
+                log.info("gRPC connection dropped: the client read nothing for %g s "
+                         "(--write-timeout)", limits.write_timeout)  # fmt: skip
+                self.closed = True
+                transport.abort()
+            return
+        self._stuck_at = 0.0
         if not self._settled:
             if now - self.opened > limits.header_timeout:
                 self.abort(f.PROTOCOL_ERROR, "no HTTP/2 preface in time")
             return
-        self.calls.sweep(now)
+        if self._block and now - self._block_at > limits.header_timeout:
+            self.abort(f.ENHANCE_YOUR_CALM, f"a header block unfinished after "
+                       f"{limits.header_timeout:g} s (--header-timeout)")  # fmt: skip
+            return
+        calls = self.calls
+        if calls.stalled(now, limits.write_timeout):
+            self.abort(f.ENHANCE_YOUR_CALM, f"an answer waited for the client's flow-control "
+                       f"window for {limits.write_timeout:g} s (--write-timeout)")  # fmt: skip
+            return
+        calls.sweep(now)
+        if self.streams or calls.orphans:
+            self._busy_at = now
+        elif now - self.last_active > limits.idle_timeout:
+            log.info("gRPC connection idle for %g s closed (--grpc-idle-timeout)",
+                     limits.idle_timeout)  # fmt: skip
+            self.go_away()
 
     def write(self, data: bytes) -> None:
         if self.transport is not None and not self.closed:

@@ -25,11 +25,12 @@ from headway.api.app import HeadwayApp
 from headway.api.grpc import messages
 from headway.api.grpc.calls import INTERNAL, Call, Limits
 from headway.api.grpc.codec import encode_infer, parameters
+from headway.api.grpc.connections import Connections
 from headway.api.grpc.http2 import Http2Connection
 from headway.api.grpc.service import ADMIN, ALWAYS, InferenceService, authorize
 from headway.api.grpc.status import grpc_status
 from headway.api.http import SWEEP_S
-from headway.api.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS
+from headway.api.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, WRITE_TIMEOUT_S
 from headway.api.oip import InferRequest
 from headway.api.parameters import schedule_policy
 from headway.api.refusals import refusal_message
@@ -203,19 +204,34 @@ class GrpcServer(ReadTurns):
         header_timeout: float = HEADER_TIMEOUT_S,
         body_timeout: float = BODY_TIMEOUT_S,
         max_connections: int = MAX_CONNECTIONS,
+        write_timeout: float = WRITE_TIMEOUT_S,
+        idle_timeout: float = Limits.idle_timeout,
+        max_buffered: int = Limits.server_buffer,
     ) -> None:
         self.app = app
         self.host = host
         self.port = port
         self.grace = grace
+        max_message = app.max_body_bytes
+        if max_buffered < 2 * max_message:
+            raise ConfigError(
+                f"--grpc-max-buffered-mb ({max_buffered / 2**20:g}) must be at least twice "
+                f"--max-body-mb ({max_message / 2**20:g}): a request of the largest size must fit"
+            )
         self.limits = Limits(
-            max_message=app.max_body_bytes,
+            max_message=max_message,
             header_timeout=header_timeout,
             body_timeout=body_timeout,
             max_connections=max_connections,
+            write_timeout=write_timeout,
+            idle_timeout=idle_timeout,
+            # a connection holds at least a request of the largest size, with room for another
+            connection_buffer=min(max(Limits.connection_buffer, 2 * max_message), max_buffered),
+            server_buffer=max_buffered,
         )
-        self.connections: set[Http2Connection] = set()
+        self.connections: Connections[Http2Connection] = Connections()
         self.unanswered = 0  # calls handed over and not yet answered
+        self.buffered = 0  # request bytes held for calls still arriving
         self.dispatcher = Dispatcher(app)
         self._server: asyncio.Server | None = None
         self._pending: PendingAccepts | None = None  # see `accept_pending`
@@ -278,7 +294,9 @@ class GrpcServer(ReadTurns):
         return f"{self.host}:{self.port}"
 
     async def _sweep(self) -> None:
-        every = min(SWEEP_S, self.limits.header_timeout, self.limits.body_timeout) / 2
+        limits = self.limits
+        timeouts = (limits.header_timeout, limits.body_timeout, limits.write_timeout)
+        every = min(SWEEP_S, *timeouts, limits.idle_timeout) / 2
         while True:
             await asyncio.sleep(every)
             now = time.monotonic()

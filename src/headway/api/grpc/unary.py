@@ -6,6 +6,10 @@ stream's headers are checked as a gRPC call's, its DATA gathered into the one re
 (within the stream's window), and the whole call handed to the `Handler`. A call answers once:
 HEADERS, the response message as DATA within the peer's windows, and trailers (`grpc-status`,
 `grpc-message`); answers that wait for window are sent as WINDOW_UPDATEs arrive (`flush`).
+
+What a client can make this side hold is bounded (`Limits`): calls open at once, a call the
+client reset counting until its work ends (an orphan); request bytes held for calls still
+arriving, per connection and for the server; answer bytes waiting for the client's window.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from urllib.parse import quote
 
 from headway.api.grpc import frames as f
 from headway.api.grpc.calls import (
+    CHUNK_COST,
     DEADLINE_EXCEEDED,
     INVALID_ARGUMENT,
     RESOURCE_EXHAUSTED,
@@ -25,6 +30,7 @@ from headway.api.grpc.calls import (
     Stream,
     parse_timeout,
 )
+from headway.api.grpc.floods import Floods
 from headway.api.grpc.frames import ConnectionFault, Headers, StreamFault
 from headway.api.limits import decode_body
 from headway.errors import HeadwayError, PayloadTooLarge
@@ -46,26 +52,41 @@ class Connection(Protocol):
     def close(self) -> None: ...
 
 
-class Unanswered(Protocol):
-    """Counts the calls handed over and not answered yet (the server, for a graceful stop)."""
+class Tally(Protocol):
+    """What the server counts over its connections."""
 
+    #: Calls handed over and not answered yet (for a graceful stop).
     unanswered: int
+    #: Request bytes held for calls still arriving (`Limits.server_buffer`).
+    buffered: int
 
 
 class UnaryCalls:
     """One connection's streams (see the module docstring)."""
 
     def __init__(
-        self, connection: Connection, handler: Handler, limits: Limits, server: Unanswered
+        self,
+        connection: Connection,
+        handler: Handler,
+        limits: Limits,
+        server: Tally,
+        floods: Floods,
     ) -> None:
         self.connection = connection
         self.handler = handler
         self.limits = limits
         self.server = server
+        self.floods = floods
         self.streams: dict[int, Stream] = {}
         self._waiting: dict[int, Stream] = {}  # answers waiting for flow-control window
-        #: The highest stream id the client has opened.
+        #: The highest stream id the client has opened, and when (its bytes arrived) it did.
         self.last_stream = 0
+        self.opened_at = 0.0
+        #: Calls the client reset after they were handed over, whose work has not ended.
+        self.orphans = 0
+        #: Request bytes held for streams still arriving; answer bytes waiting for window.
+        self.buffered = 0
+        self.unsent = 0
         #: No new stream is taken; the connection closes once the last one is done.
         self.going_away = False
         #: The connection's send window, the window a new stream starts with, the largest frame.
@@ -84,11 +105,16 @@ class UnaryCalls:
             self._complete(stream)
             return
         if stream_id <= self.last_stream:
-            return  # a stream this side already reset
+            if any(name[:1] == b":" for name, _ in headers):  # a request's head
+                raise ConnectionFault(f.PROTOCOL_ERROR, f"HEADERS open stream {stream_id}, not "
+                                      f"above stream {self.last_stream} (RFC 9113 5.1.1)")  # fmt: skip
+            return  # trailers on a stream this side already reset: ignored (RFC 9113 5.1)
         if stream_id % 2 == 0:
             raise ConnectionFault(f.PROTOCOL_ERROR, f"client stream {stream_id} is even")
         self.last_stream = stream_id
-        if self.going_away or len(self.streams) >= self.limits.max_streams:
+        self.opened_at = arrived
+        self.floods.streams += 1
+        if self.going_away or len(self.streams) + self.orphans >= self.limits.max_streams:
             raise StreamFault(stream_id, f.REFUSED_STREAM, "too many streams")
         stream = self.streams[stream_id] = Stream(stream_id, self.stream_send_window, arrived)
         stream.headers = headers
@@ -126,6 +152,23 @@ class UnaryCalls:
             self._refuse(stream, INVALID_ARGUMENT, f"content-type {content_type!r} is not gRPC")
         elif not self.handler.accepts(stream.path):  # at once: a stream may never end
             self._refuse(stream, UNIMPLEMENTED, f"unknown method {stream.path}")
+        elif self._full():  # its request would be refused: refused before it is sent
+            self._refuse(stream, RESOURCE_EXHAUSTED, self._full_message())
+
+    def _full(self) -> bool:
+        limits = self.limits
+        return (
+            self.buffered >= limits.connection_buffer
+            or self.server.buffered >= limits.server_buffer
+        )
+
+    def _full_message(self) -> str:
+        limits = self.limits
+        if self.buffered >= limits.connection_buffer:
+            return (f"this connection holds {self.buffered} bytes of requests still arriving, "
+                    f"its limit of {limits.connection_buffer}: send fewer large calls at once")  # fmt: skip
+        return (f"the server holds {self.server.buffered} bytes of requests still arriving, "
+                f"its limit of {limits.server_buffer} (--grpc-max-buffered-mb); retry shortly")  # fmt: skip
 
     def data(self, flags: int, stream_id: int, payload: bytes) -> None:
         """A DATA frame on `stream_id` (the connection's window has counted it)."""
@@ -141,18 +184,42 @@ class UnaryCalls:
             raise StreamFault(stream_id, f.FLOW_CONTROL_ERROR, "DATA beyond the stream window")
         body = f.unpadded(payload, flags, stream_id)
         if not stream.answered:
-            stream.size += len(body)
+            size = len(body)
+            stream.size += size
             if stream.size > self.limits.max_message + 5:
                 self._refuse(stream, RESOURCE_EXHAUSTED, f"request message of {stream.size}+ "
                              f"bytes exceeds the limit of {self.limits.max_message} bytes")  # fmt: skip
                 return
-            stream.chunks.append(body)
+            if size:
+                cost = size + CHUNK_COST
+                stream.held += cost
+                self.buffered += cost
+                self.server.buffered += cost
+                if self._over():
+                    self._refuse(stream, RESOURCE_EXHAUSTED, self._full_message())
+                    return
+                stream.chunks.append(body)
         if flags & f.END_STREAM:
             stream.ended = True
             self._complete(stream)
         elif stream.unacked >= self.limits.stream_window // 2:
             self.connection.write(f.window_update(stream_id, stream.unacked))
             stream.unacked = 0
+
+    def _over(self) -> bool:
+        limits = self.limits
+        return (
+            self.buffered > limits.connection_buffer or self.server.buffered > limits.server_buffer
+        )
+
+    def _release(self, stream: Stream) -> None:
+        """The stream's chunks are no longer held (handed over as one message, or dropped)."""
+        held = stream.held
+        if held:
+            stream.held = 0
+            self.buffered -= held
+            self.server.buffered -= held
+        stream.chunks = []
 
     def _complete(self, stream: Stream) -> None:
         """The request is whole: check its one message and hand the call over."""
@@ -162,7 +229,7 @@ class UnaryCalls:
         self.server.unanswered += 1
         chunks = stream.chunks
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        stream.chunks = []
+        self._release(stream)
         if len(data) < 5 or int.from_bytes(data[1:5], "big") != len(data) - 5:
             self.fail(stream, INVALID_ARGUMENT, "a unary call carries exactly one message")
             return
@@ -189,6 +256,9 @@ class UnaryCalls:
         self.stream_send_window = value
         for stream in self.streams.values():
             stream.send_window += delta
+            if stream.send_window > f.MAX_WINDOW:  # RFC 9113 6.9.2
+                raise ConnectionFault(f.FLOW_CONTROL_ERROR, f"INITIAL_WINDOW_SIZE {value} takes "
+                                      f"stream {stream.id}'s window past 2^31-1")  # fmt: skip
 
     def window_update(self, stream_id: int, increment: int) -> None:
         """WINDOW_UPDATE on a stream."""
@@ -207,6 +277,7 @@ class UnaryCalls:
     # -- answering -------------------------------------------------------------------------
     def answer(self, stream: Stream, message: bytes) -> None:
         if stream.answered:
+            self._orphan_ended(stream)
             return
         self._answered(stream)
         if self.connection.closed or stream.id not in self.streams:
@@ -226,17 +297,31 @@ class UnaryCalls:
             )  # fmt: skip
             self._done(stream)
             return
+        limit = self.limits.answer_buffer
+        if self.unsent + size > limit:
+            self._refuse(stream, RESOURCE_EXHAUSTED, f"the answer of {size} bytes would wait for "
+                         f"the client's flow-control window behind {self.unsent} bytes, past the "
+                         f"limit of {limit}: read answers sooner, or grant wider windows")  # fmt: skip
+            return
         self.connection.write(f.headers_head(stream.id, len(_OK_HEADERS), False) + _OK_HEADERS)
         stream.out = memoryview(body)
+        self.unsent += size
         self._waiting[stream.id] = stream
         stream.trailers = f.headers_head(stream.id, len(_OK_TRAILERS), True) + _OK_TRAILERS
         self.flush()
 
     def fail(self, stream: Stream, code: int, message: str) -> None:
         if stream.answered:
+            self._orphan_ended(stream)
             return
         self._answered(stream)
         self._refuse(stream, code, message)
+
+    def _orphan_ended(self, stream: Stream) -> None:
+        """The work of a call the client reset has ended: its slot is free."""
+        if stream.orphan:
+            stream.orphan = False
+            self.orphans -= 1
 
     def _answered(self, stream: Stream) -> None:
         stream.answered = True
@@ -246,6 +331,7 @@ class UnaryCalls:
     def _refuse(self, stream: Stream, code: int, message: str) -> None:
         """A trailers-only answer; the rest of the request, if any, is not wanted."""
         stream.answered = True
+        self._release(stream)
         if self.connection.closed or stream.id not in self.streams:
             return
         text = quote(message[:2048], safe=" !\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~")
@@ -277,6 +363,7 @@ class UnaryCalls:
                 piece, stream.out = stream.out[:room], stream.out[room:]
                 self.send_window -= len(piece)
                 stream.send_window -= len(piece)
+                self.unsent -= len(piece)
                 write(f.data_head(stream.id, len(piece)) + piece)
             if stream.out:
                 continue
@@ -292,21 +379,37 @@ class UnaryCalls:
         self.streams.pop(stream.id, None)
         self._maybe_close()
 
-    def reset(self, stream_id: int, code: int) -> None:
-        """A stream error: RST_STREAM with `code`, and the stream is forgotten."""
-        self.connection.write(f.rst_stream(stream_id, code))
-        self.forget(stream_id)
-
     def forget(self, stream_id: int) -> None:
+        """The stream is reset (by either side): what it holds is dropped, and a call handed
+        over goes on counting against `max_streams` until its work ends."""
         stream = self.streams.pop(stream_id, None)
-        if stream is not None and stream.ended and not stream.answered:
-            stream.answered = True  # its answer, when it comes, goes nowhere
-            self.server.unanswered -= 1
+        if stream is not None:
+            self._release(stream)
+            if stream.ended and not stream.answered:
+                stream.answered = True  # its answer, when it comes, goes nowhere
+                stream.orphan = True
+                self.orphans += 1
+                self.server.unanswered -= 1
+            elif stream.out:
+                self.unsent -= len(stream.out)
+                stream.out = b""
+                self._waiting.pop(stream_id, None)
         self._maybe_close()
 
     def _maybe_close(self) -> None:
         if self.going_away and not self.streams:
             self.connection.close()
+
+    def stalled(self, now: float, timeout: float) -> bool:
+        """Whether an answer has waited for window `timeout` seconds without progress (each
+        sweep notes how much of each is left, and since when)."""
+        for stream in self._waiting.values():
+            left = len(stream.out)
+            if left != stream.left:
+                stream.left, stream.stalled = left, now
+            elif now - stream.stalled > timeout:
+                return True
+        return False
 
     def sweep(self, now: float) -> None:
         """Refuse a stream whose request did not arrive within the body timeout."""
@@ -323,5 +426,7 @@ class UnaryCalls:
             if not stream.answered and stream.ended:
                 self.server.unanswered -= 1
             stream.answered = True
+            self._release(stream)
         self.streams.clear()
         self._waiting.clear()
+        self.unsent = 0
