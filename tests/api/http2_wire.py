@@ -25,8 +25,8 @@ HEADERS = [
 
 
 class Wire:
-    """The connection's transport: what it writes, and whether it closed (or was aborted:
-    dropped with what it had not sent)."""
+    """The connection's transport: what it writes, and whether it closed (its writing side:
+    `write_eof`, or all of it), or was aborted (dropped with what it had not sent)."""
 
     def __init__(self) -> None:
         self.written = bytearray()
@@ -35,6 +35,12 @@ class Wire:
 
     def write(self, data: bytes) -> None:
         self.written += data
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        self.closed = True
 
     def close(self) -> None:
         self.closed = True

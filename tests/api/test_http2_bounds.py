@@ -12,7 +12,7 @@ from tests.api.http2_wire import HEADERS, Echo, Peer, Server, Wire, goaway_code,
 from headway.api.grpc import frames as f
 from headway.api.grpc.calls import CHUNK_COST, RESOURCE_EXHAUSTED, Limits
 from headway.api.grpc.floods import WINDOW_S
-from headway.api.grpc.http2 import Http2Connection
+from headway.api.grpc.http2 import LINGER_S, Http2Connection
 
 PING = f.frame(f.PING, 0, 0, b"12345678")
 
@@ -219,14 +219,20 @@ def test_request_bytes_held_are_bounded_for_the_whole_server() -> None:
     server = Server()
     one, two = Peer(limits, hold=True, server=server), Peer(limits, hold=True, server=server)
     one.send(head(one, 1) + f.frame(f.DATA, 0, 1, b"\x00\x00\x00\x10\x00" + b"a" * 1995))
-    assert server.buffered == 2000 + CHUNK_COST
+    assert server.buffered == 2000 + CHUNK_COST  # the server's all
     two.frames()
-    two.send(head(two, 1))  # a new call while the server is full: refused before its request
+    two.send(head(two, 1) + f.frame(f.DATA, 0, 1, b"\x00\x00\x00\x00\x10" + b"b"))
     assert status_of(two, two.frames(), 1) == str(RESOURCE_EXHAUSTED).encode()
+    two.send(head(two, 3) + message(3, b"whole"))  # a request that ends is never held
+    assert [c.message for c in two.handler.calls] == [b"whole"]
     one.send(f.rst_stream(1, f.CANCEL))  # the client gives up: its bytes are dropped
     assert server.buffered == 0
-    two.send(head(two, 3) + message(3, b"fits"))
-    assert [c.message for c in two.handler.calls] == [b"fits"]
+    two.send(
+        head(two, 5)
+        + f.frame(f.DATA, 0, 5, b"\x00\x00\x00\x00\x04ab")
+        + f.frame(f.DATA, f.END_STREAM, 5, b"cd")
+    )
+    assert [c.message for c in two.handler.calls] == [b"whole", b"abcd"]
     assert server.buffered == 0
 
 
@@ -259,13 +265,20 @@ def test_a_client_that_stops_reading_is_dropped_after_the_write_timeout() -> Non
     assert peer.wire.aborted
 
 
-def test_a_connection_whose_last_bytes_are_not_taken_is_dropped() -> None:
-    peer = Peer(Limits(write_timeout=60.0))
-    peer.send(f.frame(f.PUSH_PROMISE, 0, 1, b"\x00\x00\x00\x02"))  # closed: GOAWAY, then close
+def test_a_connection_closing_lingers_for_its_goaway_then_is_dropped() -> None:
+    peer = Peer()
+    peer.frames()
+    peer.send(f.frame(f.PUSH_PROMISE, 0, 1, b"\x00\x00\x00\x02"))  # GOAWAY, then this side's EOF
     assert peer.wire.closed and not peer.wire.aborted
+    assert len(peer.server.connections) == 0  # no longer counted against the cap
+    assert list(peer.server.connections) == [peer.connection]  # but swept
+    peer.send(PING * 10)  # read and dropped
+    assert kinds(peer.frames()) == [f.GOAWAY]
     now = time.monotonic()
     peer.connection.sweep(now)
-    peer.connection.sweep(now + 61)  # the transport still has not closed
+    peer.connection.sweep(now + LINGER_S / 2)
+    assert not peer.wire.aborted
+    peer.connection.sweep(now + LINGER_S + 0.01)  # the client has not closed its side
     assert peer.wire.aborted
 
 
@@ -314,7 +327,8 @@ def test_at_the_cap_the_connection_idle_longest_gives_way() -> None:
     refused.connection_made(wire)  # type: ignore[arg-type]
     assert wire.closed and b"too many connections" in wire.written
     assert f.frame_head(wire.written, 0)[1] == f.SETTINGS  # before the GOAWAY (RFC 9113 3.4)
-    assert set(server.connections) == {busy.connection, newer.connection}
+    assert set(server.connections) == {busy.connection, newer.connection, refused}
+    assert len(server.connections) == 2  # the refused one is closing
 
 
 # -- RFC 9113 --------------------------------------------------------------------------------

@@ -168,7 +168,8 @@ def cli() -> None:
     show_default=True,
     type=click.FloatRange(min=0.001),
     help="Request bytes the gRPC server holds for calls still arriving, all connections "
-    "together (at least twice --max-body-mb); a call beyond it ends RESOURCE_EXHAUSTED.",
+    "together (a quarter of it at most on one; at least twice --max-body-mb); a call whose "
+    "request would pass it ends RESOURCE_EXHAUSTED.",
 )
 @click.option(
     "--endpoint",

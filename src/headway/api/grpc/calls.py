@@ -48,8 +48,8 @@ class Limits:
     stream_window: int = 1 * 2**20
     connection_window: int = 16 * 2**20
     #: Request bytes held for calls still arriving, on one connection and on the server as a
-    #: whole; a call beyond either ends RESOURCE_EXHAUSTED (the window this side credits as it
-    #: reads does not bound them).
+    #: whole; a call whose DATA would pass either ends RESOURCE_EXHAUSTED (the window this
+    #: side credits as it reads does not bound them).
     connection_buffer: int = 128 * 2**20
     server_buffer: int = 1024 * 2**20
     #: Answer bytes waiting for the client's flow-control window on one connection; an answer

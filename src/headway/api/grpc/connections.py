@@ -5,10 +5,13 @@ NO_ERROR to make room for the new one, as nginx and Envoy's overload manager do,
 that only sit there cannot lock real clients out; a new connection is refused only when no
 connection is idle. The idle ones are ranked at most once every RANK_S, not for each new
 connection: a flood of connections at the cap does not cost a scan of all of them each.
+Connections closing (their GOAWAY on its way, for a moment: `api.grpc.http2.LINGER_S`) do
+not count against the cap.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Generic, Protocol, TypeVar
 
@@ -35,10 +38,12 @@ C = TypeVar("C", bound=Idle)
 
 
 class Connections(Generic[C]):
-    """The open connections, and the idle ones ranked to be closed first at the cap."""
+    """The open connections, and the idle ones ranked to be closed first at the cap; those
+    closing apart. Iterating gives both."""
 
     def __init__(self) -> None:
         self._open: set[C] = set()
+        self._closing: set[C] = set()
         self._ranked: list[C] = []  # idle when ranked, the longest idle last
         self._ranked_at = float("-inf")
 
@@ -46,7 +51,7 @@ class Connections(Generic[C]):
         return len(self._open)
 
     def __iter__(self) -> Iterator[C]:
-        return iter(self._open)
+        return itertools.chain(self._open, self._closing)
 
     def __contains__(self, connection: object) -> bool:
         return connection in self._open
@@ -54,8 +59,14 @@ class Connections(Generic[C]):
     def add(self, connection: C) -> None:
         self._open.add(connection)
 
+    def closing(self, connection: C) -> None:
+        """It no longer counts against the cap, though its socket is not closed yet."""
+        self._open.discard(connection)
+        self._closing.add(connection)
+
     def discard(self, connection: C) -> None:
         self._open.discard(connection)
+        self._closing.discard(connection)
 
     def evict_idle(self, now: float) -> bool:
         """Close the connection idle longest, to make room for a new one; False if none is."""

@@ -33,6 +33,12 @@ from headway.api.kernel_wait import waited_in_kernel
 
 log = logging.getLogger("headway.grpc")
 
+#: Seconds a connection closing waits for the client to take its last bytes (its GOAWAY) and
+#: close its side, reading and dropping what it still sends, before the socket is closed
+#: (Go's goAwayTimeout): a socket closed with bytes unread is reset, and the reset would
+#: throw away the GOAWAY that tells the client why.
+LINGER_S = 1.0
+
 
 class Http2Server(Protocol):
     """What a connection tells its server (`api.grpc.server.GrpcServer`)."""
@@ -354,9 +360,15 @@ class Http2Connection(asyncio.Protocol):
         self.close()
 
     def close(self) -> None:
-        if self.transport is not None and not self.closed:
+        """Stop writing once what is written has gone (`LINGER_S`)."""
+        transport = self.transport
+        if transport is not None and not self.closed:
             self.closed = True
-            self.transport.close()
+            self.server.connections.closing(self)
+            if transport.can_write_eof():
+                transport.write_eof()  # reading goes on, dropped: the client closes, or `sweep`
+            else:
+                transport.close()
 
     def sweep(self, now: float) -> None:
         """Drop a connection whose client has not read for the write timeout; close one
@@ -367,12 +379,13 @@ class Http2Connection(asyncio.Protocol):
         transport = self.transport
         if transport is None:
             return
-        if self.closed or self._paused:  # its last bytes, or its answers, are not taken
+        if self.closed or self._paused:  # closing, or its answers are not taken
             if not self._stuck_at:
                 self._stuck_at = now
-            elif now - self._stuck_at > limits.write_timeout:
-                log.info("gRPC connection dropped: the client read nothing for %g s "
-                         "(--write-timeout)", limits.write_timeout)  # fmt: skip
+            elif now - self._stuck_at > (LINGER_S if self.closed else limits.write_timeout):
+                if not self.closed:
+                    log.info("gRPC connection dropped: the client read nothing for %g s "
+                             "(--write-timeout)", limits.write_timeout)  # fmt: skip
                 self.closed = True
                 transport.abort()
             return

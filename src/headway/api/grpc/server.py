@@ -213,11 +213,12 @@ class GrpcServer(ReadTurns):
         self.port = port
         self.grace = grace
         max_message = app.max_body_bytes
-        if max_buffered < 2 * max_message:
-            raise ConfigError(
-                f"--grpc-max-buffered-mb ({max_buffered / 2**20:g}) must be at least twice "
-                f"--max-body-mb ({max_message / 2**20:g}): a request of the largest size must fit"
-            )
+        if max_buffered < 2 * max_message:  # a request of the largest size must fit
+            log.warning(
+                "--grpc-max-buffered-mb %g raised to %g: twice --max-body-mb",
+                max_buffered / 2**20, 2 * max_message / 2**20,
+            )  # fmt: skip
+            max_buffered = 2 * max_message
         self.limits = Limits(
             max_message=max_message,
             header_timeout=header_timeout,
@@ -225,8 +226,11 @@ class GrpcServer(ReadTurns):
             max_connections=max_connections,
             write_timeout=write_timeout,
             idle_timeout=idle_timeout,
-            # a connection holds at least a request of the largest size, with room for another
-            connection_buffer=min(max(Limits.connection_buffer, 2 * max_message), max_buffered),
+            # a quarter of the server's (one connection cannot take all), and at least a
+            # request of the largest size with room for another
+            connection_buffer=max(
+                min(Limits.connection_buffer, max_buffered // 4), 2 * max_message
+            ),
             server_buffer=max_buffered,
         )
         self.connections: Connections[Http2Connection] = Connections()

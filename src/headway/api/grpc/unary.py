@@ -9,7 +9,9 @@ HEADERS, the response message as DATA within the peer's windows, and trailers (`
 
 What a client can make this side hold is bounded (`Limits`): calls open at once, a call the
 client reset counting until its work ends (an orphan); request bytes held for calls still
-arriving, per connection and for the server; answer bytes waiting for the client's window.
+arriving, per connection and for the server (a chunk that ends its request is handed over at
+once, never held: a small call passes while others fill the bound); answer bytes waiting for
+the client's window.
 """
 
 from __future__ import annotations
@@ -152,19 +154,10 @@ class UnaryCalls:
             self._refuse(stream, INVALID_ARGUMENT, f"content-type {content_type!r} is not gRPC")
         elif not self.handler.accepts(stream.path):  # at once: a stream may never end
             self._refuse(stream, UNIMPLEMENTED, f"unknown method {stream.path}")
-        elif self._full():  # its request would be refused: refused before it is sent
-            self._refuse(stream, RESOURCE_EXHAUSTED, self._full_message())
-
-    def _full(self) -> bool:
-        limits = self.limits
-        return (
-            self.buffered >= limits.connection_buffer
-            or self.server.buffered >= limits.server_buffer
-        )
 
     def _full_message(self) -> str:
         limits = self.limits
-        if self.buffered >= limits.connection_buffer:
+        if self.buffered > limits.connection_buffer:
             return (f"this connection holds {self.buffered} bytes of requests still arriving, "
                     f"its limit of {limits.connection_buffer}: send fewer large calls at once")  # fmt: skip
         return (f"the server holds {self.server.buffered} bytes of requests still arriving, "
@@ -190,7 +183,7 @@ class UnaryCalls:
                 self._refuse(stream, RESOURCE_EXHAUSTED, f"request message of {stream.size}+ "
                              f"bytes exceeds the limit of {self.limits.max_message} bytes")  # fmt: skip
                 return
-            if size:
+            if size and not flags & f.END_STREAM:  # held until the request ends
                 cost = size + CHUNK_COST
                 stream.held += cost
                 self.buffered += cost
@@ -198,7 +191,7 @@ class UnaryCalls:
                 if self._over():
                     self._refuse(stream, RESOURCE_EXHAUSTED, self._full_message())
                     return
-                stream.chunks.append(body)
+            stream.chunks.append(body)
         if flags & f.END_STREAM:
             stream.ended = True
             self._complete(stream)
