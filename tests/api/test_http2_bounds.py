@@ -359,3 +359,13 @@ def test_trailers_on_a_stream_this_side_reset_are_ignored() -> None:
     assert not peer.wire.closed
     peer.send(peer.request(3, b"fits"))
     assert [c.message for c in peer.handler.calls] == [b"fits"]
+
+
+def test_a_malformed_request_reset_before_it_was_handed_over_holds_no_slot() -> None:
+    peer = Peer(Limits(max_streams=1), hold=True)
+    get = [(n, b"GET" if n == b":method" else v) for n, v in HEADERS]
+    peer.send(f.frame(f.HEADERS, f.END_HEADERS | f.END_STREAM, 1, peer.encoder.encode(get)))
+    assert peer.frames()[-1] == (f.RST_STREAM, 0, 1, f.PROTOCOL_ERROR.to_bytes(4, "big"))
+    assert peer.server.unanswered == 0 and peer.connection.calls.orphans == 0
+    peer.send(peer.request(3, b"x"))
+    assert [c.message for c in peer.handler.calls] == [b"x"] and peer.server.unanswered == 1

@@ -120,9 +120,9 @@ class Stream:
     """One stream's state: the request read so far, the answer still to send."""
 
     __slots__ = (
-        "answered", "chunks", "encoding", "ended", "headers", "held", "id", "left", "opened",
-        "orphan", "out", "path", "send_window", "size", "stalled", "timeout", "trailers",
-        "unacked",
+        "answered", "chunks", "encoding", "ended", "handed", "headers", "held", "id", "left",
+        "opened", "orphan", "out", "path", "send_window", "size", "stalled", "timeout",
+        "trailers", "unacked",
     )  # fmt: skip
 
     def __init__(self, stream_id: int, send_window: int, opened: float) -> None:
@@ -133,6 +133,7 @@ class Stream:
         self.unacked = 0  # DATA bytes read and not yet credited back
         self.send_window = send_window
         self.ended = False  # the peer has sent its last frame
+        self.handed = False  # its call was handed over (counted in the server's `unanswered`)
         self.answered = False
         self.opened = opened
         self.timeout: float | None = None

@@ -239,6 +239,8 @@ class Http2Connection(asyncio.Protocol):
             self.calls.forget(stream)
             self._reset_counted()
         elif kind == f.GOAWAY:
+            if stream != 0 or len(payload) < 8:
+                raise ConnectionFault(f.PROTOCOL_ERROR, "GOAWAY must be 8+ bytes on stream 0")
             self.calls.going_away = True
             if not self.streams:
                 self.close()
@@ -322,13 +324,14 @@ class Http2Connection(asyncio.Protocol):
         self._block_at = self._now
 
     def _continue_block(self, flags: int, fragment: bytes) -> None:
+        limits = self.limits
+        if len(self._block) > limits.max_continuations:
+            raise ConnectionFault(f.ENHANCE_YOUR_CALM, "header block in more than "
+                                  f"{limits.max_continuations} CONTINUATION frames")  # fmt: skip
+        if self._block_size + len(fragment) > 4 * limits.max_header_list:
+            raise ConnectionFault(f.ENHANCE_YOUR_CALM, "header block too large")
         self._block.append(fragment)
         self._block_size += len(fragment)
-        if self._block_size > 4 * self.limits.max_header_list:
-            raise ConnectionFault(f.ENHANCE_YOUR_CALM, "header block too large")
-        if len(self._block) > self.limits.max_continuations + 1:
-            raise ConnectionFault(f.ENHANCE_YOUR_CALM, "header block in more than "
-                                  f"{self.limits.max_continuations} CONTINUATION frames")  # fmt: skip
         if flags & f.END_HEADERS:
             headers = self.decoder.decode(b"".join(self._block))
             self._block = []

@@ -220,6 +220,7 @@ class UnaryCalls:
             self.forget(stream.id)
             return
         self.server.unanswered += 1
+        stream.handed = True
         chunks = stream.chunks
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         self._release(stream)
@@ -318,7 +319,7 @@ class UnaryCalls:
 
     def _answered(self, stream: Stream) -> None:
         stream.answered = True
-        if stream.ended:
+        if stream.handed:
             self.server.unanswered -= 1
 
     def _refuse(self, stream: Stream, code: int, message: str) -> None:
@@ -378,7 +379,7 @@ class UnaryCalls:
         stream = self.streams.pop(stream_id, None)
         if stream is not None:
             self._release(stream)
-            if stream.ended and not stream.answered:
+            if stream.handed and not stream.answered:
                 stream.answered = True  # its answer, when it comes, goes nowhere
                 stream.orphan = True
                 self.orphans += 1
@@ -416,7 +417,7 @@ class UnaryCalls:
     def lost(self) -> None:
         """The connection is gone: an answer still to come goes nowhere."""
         for stream in self.streams.values():
-            if not stream.answered and stream.ended:
+            if stream.handed and not stream.answered:
                 self.server.unanswered -= 1
             stream.answered = True
             self._release(stream)
