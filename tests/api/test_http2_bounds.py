@@ -33,8 +33,8 @@ def refused(stream: int) -> tuple[int, int, int, bytes]:
 
 
 def later(peer: Peer, seconds: float) -> None:
-    """As if the window of the flood counts ended `seconds` ago."""
-    peer.connection.floods.since -= seconds
+    """As if the window of the flood counts had begun `seconds` earlier."""
+    peer.connection._window_ends -= seconds
 
 
 # -- rapid reset (CVE-2023-44487) --------------------------------------------------------------

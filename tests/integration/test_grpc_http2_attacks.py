@@ -5,6 +5,7 @@ at its bound, small bounds set by the server's flags so that each is quick."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from collections.abc import Iterator
@@ -15,12 +16,13 @@ import httpx
 import numpy as np
 import pytest
 import tritonclient.grpc as triton_grpc
+import tritonclient.grpc.aio as triton_aio
 from tritonclient.utils import InferenceServerException
 
 from headway.api.grpc import frames as f
 from headway.launcher import ServerProcess
 from tests.integration import models
-from tests.integration.h2_attacker import HEADERS, Attacker, beside, infer_message
+from tests.integration.h2_attacker import DEADLINE_S, HEADERS, Attacker, beside, infer_message
 
 pytestmark = pytest.mark.integration
 
@@ -66,6 +68,43 @@ def statuses(attacker: Attacker) -> list[bytes]:
             if b"grpc-status" in headers:
                 out.append(headers[b"grpc-status"])
     return out
+
+
+# -- what real clients do is not an attack ----------------------------------------------------
+def test_many_calls_on_one_channel_with_keepalive_pings_are_all_answered(
+    guarded: ServerProcess,
+) -> None:
+    keepalive = triton_grpc.KeepAliveOptions(
+        keepalive_time_ms=100,  # as often as the client lets itself ping
+        keepalive_timeout_ms=5000,
+        keepalive_permit_without_calls=True,
+        http2_max_pings_without_data=0,
+    )
+
+    async def calls() -> int:
+        async with triton_aio.InferenceServerClient(
+            guarded.grpc_address, keepalive_options=keepalive
+        ) as client:
+            answered = 0
+            for wave in range(10):  # 10 waves of 128 calls at once, pinging between
+                sent = [np.full((1, 4), wave * 1000 + i, np.float32) for i in range(128)]
+                answers = await asyncio.gather(*(
+                    client.infer("doubler", [tensor(rows)], client_timeout=DEADLINE_S)
+                    for rows in sent
+                ))  # fmt: skip
+                for rows, answer in zip(sent, answers, strict=True):
+                    np.testing.assert_array_equal(answer.as_numpy("output-0"), rows * 2)
+                answered += len(answers)
+                await asyncio.sleep(0.2)
+            return answered
+
+    assert asyncio.run(calls()) == 1280
+
+
+def tensor(rows: np.ndarray) -> triton_aio.InferInput:
+    tensor = triton_aio.InferInput("input-0", list(rows.shape), "FP32")
+    tensor.set_data_from_numpy(rows)
+    return tensor
 
 
 # -- rapid reset (CVE-2023-44487) --------------------------------------------------------------

@@ -143,8 +143,10 @@ class Stream:
         self.trailers = b""
         self.held = 0  # what its chunks count against the request buffers (`CHUNK_COST`)
         self.orphan = False  # reset after it was handed over, its work still running
-        self.left = -1  # len(out) when a sweep last looked, and since when it was so
-        self.stalled = 0.0
+        #: Set once its answer waits for window: len(out) when a sweep last looked, and
+        #: since when it was so.
+        self.left: int
+        self.stalled: float
 
 
 def parse_timeout(value: bytes) -> float | None:

@@ -7,7 +7,8 @@ each answered (CVE-2019-9512, CVE-2019-9515), frames that carry nothing (CVE-201
 and the empty CONTINUATION frames of CVE-2024-27316). A connection counts them in windows of
 `WINDOW_S` seconds (`Limits` holds the bounds); past a bound it is answered GOAWAY
 ENHANCE_YOUR_CALM and closed (`api.grpc.http2`). A window restarts on the first read after
-it ends: no clock is read per frame, and a count is an integer add.
+it ends: no clock is read per frame, and a count is an integer add (the streams opened in a
+window are the connection's count less its count when the window began).
 """
 
 from __future__ import annotations
@@ -19,12 +20,11 @@ WINDOW_S = 10.0
 class Floods:
     """One connection's counts in the current window."""
 
-    __slots__ = ("empty", "pings", "resets", "settings", "since", "streams")
+    __slots__ = ("empty", "opened", "pings", "resets", "settings")
 
-    def __init__(self, now: float) -> None:
-        self.since = now
-        #: Streams the client opened (or tried to: refused ones count).
-        self.streams = 0
+    def __init__(self) -> None:
+        #: The streams the connection had opened when the window began.
+        self.opened = 0
         #: Streams reset: by the client (RST_STREAM), or by this side for a stream error or
         #: a stream over the concurrency limit (REFUSED_STREAM).
         self.resets = 0
@@ -34,6 +34,6 @@ class Floods:
         #: PRIORITY (ignored here) and frames of unknown types.
         self.empty = 0
 
-    def restart(self, now: float) -> None:
-        self.since = now
-        self.streams = self.resets = self.pings = self.settings = self.empty = 0
+    def restart(self, opened: int) -> None:
+        self.opened = opened
+        self.resets = self.pings = self.settings = self.empty = 0

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from typing import Protocol
 
@@ -68,9 +69,10 @@ class Http2Connection(asyncio.Protocol):
         self.decoder = f.HeaderDecoder(4 * limits.max_header_list)
         #: Closed (or closing): nothing more is read or written.
         self.closed = False
-        self.opened = self._arrived = self._now = time.monotonic()
-        self.floods = Floods(self.opened)
-        self.calls = UnaryCalls(self, handler, limits, server, self.floods)
+        self.opened = self._arrived = time.monotonic()
+        self.floods = Floods()
+        self._window_ends = self.opened + WINDOW_S  # the floods' window
+        self.calls = UnaryCalls(self, handler, limits, server)
         self.streams: dict[int, Stream] = self.calls.streams
         self._buffer = b""
         self._preface = False  # the client's preface has arrived
@@ -79,9 +81,10 @@ class Http2Connection(asyncio.Protocol):
         self._queued = 0  # control frames written since the client stopped reading
         self._block: list[bytes] = []  # a header block awaiting CONTINUATION
         self._block_stream = self._block_flags = self._block_size = 0
-        self._block_at = 0.0  # when its first frame was read
+        self._block_at = 0.0  # when its first frame may have arrived
         self._recv_window = self._recv_unacked = 0
-        self._busy_at = self.opened  # when a sweep last found a call open
+        self._busy_at = self.opened  # when a sweep last found a call open, or a new one
+        self._seen_opened = 0  # how many streams had been opened by then
         self._stuck_at = 0.0  # when a sweep first found the client not reading (0: it reads)
 
     # -- asyncio.Protocol ------------------------------------------------------------------
@@ -130,10 +133,10 @@ class Http2Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
-        now = self._now = time.monotonic()
-        floods = self.floods
-        if now - floods.since >= WINDOW_S:
-            floods.restart(now)
+        now = time.monotonic()
+        if now >= self._window_ends:
+            self._window_ends = now + WINDOW_S
+            self.floods.restart(self.calls.opened)
         server = self.server
         self._arrived = server.arrived_since(now)  # when the calls opened in this read began
         if not self._preface:  # its first bytes: count their wait in the listen queue too
@@ -169,6 +172,8 @@ class Http2Connection(asyncio.Protocol):
                 payload = data[at + 9 : at + 9 + length]
                 at += 9 + length
                 try:
+                    if not length:
+                        self._empty(kind, flags)
                     self._frame(kind, flags, stream, payload)
                 except StreamFault as exc:
                     if exc.stream == 0:
@@ -199,8 +204,6 @@ class Http2Connection(asyncio.Protocol):
             self._settled = True
         if kind == f.DATA:
             size = len(payload)
-            if not size and not flags & f.END_STREAM:
-                self._carries_nothing()
             self._recv_window -= size
             if self._recv_window < 0:
                 raise ConnectionFault(f.FLOW_CONTROL_ERROR, "DATA beyond the connection window")
@@ -209,15 +212,11 @@ class Http2Connection(asyncio.Protocol):
         elif kind == f.HEADERS:
             if stream == 0:
                 raise ConnectionFault(f.PROTOCOL_ERROR, "HEADERS on stream 0")
-            if not payload and not flags & f.END_STREAM:
-                self._carries_nothing()
             block = f.unpadded(payload, flags, stream, priority=True)
             self._begin_block(stream, flags, block)
         elif kind == f.CONTINUATION:
             if not self._block or stream != self._block_stream:
                 raise ConnectionFault(f.PROTOCOL_ERROR, "CONTINUATION without its HEADERS")
-            if not payload:
-                self._carries_nothing()
             self._continue_block(flags, payload)
         elif kind == f.WINDOW_UPDATE:
             self._window_update(stream, payload)
@@ -259,8 +258,15 @@ class Http2Connection(asyncio.Protocol):
         """A stream was reset: past the bound, and half the streams opened, that is a flood."""
         floods = self.floods
         floods.resets += 1
-        if floods.resets > self.limits.max_resets and 2 * floods.resets > floods.streams:
-            raise self._calm(f"{floods.resets} streams reset of {floods.streams} opened")
+        if floods.resets > self.limits.max_resets:
+            opened = self.calls.opened - floods.opened
+            if 2 * floods.resets > opened:
+                raise self._calm(f"{floods.resets} streams reset of {opened} opened")
+
+    def _empty(self, kind: int, flags: int) -> None:
+        """An empty frame: one that ends nothing carries nothing."""
+        if kind == f.CONTINUATION or (kind <= f.HEADERS and not flags & f.END_STREAM):
+            self._carries_nothing()
 
     def _carries_nothing(self) -> None:
         self.floods.empty += 1
@@ -321,7 +327,7 @@ class Http2Connection(asyncio.Protocol):
             return
         self._block = [block]
         self._block_stream, self._block_flags, self._block_size = stream, flags, len(block)
-        self._block_at = self._now
+        self._block_at = self._arrived
 
     def _continue_block(self, flags: int, fragment: bytes) -> None:
         limits = self.limits
@@ -345,8 +351,9 @@ class Http2Connection(asyncio.Protocol):
 
     @property
     def last_active(self) -> float:
-        """When it last had a call open, as far as the sweeps tell (or was opened)."""
-        return max(self._busy_at, self.calls.opened_at)
+        """When it last had a call open, as far as the sweeps tell (or was opened); one
+        that opened a stream since the last sweep is as recent as can be."""
+        return self._busy_at if self.calls.opened == self._seen_opened else math.inf
 
     def go_away(self) -> None:
         """Take no new calls, finish those in flight, then close (a graceful stop)."""
@@ -407,8 +414,8 @@ class Http2Connection(asyncio.Protocol):
                        f"window for {limits.write_timeout:g} s (--write-timeout)")  # fmt: skip
             return
         calls.sweep(now)
-        if self.streams or calls.orphans:
-            self._busy_at = now
+        if self.streams or calls.orphans or calls.opened != self._seen_opened:
+            self._busy_at, self._seen_opened = now, calls.opened
         elif now - self.last_active > limits.idle_timeout:
             log.info("gRPC connection idle for %g s closed (--grpc-idle-timeout)",
                      limits.idle_timeout)  # fmt: skip

@@ -32,7 +32,6 @@ from headway.api.grpc.calls import (
     Stream,
     parse_timeout,
 )
-from headway.api.grpc.floods import Floods
 from headway.api.grpc.frames import ConnectionFault, Headers, StreamFault
 from headway.api.limits import decode_body
 from headway.errors import HeadwayError, PayloadTooLarge
@@ -72,20 +71,20 @@ class UnaryCalls:
         handler: Handler,
         limits: Limits,
         server: Tally,
-        floods: Floods,
     ) -> None:
         self.connection = connection
         self.handler = handler
         self.limits = limits
         self.server = server
-        self.floods = floods
         self.streams: dict[int, Stream] = {}
         self._waiting: dict[int, Stream] = {}  # answers waiting for flow-control window
-        #: The highest stream id the client has opened, and when (its bytes arrived) it did.
+        #: The highest stream id the client has opened; how many streams it opened.
         self.last_stream = 0
-        self.opened_at = 0.0
-        #: Calls the client reset after they were handed over, whose work has not ended.
+        self.opened = 0
+        #: Calls the client reset after they were handed over, whose work has not ended, and
+        #: the streams that may be open beside them.
         self.orphans = 0
+        self.room = limits.max_streams
         #: Request bytes held for streams still arriving; answer bytes waiting for window.
         self.buffered = 0
         self.unsent = 0
@@ -114,9 +113,8 @@ class UnaryCalls:
         if stream_id % 2 == 0:
             raise ConnectionFault(f.PROTOCOL_ERROR, f"client stream {stream_id} is even")
         self.last_stream = stream_id
-        self.opened_at = arrived
-        self.floods.streams += 1
-        if self.going_away or len(self.streams) + self.orphans >= self.limits.max_streams:
+        self.opened += 1
+        if self.going_away or len(self.streams) >= self.room:
             raise StreamFault(stream_id, f.REFUSED_STREAM, "too many streams")
         stream = self.streams[stream_id] = Stream(stream_id, self.stream_send_window, arrived)
         stream.headers = headers
@@ -176,6 +174,7 @@ class UnaryCalls:
         if stream.unacked > self.limits.stream_window:
             raise StreamFault(stream_id, f.FLOW_CONTROL_ERROR, "DATA beyond the stream window")
         body = f.unpadded(payload, flags, stream_id)
+        end = flags & f.END_STREAM
         if not stream.answered:
             size = len(body)
             stream.size += size
@@ -183,7 +182,7 @@ class UnaryCalls:
                 self._refuse(stream, RESOURCE_EXHAUSTED, f"request message of {stream.size}+ "
                              f"bytes exceeds the limit of {self.limits.max_message} bytes")  # fmt: skip
                 return
-            if size and not flags & f.END_STREAM:  # held until the request ends
+            if not end and size:  # held until the request ends
                 cost = size + CHUNK_COST
                 stream.held += cost
                 self.buffered += cost
@@ -192,7 +191,7 @@ class UnaryCalls:
                     self._refuse(stream, RESOURCE_EXHAUSTED, self._full_message())
                     return
             stream.chunks.append(body)
-        if flags & f.END_STREAM:
+        if end:
             stream.ended = True
             self._complete(stream)
         elif stream.unacked >= self.limits.stream_window // 2:
@@ -223,7 +222,9 @@ class UnaryCalls:
         stream.handed = True
         chunks = stream.chunks
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        self._release(stream)
+        stream.chunks = []
+        if stream.held:
+            self._release(stream)
         if len(data) < 5 or int.from_bytes(data[1:5], "big") != len(data) - 5:
             self.fail(stream, INVALID_ARGUMENT, "a unary call carries exactly one message")
             return
@@ -299,6 +300,7 @@ class UnaryCalls:
             return
         self.connection.write(f.headers_head(stream.id, len(_OK_HEADERS), False) + _OK_HEADERS)
         stream.out = memoryview(body)
+        stream.left, stream.stalled = -1, 0.0  # see `stalled`
         self.unsent += size
         self._waiting[stream.id] = stream
         stream.trailers = f.headers_head(stream.id, len(_OK_TRAILERS), True) + _OK_TRAILERS
@@ -316,6 +318,7 @@ class UnaryCalls:
         if stream.orphan:
             stream.orphan = False
             self.orphans -= 1
+            self.room += 1
 
     def _answered(self, stream: Stream) -> None:
         stream.answered = True
@@ -383,6 +386,7 @@ class UnaryCalls:
                 stream.answered = True  # its answer, when it comes, goes nowhere
                 stream.orphan = True
                 self.orphans += 1
+                self.room -= 1
                 self.server.unanswered -= 1
             elif stream.out:
                 self.unsent -= len(stream.out)
