@@ -152,6 +152,7 @@ def serve_own_http2(port: int) -> None:
     import uvloop
 
     from headway.api.grpc.calls import Call, Limits
+    from headway.api.grpc.connections import Connections
     from headway.api.grpc.http2 import Http2Connection
 
     class Echo:
@@ -162,8 +163,12 @@ def serve_own_http2(port: int) -> None:
             call.answer(call.message)
 
     class Server:
-        connections: set[Http2Connection] = set()
+        connections: Connections[Http2Connection] = Connections()
         unanswered = 0
+        buffered = 0
+
+        def accept_pending(self) -> None:
+            pass
 
         def arrived_since(self, now: float) -> float:
             return now

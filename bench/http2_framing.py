@@ -22,6 +22,7 @@ import hpack
 
 from headway.api.grpc import frames as f
 from headway.api.grpc.calls import Call, Limits
+from headway.api.grpc.connections import Connections
 from headway.api.grpc.http2 import Http2Connection
 
 HEADERS = [
@@ -76,13 +77,24 @@ class _Sink:
     def close(self) -> None:
         pass
 
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        pass
+
     def get_extra_info(self, name: str) -> None:
         return None
 
 
 class _Server:
-    connections: set[Http2Connection] = set()
-    unanswered = 0
+    def __init__(self) -> None:
+        self.connections: Connections[Http2Connection] = Connections()
+        self.unanswered = 0
+        self.buffered = 0
+
+    def accept_pending(self) -> None:
+        pass
 
     def arrived_since(self, now: float) -> float:
         return now

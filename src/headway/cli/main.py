@@ -144,7 +144,8 @@ def cli() -> None:
     show_default=True,
     type=click.IntRange(min=1),
     help="Client connections served at once, per port (HTTP, gRPC); one more is answered "
-    "503 (gRPC: GOAWAY) and closed.",
+    "503 (gRPC: GOAWAY) and closed, unless a gRPC connection is idle: the one idle longest "
+    "is closed to make room.",
 )
 @click.option(
     "--write-timeout",
