@@ -48,7 +48,12 @@ class Connections(Generic[C]):
         self._ranked_at = float("-inf")
 
     def __len__(self) -> int:
+        """The open ones (what the cap counts)."""
         return len(self._open)
+
+    def sockets(self) -> int:
+        """How many are open or closing."""
+        return len(self._open) + len(self._closing)
 
     def __iter__(self) -> Iterator[C]:
         return itertools.chain(self._open, self._closing)

@@ -380,6 +380,12 @@ class Http2Connection(asyncio.Protocol):
             else:
                 transport.close()
 
+    def drop(self) -> None:
+        """Close the socket now, whatever is still unsent."""
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
     def sweep(self, now: float) -> None:
         """Drop a connection whose client has not read for the write timeout; close one
         without its preface or with a header block unfinished after the header timeout, one
@@ -396,8 +402,7 @@ class Http2Connection(asyncio.Protocol):
                 if not self.closed:
                     log.info("gRPC connection dropped: the client read nothing for %g s "
                              "(--write-timeout)", limits.write_timeout)  # fmt: skip
-                self.closed = True
-                transport.abort()
+                self.drop()
             return
         self._stuck_at = 0.0
         if not self._settled:

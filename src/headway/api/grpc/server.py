@@ -26,7 +26,7 @@ from headway.api.grpc import messages
 from headway.api.grpc.calls import INTERNAL, Call, Limits
 from headway.api.grpc.codec import encode_infer, parameters
 from headway.api.grpc.connections import Connections
-from headway.api.grpc.http2 import Http2Connection
+from headway.api.grpc.http2 import LINGER_S, Http2Connection
 from headway.api.grpc.service import ADMIN, ALWAYS, InferenceService, authorize
 from headway.api.grpc.status import grpc_status
 from headway.api.http import SWEEP_S
@@ -291,6 +291,11 @@ class GrpcServer(ReadTurns):
             await asyncio.wait(tasks)
         for connection in list(self.connections):
             connection.close()
+        give_up_at = time.monotonic() + LINGER_S  # clients close on the GOAWAY's end
+        while self.connections.sockets() and time.monotonic() < give_up_at:
+            await asyncio.sleep(0.01)
+        for connection in list(self.connections):
+            connection.drop()
         self._server = None
 
     @property
