@@ -25,7 +25,7 @@ MAX_HEADER_BYTES = 16 * 1024
 HEADER_TIMEOUT_S = 10.0
 #: Seconds from the end of a request's head until its whole body must have arrived.
 BODY_TIMEOUT_S = 60.0
-#: Seconds a client may leave answers unread before its connection is closed (nginx's send_timeout).
+#: Seconds a client may leave answers unread before its connection closes (nginx's send_timeout).
 WRITE_TIMEOUT_S = 60.0
 #: Connections served at once; one more is answered 503 and closed.
 MAX_CONNECTIONS = 4096
