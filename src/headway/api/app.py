@@ -21,7 +21,7 @@ import orjson
 import headway
 from headway.api import apidocs, dashboard
 from headway.api.apps import AppRoutes, lookup_route
-from headway.api.auth import AdminToken, is_admin
+from headway.api.auth import BearerToken, for_admin, for_inference, is_admin, is_open
 from headway.api.descriptions import config, index, metadata, unready
 from headway.api.errors import (
     JSON,
@@ -45,6 +45,7 @@ from headway.errors import InvalidInput, PayloadTooLarge, Unavailable
 from headway.planning.live import LiveTuner
 
 _TEXT: Headers = [(b"content-type", b"text/plain; version=0.0.4")]
+AUTH = b"authorization"
 #: Triton's protocol extensions that Headway implements (clients look here before calling them).
 EXTENSIONS = [
     "binary_tensor_data",
@@ -65,12 +66,15 @@ class HeadwayApp:
         max_body_bytes: int = 64 * 2**20,
         apps: AppRegistry | None = None,
         admin_token: str | None = None,
+        inference_token: str | None = None,
         tracing: Tracing | None = None,
     ) -> None:
         self.controller = controller
         self.max_body_bytes = max_body_bytes
         #: With a token, the routes that change state need it (`api.auth`).
-        self.admin_token = AdminToken(admin_token) if admin_token else None
+        self.admin_token: BearerToken | None = for_admin(admin_token)
+        #: With one, every route but the health probes needs it or the admin token.
+        self.inference_token = for_inference(inference_token, admin_token)
         self.started = False
         self.apps = apps if apps is not None else AppRegistry(controller, controller.store)
         self._apps = AppRoutes(self.apps)
@@ -187,6 +191,9 @@ class HeadwayApp:
         `stop` cancels if it is still running.
         """
         target = self._infer_targets.get(path) if method == "POST" and self.started else None
+        token = self.inference_token
+        if token is not None and target is not None and not token.allows(headers.get(AUTH)):
+            target = None  # routed the long way, which answers 401
         try:
             if target is not None:  # most requests: an infer path seen before, not split again
                 inference = self.inference
@@ -231,12 +238,15 @@ class HeadwayApp:
         reply: Reply,
     ) -> Answer | None:
         parts = [p for p in path.split("/") if p]
-        if not self.started and parts[:2] != ["v2", "health"]:
-            raise Unavailable("the server is starting: models are loading; retry shortly")
-        if self.admin_token is not None and is_admin(method, parts):
-            refusal = self.admin_token.refusal(headers)
+        token = self.admin_token
+        if token is None or not is_admin(method, parts):
+            token = None if self.inference_token is None or is_open(parts) else self.inference_token
+        if token is not None:
+            refusal = token.refusal(headers.get(AUTH))
             if refusal is not None:
                 return refusal
+        if not self.started and parts[:2] != ["v2", "health"]:
+            raise Unavailable("the server is starting: models are loading; retry shortly")
         if parts and parts[0] == "v2":
             return self._v2(method, parts[1:], headers, body, received, reply)
         if parts and parts[0] == "apps":

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import ssl
 import time
 from collections.abc import Callable
 
@@ -21,6 +22,7 @@ from headway.api.busy_poll import BusyPoller
 from headway.api.connection import HttpConnection
 from headway.api.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, connection_cap
 from headway.api.refusals import QuickRefusals
+from headway.api.tls import Handshakes
 from headway.api.turns import ReadTurns
 
 log = logging.getLogger("headway.http")
@@ -57,8 +59,11 @@ class HttpServer(ReadTurns):
         header_timeout: float = HEADER_TIMEOUT_S,
         body_timeout: float = BODY_TIMEOUT_S,
         max_connections: int = MAX_CONNECTIONS,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.app = app
+        self.tls = tls  # HTTPS: each connection's handshake first (`api.tls`)
+        self._handshakes: Handshakes | None = None
         #: Infer requests refused under overload before they are routed (`api.refusals`);
         #: None for an app that is not Headway's (the tests' stand-ins).
         self.refusals: QuickRefusals | None = (
@@ -93,11 +98,19 @@ class HttpServer(ReadTurns):
             self._reply_poller = BusyPoller(self.loop, 0.0)
         self.max_connections = connection_cap(self.max_connections)
         await self.app.start()
+        protocol: Callable[[], asyncio.Protocol] = self._connection
+        if self.tls is not None:
+            self._handshakes = Handshakes(
+                self.tls, self._connection, established=self.connections,
+                cap=self.max_connections, timeout=self.header_timeout,
+                accept_pending=self.accept_pending,
+            )  # fmt: skip
+            protocol = self._handshakes.protocol
         self._server = await self.loop.create_server(
-            self._connection, self.host, self.port, backlog=self.backlog, reuse_address=True
+            protocol, self.host, self.port, backlog=self.backlog, reuse_address=True
         )
         self._sweeper = self.loop.create_task(self._sweep())
-        self._pending = PendingAccepts(self.loop, self._server, self._connection)
+        self._pending = PendingAccepts(self.loop, self._server, protocol)
         sockets = self._server.sockets
         if sockets and self.port == 0:
             self.port = sockets[0].getsockname()[1]
@@ -127,7 +140,7 @@ class HttpServer(ReadTurns):
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     async def stop(self) -> None:
         """Stop accepting, finish what is in flight (up to `grace` s), close, stop the app."""
@@ -138,6 +151,8 @@ class HttpServer(ReadTurns):
             self._pending.close()
         if self._sweeper is not None:
             self._sweeper.cancel()
+        if self._handshakes is not None:
+            self._handshakes.close()
         for connection in list(self.connections):
             if connection.idle:
                 connection.close()

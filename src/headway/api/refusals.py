@@ -92,10 +92,13 @@ class QuickRefusals:
         kind of connection. Its JSON head is read first: the connection asks only while the
         server may be behind, when most requests are refused, and a request served after all
         is routed with this read of its head, not a second."""
+        app = self.app
+        token = app.inference_token
+        if token is not None and not token.allows(headers.get(b"authorization")):
+            return None  # the usual way answers 401: nothing of the model or its load
         route = self._routes.get(url, _UNSEEN)
         if route is _UNSEEN:
             route = self.route(url)
-        app = self.app
         if route is None or not app.started or app.tracing is not None:
             return None
         controller = app.controller

@@ -26,6 +26,7 @@ from headway.api.limits import (
     headers_too_large,
     uri_too_long,
 )
+from headway.api.tls import ServerTls
 from headway.errors import ConfigError, HeadwayError
 from headway.launcher import free_port
 
@@ -62,9 +63,11 @@ class GranianServer:
         header_timeout: float = HEADER_TIMEOUT_S,
         body_timeout: float = BODY_TIMEOUT_S,
         max_connections: int = MAX_CONNECTIONS,
+        tls: ServerTls | None = None,
     ) -> None:
         self.app = app
         self.host = host
+        self.tls = tls  # granian's own TLS (rustls) over the same files
         # granian binds the port itself and does not say which one it got: choose it here
         self.port = port or free_port()
         self.header_timeout = header_timeout
@@ -73,7 +76,7 @@ class GranianServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     # -- RSGI ------------------------------------------------------------------------------
     async def __rsgi__(self, scope: Any, protocol: Any) -> None:
@@ -112,7 +115,7 @@ class GranianServer:
     # -- running ---------------------------------------------------------------------------
     def granian(self) -> Any:
         try:
-            from granian.constants import HTTPModes, Interfaces
+            from granian.constants import HTTPModes, Interfaces, SSLProtocols
             from granian.http import HTTP1Settings
             from granian.server.embed import Server
         except ImportError as exc:
@@ -128,6 +131,9 @@ class GranianServer:
                 header_read_timeout=int(self.header_timeout * 1000),
                 max_buffer_size=HEAD_BUFFER_BYTES,
             ),
+            ssl_cert=self.tls.cert if self.tls else None,
+            ssl_key=self.tls.key if self.tls else None,
+            ssl_protocol_min=SSLProtocols.tls12,
         )  # fmt: skip
 
     async def serve(self, announce: Callable[[str, HeadwayApp], None] | None = None) -> None:

@@ -220,6 +220,26 @@ def cli() -> None:
     "users cannot read in the process list (docs/security.md).",
 )
 @click.option(
+    "--inference-token",
+    default=None,
+    help="Bearer token that every route but the health probes requires (inference, "
+    "prediction, metadata, /metrics; the admin token is accepted too); prefer "
+    "HEADWAY_INFERENCE_TOKEN (docs/operations.md).",
+)
+@click.option(
+    "--tls-cert",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Certificate chain (PEM) to serve HTTPS on --port and gRPC over TLS (ALPN h2) on "
+    "--grpc-port; needs --tls-key (docs/operations.md).",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Private key (PEM, unencrypted) of --tls-cert.",
+)
+@click.option(
     "--plan",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,

@@ -27,6 +27,7 @@ from headway.api.limits import (
     connection_cap,
 )
 from headway.api.rsgi import GranianServer
+from headway.api.tls import ServerTls, server_tls, standard_ciphers
 from headway.apps import AppRegistry, load_config
 from headway.control.controller import Controller
 from headway.control.scheduling_policy import POLICIES
@@ -84,9 +85,13 @@ class ServeSettings:
     write_timeout: float = WRITE_TIMEOUT_S
     grpc_idle_timeout: float = GRPC_IDLE_TIMEOUT_S
     grpc_max_buffered_mb: float = GRPC_MAX_BUFFERED_MB
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    inference_token: str | None = None
 
 
 def build_app(settings: ServeSettings) -> HeadwayApp:
+    tls = server_tls(settings.tls_cert, settings.tls_key)  # a bad file fails before anything
     # With a memory budget, models load on demand: index the folder now, read each model.yaml
     # the first time it is asked for.
     repository = Repository.scan(settings.repository, lazy=settings.memory_budget_mb is not None)
@@ -128,6 +133,7 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
         max_body_bytes=int(settings.max_body_mb * 2**20),
         apps=apps,
         admin_token=settings.admin_token,
+        inference_token=settings.inference_token,
         tracing=tracing.from_environment(),
     )
     if settings.grpc_port:
@@ -144,6 +150,7 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
                 write_timeout=settings.write_timeout,
                 idle_timeout=settings.grpc_idle_timeout,
                 max_buffered=int(settings.grpc_max_buffered_mb * 2**20),
+                tls=tls.grpc if tls else None,
             )
         )
     if settings.tune and plan is not None:
@@ -183,7 +190,9 @@ def ray_engine(settings: ServeSettings, repository: Repository, env: dict[str, s
     )
 
 
-def uvicorn_config(app: HeadwayApp, settings: ServeSettings) -> uvicorn.Config:
+def uvicorn_config(
+    app: HeadwayApp, settings: ServeSettings, tls: ServerTls | None = None
+) -> uvicorn.Config:
     return uvicorn.Config(
         AsgiApp(app),
         host=settings.host,
@@ -196,6 +205,11 @@ def uvicorn_config(app: HeadwayApp, settings: ServeSettings) -> uvicorn.Config:
         timeout_keep_alive=30,
         # uvicorn answers 503 past this many connections and tasks; it has no read timeouts
         limit_concurrency=connection_cap(settings.max_connections),
+        # its own TLS context over the same files, with the standard library's ciphers; its
+        # handshakes are asyncio's, neither counted nor timed by Headway (docs/operations.md)
+        ssl_certfile=tls.cert if tls else None,
+        ssl_keyfile=tls.key if tls else None,
+        ssl_ciphers=standard_ciphers(),
     )
 
 
@@ -206,12 +220,13 @@ def run(settings: ServeSettings) -> None:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s"
     )
-    warning = exposure_warning(settings.host, settings.admin_token)
+    tls = server_tls(settings.tls_cert, settings.tls_key)
+    warning = exposure_warning(settings.host, settings.admin_token, settings.inference_token)
     if warning:
         print(warning, file=sys.stderr, flush=True)
     app = build_app(settings)
     if settings.http == "uvicorn":
-        uvicorn.Server(uvicorn_config(app, settings)).run()
+        uvicorn.Server(uvicorn_config(app, settings, tls)).run()
         return
     server: HttpServer | GranianServer
     if settings.http == "granian":
@@ -222,6 +237,7 @@ def run(settings: ServeSettings) -> None:
             header_timeout=settings.header_timeout,
             body_timeout=settings.body_timeout,
             max_connections=settings.max_connections,
+            tls=tls,
         )
     else:
         server = HttpServer(
@@ -235,6 +251,7 @@ def run(settings: ServeSettings) -> None:
             header_timeout=settings.header_timeout,
             body_timeout=settings.body_timeout,
             max_connections=settings.max_connections,
+            tls=tls.http if tls else None,
         )
         app.controller.dispatch.reply_watch = server
     # A frontend makes a few dozen short-lived objects per request; with thousands of requests

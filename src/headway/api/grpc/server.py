@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any, NoReturn
 
@@ -34,6 +36,7 @@ from headway.api.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS
 from headway.api.oip import InferRequest
 from headway.api.parameters import schedule_policy
 from headway.api.refusals import refusal_message
+from headway.api.tls import Handshakes
 from headway.api.turns import ReadTurns
 from headway.control.models import Prediction
 from headway.control.overload import SHED
@@ -45,6 +48,7 @@ _INVALID_ARGUMENT = grpc.StatusCode.INVALID_ARGUMENT.value[0]
 _CANCELLED = grpc.StatusCode.CANCELLED.value[0]
 _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
 _DEADLINE_EXCEEDED = grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
+_UNAUTHENTICATED = grpc.StatusCode.UNAUTHENTICATED.value[0]
 
 
 class Aborted(Exception):
@@ -98,6 +102,12 @@ class Dispatcher:
 
     def call(self, call: Call) -> None:
         name, request_class = self.methods[call.path]
+        token = self.app.inference_token
+        if token is not None and name not in ALWAYS:  # before its message is even parsed
+            sent = call.metadata(b"authorization")
+            if not token.allows(sent):
+                call.fail(_UNAUTHENTICATED, token.message(sent))
+                return
         try:
             request = request_class.FromString(call.message)
         except DecodeError as exc:
@@ -207,8 +217,11 @@ class GrpcServer(ReadTurns):
         write_timeout: float = WRITE_TIMEOUT_S,
         idle_timeout: float = Limits.idle_timeout,
         max_buffered: int = Limits.server_buffer,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.app = app
+        self.tls = tls  # gRPC over TLS, ALPN h2: each connection's handshake first (`api.tls`)
+        self._handshakes: Handshakes | None = None
         self.host = host
         self.port = port
         self.grace = grace
@@ -243,9 +256,17 @@ class GrpcServer(ReadTurns):
 
     async def start(self) -> None:
         self.loop = loop = asyncio.get_running_loop()
+        protocol: Callable[[], asyncio.Protocol] = self._connection
+        if self.tls is not None:
+            self._handshakes = Handshakes(
+                self.tls, self._connection, established=self.connections,
+                cap=self.limits.max_connections, timeout=self.limits.header_timeout,
+                accept_pending=self.accept_pending,
+            )  # fmt: skip
+            protocol = self._handshakes.protocol
         try:
             self._server = await loop.create_server(
-                self._connection,
+                protocol,
                 self.host,
                 self.port,
                 reuse_address=True,
@@ -256,7 +277,7 @@ class GrpcServer(ReadTurns):
                 f"cannot listen for gRPC on {self.host}:{self.port} (in use?): "
                 f"choose another --grpc-port, or 0 to serve no gRPC ({exc.strerror})"
             ) from None
-        self._pending = PendingAccepts(loop, self._server, self._connection)
+        self._pending = PendingAccepts(loop, self._server, protocol)
         sockets = self._server.sockets
         if sockets and self.port == 0:
             self.port = sockets[0].getsockname()[1]
@@ -279,6 +300,8 @@ class GrpcServer(ReadTurns):
             self._pending = None
         if self._sweeper is not None:
             self._sweeper.cancel()
+        if self._handshakes is not None:
+            self._handshakes.close()
         for connection in list(self.connections):
             connection.go_away()
         give_up_at = time.monotonic() + self.grace

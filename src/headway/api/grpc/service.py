@@ -17,12 +17,11 @@ from functools import partial
 from typing import Any, NoReturn, Protocol
 
 import grpc
-import orjson
 from google.protobuf import json_format
 
 import headway
 from headway.api.app import EXTENSIONS, HeadwayApp
-from headway.api.auth import AdminToken
+from headway.api.auth import BearerToken
 from headway.api.descriptions import config, index, metadata, unready
 from headway.api.grpc import messages
 from headway.api.grpc.codec import decode_infer, encode_infer
@@ -34,7 +33,8 @@ from headway.api.tracing import Trace
 from headway.control.models import Prediction
 from headway.errors import HeadwayError, InvalidInput
 
-#: RPCs that answer while the server is starting (everything else is UNAVAILABLE until then).
+#: RPCs that answer while the server is starting (everything else is UNAVAILABLE until then),
+#: and without a token on a server with an inference token: the health probes, as over REST.
 ALWAYS = {"ServerLive", "ServerReady"}
 #: RPCs that change what the server serves: with an admin token they need it, as over REST
 #: (`api.auth`), in the call's metadata as `authorization: Bearer <token>`.
@@ -165,16 +165,12 @@ class InferenceService:
         return decoded, future
 
 
-async def authorize(token: AdminToken, context: Context) -> None:
+async def authorize(token: BearerToken, context: Context) -> None:
     """Abort the call UNAUTHENTICATED, with REST's 401 message, unless it carries the token."""
-    headers = {
-        key.encode(): value.encode() if isinstance(value, str) else value
-        for key, value in context.invocation_metadata() or ()
-        if key == "authorization"
-    }
-    refusal = token.refusal(headers)
-    if refusal is not None:
-        await context.abort(grpc.StatusCode.UNAUTHENTICATED, orjson.loads(refusal[1])["error"])
+    value = metadata_value(context, "authorization")
+    sent = None if value is None else value.encode("latin-1")
+    if not token.allows(sent):
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, token.message(sent))
 
 
 def metadata_value(context: Context, key: str) -> str | None:
