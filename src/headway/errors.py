@@ -15,6 +15,7 @@ class HeadwayError(Exception):
      │    └── PayloadTooLarge  the body is over the configured limit         (HTTP 413)
      ├── ModelNotFound         no such model or version                      (HTTP 404)
      ├── ConfigError           a model.yaml or setting cannot be used        (HTTP 400)
+     ├── Unauthorized          the server's token is missing or wrong        (HTTP 401)
      ├── Unavailable           try again later                               (HTTP 503)
      │    ├── ModelNotReady    the model is not loaded (the reason says why)
      │    ├── WorkerFailed     the worker running it died or failed
@@ -54,6 +55,13 @@ class ConfigError(HeadwayError):
     """A model.yaml, an app or a setting cannot be used as written."""
 
     reason = "config"
+
+
+class Unauthorized(HeadwayError):
+    """The server needs a token (`--inference-token`, `--admin-token`) that was not sent,
+    or not the server's."""
+
+    reason = "unauthorized"
 
 
 class Unavailable(HeadwayError):

@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -27,7 +28,7 @@ def free_port() -> int:
 
 
 #: What the server prints once it listens (`cli.serve`): its URL.
-ANNOUNCED = re.compile(rb"headway: serving .* on (http://\S+) ")
+ANNOUNCED = re.compile(rb"headway: serving .* on (https?://\S+) ")
 #: What it prints when the gRPC port was taken after it was picked.
 GRPC_PORT_TAKEN = b"cannot listen for gRPC"
 #: Starts tried before giving up on ports taken under the launcher's feet.
@@ -57,9 +58,13 @@ class ServerProcess:
         extra: list[str] | None = None,
         log: Path | None = None,
         env: dict[str, str] | None = None,
+        ca: Path | None = None,
     ) -> None:
         self.port = port or 0
-        self.url = f"http://127.0.0.1:{self.port}" if port else ""
+        #: `ca`: the server serves TLS (`--tls-cert`), signed by this authority, which the
+        #: launcher trusts when it asks the server whether it is ready.
+        self.verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca) if ca else True
+        self.url = f"{'https' if ca else 'http'}://127.0.0.1:{self.port}" if port else ""
         #: gRPC on a free port of its own (never the fixed 8001: servers run side by side);
         #: pass 0 to serve none.
         self._pick_grpc = grpc_port is None
@@ -122,7 +127,10 @@ class ServerProcess:
                     announced = True
             if announced:
                 try:
-                    if _started(httpx.get(f"{self.url}/v2/health/ready", timeout=1.0)):
+                    ready = httpx.get(
+                        f"{self.url}/v2/health/ready", timeout=1.0, verify=self.verify
+                    )
+                    if _started(ready):
                         return self
                 except httpx.HTTPError:
                     pass

@@ -17,6 +17,7 @@ from headway.errors import (
     ModelNotFound,
     Overloaded,
     PayloadTooLarge,
+    Unauthorized,
     Unavailable,
 )
 
@@ -26,6 +27,7 @@ _STATUS: tuple[tuple[type[HeadwayError], int], ...] = (
     (InvalidInput, 400),
     (ConfigError, 400),
     (ModelNotFound, 404),
+    (Unauthorized, 401),
     (Overloaded, 429),
     (Unavailable, 503),
     (ModelError, 500),

@@ -142,10 +142,10 @@ class Handshakes:
 
     def admit(self, handshake: Handshake) -> None:
         """Count a new handshake; at the cap, close the oldest one still under way."""
-        if self.pending and len(self.pending) + len(self.established) >= self.cap:
+        while self.pending and len(self.pending) + len(self.established) >= self.cap:
             oldest = next(iter(self.pending))
             log.debug("closing a TLS handshake to make room (--max-connections %d)", self.cap)
-            oldest.abort()
+            oldest.abort()  # which forgets it (`done`)
         self.pending[handshake] = None
 
     def done(self, handshake: Handshake) -> None:

@@ -24,6 +24,7 @@ from headway.errors import (
     ModelNotFound,
     Overloaded,
     PayloadTooLarge,
+    Unauthorized,
     Unavailable,
 )
 
@@ -118,6 +119,7 @@ def decode_infer(body: bytes, headers: Mapping[str, str]) -> Answer:
 
 _ERRORS: dict[int, type[HeadwayError]] = {
     400: InvalidInput,
+    401: Unauthorized,
     404: ModelNotFound,
     413: PayloadTooLarge,
     429: Overloaded,

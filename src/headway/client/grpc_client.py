@@ -15,6 +15,7 @@ from google.protobuf import json_format
 
 from headway.api.grpc import messages
 from headway.client.codec import Answer
+from headway.client.credentials import Verify, bearer, grpc_credentials
 from headway.client.retry import Retry
 from headway.datatypes import decode_bytes_tensor, encode_bytes_tensor, numpy_dtype, oip_datatype
 from headway.errors import (
@@ -23,10 +24,12 @@ from headway.errors import (
     ModelError,
     ModelNotFound,
     Overloaded,
+    Unauthorized,
     Unavailable,
 )
 
 _ERRORS: dict[grpc.StatusCode, type[HeadwayError]] = {
+    grpc.StatusCode.UNAUTHENTICATED: Unauthorized,
     grpc.StatusCode.INVALID_ARGUMENT: InvalidInput,
     grpc.StatusCode.NOT_FOUND: ModelNotFound,
     grpc.StatusCode.RESOURCE_EXHAUSTED: Overloaded,
@@ -44,7 +47,12 @@ _RETRIED = (
 
 
 class GrpcClient:
-    """A server's gRPC port (`host:port`, Headway's `--grpc-port`); a context manager."""
+    """A server's gRPC port (`host:port`, Headway's `--grpc-port`); a context manager.
+
+    `tls`: the port serves TLS (`headway serve --tls-cert`); `verify` then says which
+    certificates it may show (True: the public authorities; a PEM file of authorities).
+    `inference_token` (or, without one, the admin token `token`), as `Client`'s: sent with
+    every call as its `authorization` metadata."""
 
     def __init__(
         self,
@@ -53,14 +61,22 @@ class GrpcClient:
         timeout: float = 30.0,
         retry: Retry | None = None,
         on_retry: Callable[[str], None] | None = None,
+        tls: bool = False,
+        verify: Verify = True,
+        token: str | None = None,
+        inference_token: str | None = None,
     ) -> None:
         self.address = address
         self.timeout = timeout
         self.retry = retry or Retry()
         self.on_retry = on_retry or (lambda line: None)
-        self._channel = grpc.insecure_channel(
-            address, options=[("grpc.max_receive_message_length", -1)]
+        options = [("grpc.max_receive_message_length", -1)]
+        self._channel = (
+            grpc.secure_channel(address, grpc_credentials(verify), options=options)
+            if tls
+            else grpc.insecure_channel(address, options=options)
         )
+        self._metadata = tuple(bearer(inference_token or token).items()) or None
         self._methods = {
             name: self._channel.unary_unary(
                 f"/{messages.SERVICE}/{name}",
@@ -141,7 +157,9 @@ class GrpcClient:
                 raise Unavailable(f"{method}: its deadline passed")
             try:
                 return self._methods[method](
-                    request, timeout=self.timeout if left is None else left
+                    request,
+                    timeout=self.timeout if left is None else left,
+                    metadata=self._metadata,
                 )
             except grpc.RpcError as error:
                 code = error.code()

@@ -10,6 +10,7 @@ from urllib.parse import quote
 import numpy as np
 
 from headway.client.calls import Call, get_call, infer_call, model_path, post_call, ready_call
+from headway.client.credentials import Verify, bearer
 from headway.client.retry import Retry
 
 
@@ -19,8 +20,12 @@ class Operations:
 
     `timeout`: seconds a call without its own deadline may take. `retry`: how 429s, 503s and
     refused connections are retried; `on_retry(line)` hears each retry and why. `token`: the
-    server's admin token, sent with the calls that change what it serves. Connections are kept
-    and reused; close the client (or use it as a context manager) when done.
+    server's admin token, sent with the calls that change what it serves.
+    `inference_token`: the server's inference token (`--inference-token`), sent with every
+    other call (without one, `token` is: the server takes its admin token everywhere).
+    `verify`: which certificates an https:// URL's server may show (`client.credentials`):
+    True, the public authorities; a PEM file of authorities; False, any (tests only).
+    Connections are kept and reused; close the client (or use it as a context manager).
     """
 
     def __init__(
@@ -31,18 +36,23 @@ class Operations:
         retry: Retry | None = None,
         on_retry: Callable[[str], None] | None = None,
         token: str | None = None,
+        inference_token: str | None = None,
+        verify: Verify = True,
     ) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.retry = retry or Retry()
         self.on_retry = on_retry or (lambda line: None)
         self.token = token
+        self.verify = verify
+        #: Sent with every call (the admin calls send `token` instead, when there is one).
+        self.headers = bearer(inference_token or token)
 
     def _run(self, call: Call[Any]) -> Any:
         raise NotImplementedError
 
     def _auth(self) -> dict[str, str]:
-        return {"authorization": f"Bearer {self.token}"} if self.token else {}
+        return bearer(self.token)
 
     # -- the Open Inference Protocol -----------------------------------------------------------
     def infer(

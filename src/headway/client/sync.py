@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import httpx
 
 from headway.client.calls import Call, Tries
+from headway.client.credentials import tls_context
 from headway.client.operations import Operations
 
 T = TypeVar("T")
@@ -19,7 +20,12 @@ class Client(Operations):
 
     def __init__(self, url: str = "http://127.0.0.1:8000", **settings: Any) -> None:
         super().__init__(url, **settings)
-        self._http = httpx.Client(base_url=self.url, timeout=self.timeout)
+        self._http = httpx.Client(
+            base_url=self.url,
+            timeout=self.timeout,
+            headers=self.headers,
+            verify=tls_context(self.verify),
+        )
 
     # -- plumbing --------------------------------------------------------------------------------
     def _run(self, call: Call[T]) -> T:

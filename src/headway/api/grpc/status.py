@@ -13,6 +13,7 @@ from headway.errors import (
     ModelNotFound,
     Overloaded,
     PayloadTooLarge,
+    Unauthorized,
     Unavailable,
 )
 
@@ -21,6 +22,7 @@ _CODES: tuple[tuple[type[HeadwayError], grpc.StatusCode], ...] = (
     (InvalidInput, grpc.StatusCode.INVALID_ARGUMENT),
     (ConfigError, grpc.StatusCode.INVALID_ARGUMENT),
     (ModelNotFound, grpc.StatusCode.NOT_FOUND),
+    (Unauthorized, grpc.StatusCode.UNAUTHENTICATED),
     (Overloaded, grpc.StatusCode.RESOURCE_EXHAUSTED),
     # rejected early because its deadline cannot be met: what a gRPC client's own deadline
     # would have ended in, said before the time is spent
