@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import select
 import socket
@@ -27,9 +28,11 @@ import numpy as np
 import pytest
 import tritonclient.grpc as triton_grpc
 import tritonclient.http as triton_http
+from click.testing import CliRunner
 from tritonclient.utils import InferenceServerException
 
 import headway
+from headway.cli.main import cli
 from headway.client import GrpcClient
 from headway.errors import Unauthorized
 from headway.launcher import ServerProcess, free_port
@@ -337,6 +340,29 @@ def _open_files(pid: int) -> int:
     with contextlib.suppress(FileNotFoundError):
         return len(os.listdir(f"/proc/{pid}/fd"))
     return 0
+
+
+def test_headway_bench_loads_a_tls_server_with_the_token(
+    server: ServerProcess, certificates: Certificates, tmp_path: Path
+) -> None:
+    base = ["bench", "--url", server.url, "--ca-file", str(certificates.ca), "--json"]
+    load = ["--model", "doubler", "--concurrency", "2", "--duration", "0.5", "--warmup", "0"]
+    result = CliRunner().invoke(cli, [*base, *load, "--token", TOKEN, "--no-progress"])
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.output[result.output.index("{") :])
+    assert figures["ok"] > 0 and figures["errors"] == 0 and figures["transport_errors"] == 0
+    refused = CliRunner().invoke(cli, [*base, *load])
+    assert refused.exit_code == 1 and "needs a token; give --token" in refused.output
+    trace = tmp_path / "trace.csv"
+    trace.write_text(
+        "seconds,model,slo_ms\n" + "".join(f"{k / 20:.2f},doubler,1000\n" for k in range(20))
+    )
+    replayed = CliRunner().invoke(
+        cli, [*base, "--trace", str(trace), "--no-progress"], env={"HEADWAY_INFERENCE_TOKEN": TOKEN}
+    )
+    assert replayed.exit_code == 0, replayed.output
+    figures = json.loads(replayed.output[replayed.output.index("{") :])
+    assert figures["requests"] == figures["ok"] == 20
 
 
 @pytest.mark.parametrize("http", ["uvicorn", "granian"])

@@ -405,7 +405,7 @@ def test_table_output(oip: OipServer) -> None:
         (["--concurrency", "2", "--arrival", "poisson"], "need --rate"),
         (["--concurrency", "0"], "'--concurrency'"),
         (["--batch", "0"], "'--batch'"),
-        (["--url", "https://example.com"], "https is not supported"),
+        (["--url", "ftp://example.com"], "is not an http(s)://host[:port] URL"),
         (["--find-rate"], "give --slo-ms"),
         (["--find-rate", "--slo-ms", "50", "--concurrency", "2", "--rate", "9"], "not both"),
         (["--find-rate", "--slo-ms", "50", "--trials", "0"], "'--trials'"),

@@ -15,7 +15,7 @@ from headway.cli.bench_runs import Load
 from headway.cli.find_rate import search_rate
 from headway.loadgen import arrivals, rate_search, report
 from headway.loadgen.client import Target, http_request
-from headway.loadgen.trace import run_trace_command
+from headway.loadgen.trace import credential_options, run_trace_command
 from headway.loadgen.workload import (
     WorkloadError,
     encode,
@@ -47,7 +47,7 @@ def _rows(shape: tuple[int, ...]) -> int:
     "--url",
     default="http://127.0.0.1:8000",
     show_default=True,
-    help="Base URL of the Open Inference Protocol server (http only).",
+    help="Base URL of the Open Inference Protocol server (http or https).",
 )
 @click.option("--model", default=None, help="Model name, as in /v2/models/NAME.")
 @click.option(
@@ -182,6 +182,7 @@ def _rows(shape: tuple[int, ...]) -> int:
     default=None,
     help="Live progress on stderr (default: when stderr is a terminal).",
 )
+@credential_options
 def bench(
     url: str,
     model: str | None,
@@ -206,6 +207,8 @@ def bench(
     trials: int,
     as_json: bool,
     progress: bool | None,
+    token: str | None,
+    ca_file: Path | None,
 ) -> None:
     """Load an Open Inference Protocol server, closed loop (--concurrency) or open loop (--rate).
 
@@ -221,8 +224,9 @@ def bench(
                 "--concurrency, --rate and --find-rate"
             )
         run_trace_command(
-            url, trace_file, input_data, binary, max_connections, timeout, as_json, progress
-        )
+            url, trace_file, input_data, binary, max_connections, timeout, as_json, progress,
+            token, ca_file,
+        )  # fmt: skip
         return
     if model is None:
         raise click.UsageError("Missing option '--model' (or give --trace FILE).")
@@ -251,12 +255,14 @@ def bench(
             "--propagate-deadline needs an open loop (--rate) with --slo-ms, in JSON (no --binary)"
         )
     try:
-        target = Target.parse(url)
+        target = Target.parse(url, token=token, ca=ca_file)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--url") from None
 
     try:
-        metadata = fetch_metadata(url, model, model_version)
+        metadata = fetch_metadata(
+            url, model, model_version, headers=target.headers, verify=target.verify
+        )
         if input_data is None:
             requests = from_metadata(metadata, batch, variants, seed)
         else:

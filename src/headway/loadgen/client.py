@@ -8,8 +8,10 @@ after the window's scheduled end) and closes everything.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from time import perf_counter
 from urllib.parse import urlsplit
 
@@ -25,18 +27,38 @@ __all__ = ["Tally", "Target", "http_request", "run"]
 
 @dataclass(frozen=True)
 class Target:
-    """Where to send: host, port and any path prefix of an ``http://`` base URL."""
+    """Where to send: host, port and any path prefix of an ``http://`` or ``https://`` base
+    URL; for https, the TLS context its connections use; the token each request carries."""
 
     host: str
     port: int
     prefix: str = ""
+    tls: ssl.SSLContext | None = field(default=None, compare=False)
+    token: str | None = None
 
     @classmethod
-    def parse(cls, url: str) -> Target:
+    def parse(cls, url: str, *, token: str | None = None, ca: Path | None = None) -> Target:
+        """`url`'s target; `token`: the server's inference token, sent with every request;
+        `ca`: a PEM file of the authorities an https server's certificate may be signed by
+        (default: the system's)."""
         parts = urlsplit(url)
-        if parts.scheme != "http" or not parts.hostname:
-            raise ValueError(f"{url!r} is not an http://host[:port] URL (https is not supported)")
-        return cls(parts.hostname, parts.port or 80, parts.path.rstrip("/"))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{url!r} is not an http(s)://host[:port] URL")
+        tls = None
+        if parts.scheme == "https":
+            tls = ssl.create_default_context(cafile=None if ca is None else str(ca))
+            tls.set_alpn_protocols(["http/1.1"])
+        default_port = 443 if tls else 80
+        return cls(parts.hostname, parts.port or default_port, parts.path.rstrip("/"), tls, token)
+
+    @property
+    def verify(self) -> ssl.SSLContext | bool:
+        """httpx's `verify` for the requests made beside the load (the model's metadata)."""
+        return self.tls if self.tls is not None else True
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.token}"} if self.token else {}
 
     def infer_path(self, model: str, version: str | None = None) -> str:
         return (
@@ -54,6 +76,8 @@ def http_request(target: Target, path: str, body: Body) -> bytes:
         "User-Agent: headway-bench",
         f"Content-Length: {len(body.payload)}",
     ]
+    if target.token:
+        head.append(f"Authorization: Bearer {target.token}")
     if body.header_length is None:
         head.append("Content-Type: application/json")
     else:
@@ -131,12 +155,13 @@ async def _run(
 ) -> Tally:
     loop = asyncio.get_running_loop()
     d = Driver(
-        target.host, target.port, requests, concurrency, schedule, max_connections, deadline_s
-    )
+        target.host, target.port, requests, concurrency, schedule, max_connections, deadline_s,
+        target.tls,
+    )  # fmt: skip
     initial = concurrency if concurrency is not None else min(max_connections, 8)
     opened = await asyncio.gather(
         *(
-            loop.create_connection(lambda: Connection(d), target.host, target.port)
+            loop.create_connection(lambda: Connection(d), target.host, target.port, ssl=target.tls)
             for _ in range(initial)
         ),
         return_exceptions=True,

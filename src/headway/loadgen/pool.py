@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import ssl
 from collections import deque
 from time import perf_counter
 
@@ -85,9 +86,11 @@ class Driver:
         schedule: np.ndarray | None,
         max_connections: int,
         deadline_s: float | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.loop = asyncio.get_running_loop()
         self.host, self.port = host, port
+        self.tls = tls  # an https target's
         self.next_request = itertools.cycle(requests).__next__
         self.deadline_s = deadline_s
         if deadline_s is not None:
@@ -206,7 +209,7 @@ class Driver:
     async def _open(self) -> None:
         try:
             _, conn = await self.loop.create_connection(
-                lambda: Connection(self), self.host, self.port
+                lambda: Connection(self), self.host, self.port, ssl=self.tls
             )
         except OSError:
             self.opening -= 1

@@ -146,7 +146,10 @@ class ReplayDriver:
     async def _open(self) -> None:
         try:
             _, conn = await self.loop.create_connection(
-                lambda: ReplayConnection(self), self.target.host, self.target.port
+                lambda: ReplayConnection(self),
+                self.target.host,
+                self.target.port,
+                ssl=self.target.tls,
             )
         except OSError:
             self.opening -= 1
@@ -215,7 +218,8 @@ async def replay(
     loop = asyncio.get_running_loop()
     d = ReplayDriver(target, offsets, wires, cap)
     opened = await asyncio.gather(
-        *(loop.create_connection(lambda: ReplayConnection(d), target.host, target.port)
+        *(loop.create_connection(lambda: ReplayConnection(d), target.host, target.port,
+                                 ssl=target.tls)
           for _ in range(max(1, min(cap, warm)))),
         return_exceptions=True,
     )  # fmt: skip

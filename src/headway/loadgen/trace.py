@@ -151,10 +151,17 @@ def encode_requests(
     return wires
 
 
-def bodies_from_metadata(url: str, models: Sequence[str], seed: int = 0) -> dict[str, Request]:
-    """One batch-1 request of random data per distinct model, from `GET /v2/models/{m}`."""
+def bodies_from_metadata(
+    url: str, models: Sequence[str], seed: int = 0, *, target: Target | None = None
+) -> dict[str, Request]:
+    """One batch-1 request of random data per distinct model, from `GET /v2/models/{m}` (with
+    `target`'s token and TLS context, when given)."""
+    extra: dict[str, Any] = (
+        {} if target is None else {"headers": target.headers, "verify": target.verify}
+    )
     return {
-        m: from_metadata(fetch_metadata(url, m, None), 1, 1, seed)[0] for m in dict.fromkeys(models)
+        m: from_metadata(fetch_metadata(url, m, None, **extra), 1, 1, seed)[0]
+        for m in dict.fromkeys(models)
     }
 
 
@@ -169,6 +176,7 @@ def replay_trace(
     drain_timeout: float = 10.0,
     duration: float | None = None,
     warm_connections: int = 16,
+    target: Target | None = None,
 ) -> TraceResult:
     """Send each `(seconds, model, slo_ms)` row at its time; see the module docstring.
 
@@ -177,9 +185,10 @@ def replay_trace(
     model and SLO; non-200 answers keep their body so that rejections can be counted by reason.
     `bodies` gives the request (inputs, other fields) for a model name. `duration` (default:
     the last row's time) divides counts into rates. Raises ConnectionError when no
-    connection to the server can be opened at all.
+    connection to the server can be opened at all. `target`: `url` parsed with its token
+    and TLS authorities (`Target.parse`).
     """
-    target = Target.parse(url)
+    target = target or Target.parse(url)
     ordered = sorted(rows, key=lambda row: row[0])
     wires = encode_requests(target, ordered, bodies, binary)
     offsets = [float(row[0]) for row in ordered]
@@ -197,11 +206,30 @@ def replay_trace(
 
 
 # -- command line -------------------------------------------------------------------------------
+def credential_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`--token` and `--ca-file`, for a server with an inference token or TLS (`headway bench`
+    and the trace replay)."""
+    command = click.option(
+        "--ca-file",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        default=None,
+        help="With an https --url: PEM file of the authorities the server's certificate may "
+        "be signed by (default: the system's).",
+    )(command)
+    return click.option(
+        "--token",
+        default=None,
+        envvar="HEADWAY_INFERENCE_TOKEN",
+        help="Bearer token sent with every request: the server's --inference-token (default: "
+        "HEADWAY_INFERENCE_TOKEN).",
+    )(command)
+
+
 def trace_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options of a trace replay, for `python -m headway.loadgen.trace` and `headway bench`."""
     options = [
         click.option("--url", default="http://127.0.0.1:8000", show_default=True,
-                     help="Base URL of the Open Inference Protocol server (http only)."),
+                     help="Base URL of the Open Inference Protocol server (http or https)."),
         click.option("--trace", "trace_file", required=True,
                      type=click.Path(exists=True, dir_okay=False, path_type=Path),
                      help="Trace file (seconds,model,slo_ms) from `headway trace`."),
@@ -219,7 +247,7 @@ def trace_options(command: Callable[..., Any]) -> Callable[..., Any]:
     ]  # fmt: skip
     for option in reversed(options):
         command = option(command)
-    return command
+    return credential_options(command)
 
 
 def run_trace_command(
@@ -231,8 +259,14 @@ def run_trace_command(
     timeout: float = 10.0,
     as_json: bool = False,
     progress: bool | None = None,
+    token: str | None = None,
+    ca_file: Path | None = None,
 ) -> dict[str, Any]:
     """Replay `trace_file` against `url`, print the figures, and return them."""
+    try:
+        target = Target.parse(url, token=token, ca=ca_file)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--url") from None
     try:
         header, rows = read(trace_file)
     except (OSError, ValueError) as exc:
@@ -242,7 +276,7 @@ def run_trace_command(
     models = [row[1] for row in rows]
     try:
         if input_data is None:
-            bodies: Bodies = bodies_from_metadata(url, models)
+            bodies: Bodies = bodies_from_metadata(url, models, target=target)
         else:
             one = from_file(input_data, {"inputs": []}, None, 1)[0]
             bodies = lambda _: one  # noqa: E731
@@ -260,7 +294,7 @@ def run_trace_command(
     try:
         result = replay_trace(url, rows, bodies, max_connections=max_connections, binary=binary,
                               drain_timeout=timeout, duration=duration,
-                              progress=live if show else None)  # fmt: skip
+                              progress=live if show else None, target=target)  # fmt: skip
     except (ConnectionError, ValueError) as exc:
         raise click.ClickException(f"{exc}; is the server running, and is --url right?") from None
     figures = {"url": url, "trace": str(trace_file), "spec": spec, **result.summary()}

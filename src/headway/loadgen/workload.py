@@ -9,6 +9,7 @@ request.
 from __future__ import annotations
 
 import math
+import ssl
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,19 +51,28 @@ class Request:
 
 
 def fetch_metadata(
-    base_url: str, model: str, version: str | None, timeout: float = 5.0
+    base_url: str,
+    model: str,
+    version: str | None,
+    timeout: float = 5.0,
+    *,
+    headers: dict[str, str] | None = None,
+    verify: ssl.SSLContext | bool = True,
 ) -> dict[str, Any]:
-    """``GET /v2/models/{model}[/versions/{version}]``; WorkloadError says what went wrong."""
+    """``GET /v2/models/{model}[/versions/{version}]``; WorkloadError says what went wrong.
+    `headers` (a token) and `verify` (TLS) as the load's target's (`Target`)."""
     path = f"/v2/models/{model}" + (f"/versions/{version}" if version else "")
     url = base_url.rstrip("/") + path
     try:
         # Like the load itself, never through a proxy from the environment.
-        response = httpx.get(url, timeout=timeout, trust_env=False)
+        response = httpx.get(url, timeout=timeout, trust_env=False, headers=headers, verify=verify)
     except httpx.HTTPError as exc:
         raise WorkloadError(
             f"cannot reach {base_url} ({type(exc).__name__}: {exc}); is the server running, "
             "and is --url right?"
         ) from None
+    if response.status_code == 401:
+        raise WorkloadError(f"GET {path} returned 401: the server needs a token; give --token")
     if response.status_code == 404:
         raise WorkloadError(
             f"model {model!r} not found: GET {path} returned 404; check --model"
