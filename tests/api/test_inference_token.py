@@ -111,3 +111,26 @@ def test_a_late_grpc_infer_without_the_token_is_unauthenticated_not_refused(
         assert server.unanswered == 0
 
     run(tmp_path, scenario)
+
+
+def test_without_an_admin_token_the_inference_token_opens_the_admin_routes(tmp_path: Path) -> None:
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "model.yaml").write_text(YAML)
+
+    async def scenario() -> None:
+        controller = Controller(Repository.scan(tmp_path), FakeEngine())
+        app = HeadwayApp(controller, inference_token=TOKEN)
+        await app.start()
+        auth = {b"authorization": f"Bearer {TOKEN}".encode()}
+        unload = "/v2/repository/models/m/unload"
+        assert (await app.handle("POST", unload, {}, b""))[0] == 401
+        assert (await app.handle("GET", "/v2/health/live", {}, b""))[0] == 200
+        assert (await app.handle("GET", "/v2/models/m", {}, b""))[0] == 401
+        assert (await app.handle("GET", "/v2/models/m", auth, b""))[0] == 200
+        assert (await app.handle("POST", unload, auth, b""))[0] == 200
+        await app.stop()
+        both = HeadwayApp(controller, inference_token=TOKEN, admin_token="a")
+        assert both.admin_token is not None and not both.admin_token.allows(auth[b"authorization"])
+        assert both.inference_token is not None and both.inference_token.allows(b"Bearer a")
+
+    asyncio.run(scenario())

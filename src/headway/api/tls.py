@@ -33,10 +33,10 @@ MINIMUM_VERSION = ssl.TLSVersion.TLSv1_2
 #: What each port offers in ALPN (RFC 7301): HTTP/1.1, and h2 for gRPC (RFC 9113 section 3.2).
 HTTP1_ALPN = "http/1.1"
 H2_ALPN = "h2"
-#: Seconds a closing TLS connection waits for its peer's close_notify before it is dropped
-#: (asyncio waits 30; nginx does not wait at all): a peer that never answers holds no socket
-#: for long.
-SHUTDOWN_TIMEOUT_S = 1.0
+#: Seconds a TLS connection the server closes has to take its last answer and the server's
+#: close_notify (asyncio's default is 30; nginx's lingering close waits up to 5 s for a peer to
+#: go quiet): a peer that neither reads nor answers holds its socket no longer than this.
+SHUTDOWN_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True)
