@@ -121,3 +121,64 @@ def test_the_http_server_answers_over_tls_and_aborts_handshakes_when_it_stops(
         assert await asyncio.wait_for(silent.read(), 5) == b""  # closed, not left to time out
 
     asyncio.run(main())
+
+
+class Recorder(asyncio.Protocol):
+    """The server's own protocol, as a handshake hands the connection over to it."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, object]] = []
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.events.append(("made", transport))
+
+    def data_received(self, data: bytes) -> None:
+        self.events.append(("data", data))
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.protocol: asyncio.BaseProtocol | None = None
+        self.aborted = False
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self.protocol = protocol
+
+    def is_closing(self) -> bool:
+        return self.aborted
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+def test_bytes_read_before_the_handover_reach_the_connection_after_it() -> None:
+    """asyncio's own TLS reads the first application bytes before `start_tls` returns: they
+    wait in the handshake and follow `connection_made` (uvloop reads them a turn later)."""
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        recorder = Recorder()
+        tls = FakeTransport()
+
+        async def start_tls(
+            transport: object, protocol: asyncio.Protocol, *a: object, **k: object
+        ) -> FakeTransport:
+            await asyncio.sleep(0)  # a bare yield, as a turn of the handshake
+            protocol.data_received(b"GET / HTTP/1.1\r\n")  # with the client's Finished
+            return tls
+
+        loop.start_tls = start_tls  # type: ignore[method-assign]
+        handshakes = Handshakes(
+            ssl.create_default_context(), lambda: recorder, established=set(), cap=4, timeout=1.0
+        )
+        handshake = handshakes.protocol()
+        handshake.connection_made(FakeTransport())  # type: ignore[arg-type]
+        assert list(handshakes.pending) == [handshake]
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert recorder.events == [("made", tls), ("data", b"GET / HTTP/1.1\r\n")]
+        assert tls.protocol is recorder and not handshakes.pending
+        handshake.data_received(b"late")  # what still reaches it goes on to the connection
+        assert recorder.events[-1] == ("data", b"late")
+
+    asyncio.run(main())

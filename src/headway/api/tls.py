@@ -184,7 +184,10 @@ class Handshake(asyncio.Protocol):
             waiting = handshake.send(None)
         except StopIteration:
             return
-        waiting.add_done_callback(lambda _: self._resume(handshake))
+        if isinstance(waiting, asyncio.Future):
+            waiting.add_done_callback(lambda _: self._resume(handshake))
+        else:  # a bare yield: go on next turn
+            asyncio.get_running_loop().call_soon(self._resume, handshake)
 
     async def _handshake(self) -> None:
         handshakes = self.handshakes
