@@ -37,6 +37,7 @@ from headway.api.inference import InferRoute
 from headway.api.limits import body_decoder
 from headway.api.metrics import render
 from headway.api.openapi import OPENAPI
+from headway.api.origins import OriginPolicy
 from headway.api.statistics import statistics
 from headway.api.tracing import Tracing
 from headway.apps import AppRegistry
@@ -68,6 +69,7 @@ class HeadwayApp:
         admin_token: str | None = None,
         inference_token: str | None = None,
         tracing: Tracing | None = None,
+        origins: OriginPolicy | None = None,
     ) -> None:
         self.controller = controller
         self.max_body_bytes = max_body_bytes
@@ -75,6 +77,8 @@ class HeadwayApp:
         self.admin_token: BearerToken | None = for_admin(admin_token)
         #: With one, every route but the health probes needs it or the admin token.
         self.inference_token = for_inference(inference_token, admin_token)
+        #: Which browser requests the routes that change state accept (`api.origins`).
+        self.origins = origins if origins is not None else OriginPolicy()
         self.started = False
         self.apps = apps if apps is not None else AppRegistry(controller, controller.store)
         self._apps = AppRoutes(self.apps)
@@ -190,6 +194,8 @@ class HeadwayApp:
         answer and the write); routes that must wait for something else run as a task, which
         `stop` cancels if it is still running.
         """
+        if self.origins.cors:  # only with --allow-origin: the answer may need CORS headers
+            reply = self.origins.answering(headers, reply)
         target = self._infer_targets.get(path) if method == "POST" and self.started else None
         token = self.inference_token
         if token is not None and target is not None and not token.allows(headers.get(AUTH)):
@@ -238,8 +244,15 @@ class HeadwayApp:
         reply: Reply,
     ) -> Answer | None:
         parts = [p for p in path.split("/") if p]
+        if method == "OPTIONS" and b"access-control-request-method" in headers:
+            return self.origins.preflight(headers)  # a browser asks before a cross-origin call
+        admin = is_admin(method, parts)
+        if admin:  # a browser page's request is refused before its token is looked at
+            refusal = self.origins.refusal(method, headers)
+            if refusal is not None:
+                return refusal
         token = self.admin_token
-        if token is None or not is_admin(method, parts):
+        if token is None or not admin:
             token = None if self.inference_token is None or is_open(parts) else self.inference_token
         if token is not None:
             refusal = token.refusal(headers.get(AUTH))

@@ -144,13 +144,14 @@ def exposure_warning(host: str, token: str | None, inference: str | None = None)
     if inference:
         return (
             f"WARNING: listening on {host} with an inference token and no admin token: "
-            "whoever holds the inference token can also load and unload models and replace "
-            "or delete applications. Set HEADWAY_ADMIN_TOKEN (or --admin-token) to keep "
+            "whoever holds the inference token can also run code on this server (through flow "
+            "applications), load and unload models and replace or delete applications. Set HEADWAY_ADMIN_TOKEN (or --admin-token) to keep "
             "those to administrators (docs/security.md)."
         )
     return (
         f"WARNING: listening on {host}, beyond this machine, without an admin token: anyone "
-        "who can reach the port can load and unload models, replace or delete applications "
-        "and send feedback. Set HEADWAY_ADMIN_TOKEN (or --admin-token), or bind 127.0.0.1 "
-        "(docs/security.md)."
+        "who can reach the port can run code on this server (through flow applications, which "
+        "import the Python files of the model repository that they name), load and unload models, "
+        "replace or delete applications and send feedback. Set HEADWAY_ADMIN_TOKEN (or "
+        "--admin-token), or bind 127.0.0.1 (docs/security.md)."
     )

@@ -238,6 +238,19 @@ def cli() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
     help="Private key (PEM, unencrypted) of --tls-cert.",
+    "--allow-origin",
+    multiple=True,
+    help="A web origin (scheme://host[:port]) whose pages may call the routes that change "
+    "state and read the answers (CORS); repeat it or separate origins with commas; '*' allows "
+    "every page (with a warning). Without it, a browser request from another origin to those "
+    "routes is refused (docs/protocol.md).",
+)
+@click.option(
+    "--allow-host",
+    multiple=True,
+    help="A name besides localhost and 127.0.0.1 that requests to the routes that change "
+    "state may be addressed to (their Host header) on a loopback --host: for a proxy that "
+    "forwards its own name; repeat it or separate names with commas.",
 )
 @click.option(
     "--plan",

@@ -26,6 +26,7 @@ from headway.api.limits import (
     WRITE_TIMEOUT_S,
     connection_cap,
 )
+from headway.api.origins import OriginPolicy, origins_warning
 from headway.api.rsgi import GranianServer
 from headway.api.tls import ServerTls, server_tls, standard_ciphers
 from headway.apps import AppRegistry, load_config
@@ -88,6 +89,8 @@ class ServeSettings:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     inference_token: str | None = None
+    allow_origin: tuple[str, ...] = ()
+    allow_host: tuple[str, ...] = ()
 
 
 def build_app(settings: ServeSettings) -> HeadwayApp:
@@ -135,6 +138,7 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
         admin_token=settings.admin_token,
         inference_token=settings.inference_token,
         tracing=tracing.from_environment(),
+        origins=OriginPolicy.for_bind(settings.host, settings.allow_origin, settings.allow_host),
     )
     if settings.grpc_port:
         from headway.api.grpc.server import GrpcServer
@@ -221,9 +225,12 @@ def run(settings: ServeSettings) -> None:
         level=settings.log_level.upper(), format="%(levelname)s %(name)s: %(message)s"
     )
     tls = server_tls(settings.tls_cert, settings.tls_key)
-    warning = exposure_warning(settings.host, settings.admin_token, settings.inference_token)
-    if warning:
-        print(warning, file=sys.stderr, flush=True)
+    for warning in (
+        exposure_warning(settings.host, settings.admin_token, settings.inference_token),
+        origins_warning(settings.allow_origin),
+    ):
+        if warning:
+            print(warning, file=sys.stderr, flush=True)
     app = build_app(settings)
     if settings.http == "uvicorn":
         uvicorn.Server(uvicorn_config(app, settings, tls)).run()

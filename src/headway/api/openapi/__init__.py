@@ -149,7 +149,8 @@ OPENAPI: dict[str, Any] = {
 
 def _mark_admin_routes(document: dict[str, Any]) -> None:
     """Admin routes (`api.auth.is_admin`, the one list) need the bearer token when the server
-    has one: they say so, and that they may answer 401."""
+    has one: they say so, and that they may answer 401; and 403 and 415 to what a web page
+    of another origin sends (`api.origins`)."""
     document["components"]["securitySchemes"] = {
         "adminToken": {"type": "http", "scheme": "bearer", "description": "--admin-token"}
     }
@@ -159,6 +160,8 @@ def _mark_admin_routes(document: dict[str, Any]) -> None:
             if is_admin(method.upper(), parts):
                 operation["security"] = [{"adminToken": []}, {}]  # {}: a server without one
                 operation["responses"]["401"] = ERROR
+                operation["responses"]["403"] = ERROR
+                operation["responses"]["415"] = ERROR
 
 
 _mark_admin_routes(OPENAPI)
