@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
 import time
@@ -158,8 +159,9 @@ def main() -> None:
     repository = WORK / "repository"
     if not repository.exists():
         models.build(repository)
-    apps = {name: {**app, "flow": str(EXAMPLES / app["flow"])} for name, app in APPS.items()}
-    (WORK / "headway.yaml").write_text(yaml.safe_dump({"apps": apps}))
+    for example in set(EXAMPLE_OF.values()):  # a config's flow files lie beside it
+        shutil.copy(EXAMPLES / f"{example}.py", WORK)
+    (WORK / "headway.yaml").write_text(yaml.safe_dump({"apps": APPS}))
     (WORK / "state.db").unlink(missing_ok=True)
     started = machine()
     previous = WORK / "results.json"

@@ -97,9 +97,11 @@ def build(root: Path) -> tuple[Path, Path]:
             continue
         settings = {"framework": "sklearn", "max_batch_size": 16, "replicas": 1}
         (repo / name / "model.yaml").write_text(yaml.safe_dump(settings))
-    source = ROOT / "examples" / "flows" / "cascade.py"
+    shutil.copy(ROOT / "examples" / "flows" / "cascade.py", root)  # beside the config
     config = root / "headway.yaml"
-    config.write_text(yaml.safe_dump({"apps": {APP: {"flow": f"{source}:flow", "slo_ms": SLO_MS}}}))
+    config.write_text(
+        yaml.safe_dump({"apps": {APP: {"flow": "cascade.py:flow", "slo_ms": SLO_MS}}})
+    )
     return repo, config
 
 

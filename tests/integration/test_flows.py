@@ -7,10 +7,10 @@ actions batch rows of several queries. Lookup values are put through `PUT /looku
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -35,12 +35,17 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
     root = tmp_path_factory.mktemp("flow-repository")
     models.build(root)
     tmp = tmp_path_factory.mktemp("flow-server")
-    # the examples' headway.yaml, with deadlines a machine at load 30 meets (this test is about
+    # the examples' headway.yaml beside copies of their files (a config's flow files lie beside
+    # it or in the repository), with deadlines a machine at load 30 meets (this test is about
     # answers, not deadlines: a 503 under load would only say the machine was busy)
     apps = yaml.safe_load((EXAMPLES / "headway.yaml").read_text())["apps"]
     for app in apps.values():
-        app["flow"], app["slo_ms"] = str(EXAMPLES / app["flow"]), SLO_MS
+        app["slo_ms"] = SLO_MS
+    for name in NAMES:
+        shutil.copy(EXAMPLES / f"{name}.py", tmp)
     (tmp / "headway.yaml").write_text(yaml.safe_dump({"apps": apps}))
+    # the admin API may name only the repository's files: the examples again, under flows/
+    shutil.copytree(tmp, root / "flows", ignore=shutil.ignore_patterns("*.yaml"))
     extra = ["--config", str(tmp / "headway.yaml")]
     with ServerProcess(root, state=tmp / "state.db", workers=2, extra=extra,
                        log=tmp / "server.log") as server:  # fmt: skip
@@ -48,11 +53,15 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any
         for key, value in models.lookups().items():
             api.call("PUT", f"/lookups/{key}", {"value": value})
         for name in NAMES:
-            body = {"flow": f"{EXAMPLES / name}.py:flow", **OFF}
+            body = {"flow": f"flows/{name}.py:flow", **OFF}
             api.call("PUT", f"/apps/{APPS[name]}-off", body, status=201)
             for app in (APPS[name], APPS[name] + "-off"):
                 warm(server.url, app, inputs(name, 1)[0])
-        yield {"api": api, "local": LocalServices(lookups=models.lookups(), repository=root)}
+        yield {
+            "api": api,
+            "local": LocalServices(lookups=models.lookups(), repository=root),
+            "flows": root / "flows",
+        }
         api.close()
 
 
@@ -119,15 +128,13 @@ def test_a_competing_stage_runs_on_two_workers(deployed: dict[str, Any]) -> None
     assert [s["replicas"] for s in off if s["high_variance"]] == [1]
 
 
-def test_bad_input_and_bad_flows_are_4xx_naming_the_problem(
-    deployed: dict[str, Any], tmp_path: Path
-) -> None:
+def test_bad_input_and_bad_flows_are_4xx_naming_the_problem(deployed: dict[str, Any]) -> None:
     api: AppClient = deployed["api"]
     error = api.call("POST", "/apps/recommender/predict", {"input": 3}, status=400)["error"]
     assert "column 'user': expected str, got int" in error
     error = api.call("POST", "/apps/cascade/predict", {"input": {"img": [1]}}, status=400)["error"]
     assert "missing ['image']" in error and "unknown ['img']" in error
-    bad = tmp_path / "bad.py"
+    bad = deployed["flows"] / "bad.py"
     bad.write_text(
         "from headway.flows import Flow, Row\n"
         "def f(row: Row) -> float:\n    return 1.0\n"
@@ -135,7 +142,7 @@ def test_bad_input_and_bad_flows_are_4xx_naming_the_problem(
     )
     error = api.call("PUT", "/apps/bad", {"flow": f"{bad}:flow"}, status=400)["error"]
     assert "operator 'map:f'" in error and "col 'y' is not a column" in error
-    unknown = tmp_path / "unknown.py"
+    unknown = deployed["flows"] / "unknown.py"
     unknown.write_text(
         "import numpy as np\nfrom headway.flows import Flow, Model\n"
         "flow = Flow('u', {'x': np.ndarray})\nflow.map(Model('no-such-model', {'y': float}))\n"
@@ -207,7 +214,7 @@ def test_a_flows_stage_models_are_warm_before_it_is_deployed(deployed: dict[str,
     """PUT answers once every stage model ran its warm-up (a fused stage's too: the app makes
     up rows of zeros of its input columns), before the app was asked anything."""
     api: AppClient = deployed["api"]
-    body = {"flow": f"{EXAMPLES / 'cascade'}.py:flow", "slo_ms": SLO_MS}
+    body = {"flow": "flows/cascade.py:flow", "slo_ms": SLO_MS}
     described = api.call("PUT", "/apps/cascade-warm", body, status=201)
     stages = [s for s in described["flow"]["stages"] if s["kind"] == "action"]
     served = sorted(name for stage in stages for name in stage["served_as"])
@@ -224,13 +231,13 @@ def test_a_flows_stage_models_are_warm_before_it_is_deployed(deployed: dict[str,
 
 
 def test_a_flow_that_cannot_make_its_deadline_answers_the_default_output(
-    deployed: dict[str, Any], tmp_path: Path
+    deployed: dict[str, Any],
 ) -> None:
     """The app's slo_ms bounds the whole flow: a first stage that sleeps 400 ms under a 200 ms
     SLO is cut off at the deadline, the model after it is never called, and the answer is the
     app's default output, flagged."""
     api: AppClient = deployed["api"]
-    late = tmp_path / "late.py"
+    late = deployed["flows"] / "late.py"
     late.write_text(
         "import time\nimport numpy as np\nfrom headway.flows import Flow, Model, Row\n"
         "def pause(row: Row) -> np.ndarray:\n    time.sleep(0.4)\n    return row['image']\n"

@@ -91,7 +91,7 @@ def test_grpc_inferences_and_flow_queries_are_traced(tmp_path: Path) -> None:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     models.python_model(tmp_path / "repo", "doubler", "Doubler")
-    flow = models.scaled_flow(tmp_path / "flows")
+    flow = models.scaled_flow(tmp_path / "repo" / "flows")  # a flow file of the repository
     settings = ServeSettings(
         repository=tmp_path / "repo", state=tmp_path / "s.db", workers=1, port=0,
         grpc_port=free_port(),

@@ -153,7 +153,8 @@ def parse_app(
     name: str, raw: Any, repository: Repository | None = None, base: Path | None = None
 ) -> AppConfig:
     """One application entry -> AppConfig; ConfigError naming the app and the key. A relative
-    flow path is taken from `base` (the config file's folder), else the working folder."""
+    flow path is taken from `base` (the config file's folder), else from the repository's
+    folder; with a repository, the flow file must lie in it or in `base` (`parse_flow_app`)."""
     where = f"app {name!r}"
     if not isinstance(name, str) or not _NAME.match(name):
         raise ConfigError(f"{where}: an app name may use letters, digits, '_', '-', '.'")
@@ -240,7 +241,11 @@ def parse_flow_app(
     spec = raw["flow"]
     if not isinstance(spec, str):
         raise ConfigError(f"{where}: flow must be 'path/file.py:name', not {spec!r}")
-    path, attr = split_spec(spec, where, base)
+    if repository is None:  # an offline tool (`headway plan`): the user's own files
+        path, attr = split_spec(spec, where, base)
+    else:  # a server: the API may name only the repository's files, the config file also its own
+        within = (repository.root,) if base is None else (repository.root, base)
+        path, attr = split_spec(spec, where, base or repository.root, within)
     switches: dict[str, Any] = {}
     for key in ("fusion", "compete", "batching"):
         if raw.get(key) is not None:

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from headway.apps.application import Application
@@ -56,10 +57,13 @@ class AppRegistry:
         declared: Mapping[str, AppConfig] | None = None,
         *,
         flush_interval: float = 1.0,
+        config_folder: Path | None = None,
     ) -> None:
         self.controller = controller
         self.db = AppStore(store) if store is not None else None
         self.declared = dict(declared or {})
+        #: The `--config` file's folder: its apps' flow files may lie there too (`parse_app`).
+        self.config_folder = config_folder
         self.flush_interval = flush_interval
         self.apps: dict[str, Served] = {}
         #: Values flows look up (`PUT /lookups/{key}`), kept in the store.
@@ -76,8 +80,9 @@ class AppRegistry:
             row = stored.get(name)
             previous = None
             if row is not None:
+                base = self.config_folder if row.declared is not None else None
                 try:
-                    previous = parse_app(name, row.config, self.controller.repository)
+                    previous = parse_app(name, row.config, self.controller.repository, base)
                 except ConfigError as exc:
                     log.error("stored app %s cannot be served as it was: %s", name, exc.message)
             entry = self.declared.get(name)

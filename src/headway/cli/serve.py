@@ -130,7 +130,8 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
             POLICIES[settings.scheduler], schedule_ahead=settings.schedule_ahead_ms / 1000.0
         ),
     )
-    apps = AppRegistry(controller, store, declared)
+    folder = settings.config.parent if settings.config else None
+    apps = AppRegistry(controller, store, declared, config_folder=folder)
     app = HeadwayApp(
         controller,
         max_body_bytes=int(settings.max_body_mb * 2**20),
