@@ -42,6 +42,10 @@ class AppRegistry:
       file entry *changed* is served as the file now says. Applications created through the API are
       restored from the store. (An app deleted through the API but still in the file comes back at
       the next start: remove it from the file too.)
+    - Config apps follow the config: one the file (or the lack of one) no longer declares is not
+      served. Its stored rows are kept aside, untouched: a later config that declares it again,
+      unchanged, serves it with what it had learned; an app created through the API under its
+      name replaces it.
     - Learned state (weights, per-user states, statistics) is carried over whenever the policy stays
       the same, reconciled with the models now linked (new ones at the mean weight). A fixed
       policy's traffic split lives in the state, so a rollback through the API survives a restart,
@@ -78,6 +82,13 @@ class AppRegistry:
         stored = self.db.apps() if self.db else {}
         for name in dict.fromkeys([*stored, *self.declared]):
             row = stored.get(name)
+            if row is not None and row.declared is not None and name not in self.declared:
+                log.info(
+                    "app %s came from a config file that no longer names it: not served (its "
+                    "learned state is kept; name it in the config again to serve it)",
+                    name,
+                )
+                continue  # kept in the store untouched, aside
             previous = None
             if row is not None:
                 base = self.config_folder if row.declared is not None else None
