@@ -27,7 +27,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp("dashboard")
     models.python_model(root / "repository", "doubler", "Doubler")
     models.python_model(root / "repository", "broken", "Broken")
-    flow = models.scaled_flow(root / "flows")
+    flow = models.scaled_flow(root / "repository" / "flows")  # a flow file of the repository
     with ServerProcess(root / "repository", state=root / "s.db", workers=2) as started:
         app = {"flow": flow, "fusion": False, "slo_ms": 30_000}
         put = httpx.put(f"{started.url}/apps/scaled", json=app, timeout=60)

@@ -20,6 +20,7 @@ from headway.flows.deadline import QueryDeadline
 from headway.flows.flow import Flow
 from headway.flows.local import filter_ahead, run_action, run_chain, run_stage
 from headway.flows.lookups import Lookups
+from headway.flows.model_inputs import check_rows, conform, frontend_calls, model_calls
 from headway.flows.operators import Model, Shape, encode_inputs, select_rows
 from headway.flows.placement import in_frontend
 from headway.flows.plan import ACTION, SOURCE, Plan, Stage
@@ -94,6 +95,13 @@ class QueryRunner:
         self.stage_models = stage_models
         self.selects = selects
         self.stats = stats
+        #: Per action stage, the model calls each query's rows are checked against before it is
+        #: sent (`flows.model_inputs`).
+        self.checked = {
+            stage.id: frontend_calls(plan.ops(stage))
+            for stage in plan.stages
+            if stage.kind == ACTION
+        }
 
     async def run(self, table: Table, trace: Trace, deadline: QueryDeadline) -> Table:
         """The flow over one query's table: each stage starts once its inputs are done; each
@@ -169,6 +177,7 @@ class QueryRunner:
                 self.stats.action(stage.operators, len(table), len(out), ahead, ended - started)
                 trace.stage(stage, started, ended, len(table), len(out))
             return out
+        check_rows(self.checked[stage.id], sent, self.stage_models.signature, f"app {self.app!r}")
         try:
             if served_directly(stage):
                 ((op, label),) = ops
@@ -205,6 +214,7 @@ class QueryRunner:
     ) -> Table:
         """Each row: the policy's models through the controller, their answers combined."""
         shape = op.check([Shape(table.schema, table.group)], label)
+        check_rows(model_calls(op, label), table, self.stage_models.signature, f"app {self.app!r}")
         ready = [m for m in op.models if self._ready(m)]
 
         async def one(values: tuple[Any, ...], qid: int) -> tuple[Any, ...]:
@@ -238,9 +248,11 @@ class QueryRunner:
         return state is not None and state.state == READY
 
     def _submit(self, key: str, tensors: dict[str, np.ndarray], timeout: float) -> Call:
-        """Call a repository model with `timeout` seconds (what is left of the query's)."""
+        """Call a repository model with `timeout` seconds (what is left of the query's); its
+        numbers in the model's datatypes where they hold them exactly (`conform`)."""
         ref = ModelRef.parse(key, f"app {self.app!r}")
         version = None if ref.version is None else str(ref.version)
+        tensors = conform(self.stage_models.signature(key), dict(tensors))
         future = self.controller.submit(ref.name, tensors, version=version, timeout=timeout)
         return ref.name, version, future
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,12 @@ from headway.flows.deadline import QueryDeadline, explanation
 from headway.flows.flow import Flow
 from headway.flows.graph import Options
 from headway.flows.lookups import Lookups
+from headway.flows.model_inputs import check_types
 from headway.flows.plan import Plan
 from headway.flows.query_runner import QueryRunner, Trace
 from headway.flows.select_state import SelectState
 from headway.flows.source import load_flow
-from headway.flows.stage_models import StageModels
+from headway.flows.stage_models import StageModels, model_signature
 from headway.flows.stats import FlowStats
 from headway.flows.types import Table
 
@@ -52,6 +54,8 @@ class FlowApplication:
         self.controller = controller
         self.flow = flow or load_flow(config.flow, f"app {config.name!r}")
         self.plan: Plan = self.flow.compile(flow_options(config, self.flow.options))
+        # a column no model could take fails here, at deploy, not at each query
+        check_types(self.flow, partial(model_signature, controller), f"app {config.name!r}")
         self.stats = FlowStats(self.plan)
         self.selects = SelectState(config.name, self.plan)
         self.stage_models = StageModels(config, self.flow, self.plan, controller)
@@ -195,3 +199,10 @@ def check_flow(config: AppConfig, repository: Any, base: Path | None = None) -> 
                 raise ConfigError(
                     f"{where}: the flow calls model {key!r}, which is not in the repository"
                 )
+    check_types(flow, partial(_declared, repository), where)
+
+
+def _declared(repository: Any, key: str) -> tuple[Any, ...]:
+    """A model's inputs as its model.yaml declares them (empty: inferred when it loads)."""
+    found = repository.models.get(ModelRef.parse(key, f"model {key!r}").name)
+    return () if found is None else tuple(found.inputs)

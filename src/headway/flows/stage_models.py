@@ -25,7 +25,7 @@ from headway.flows.flow import Flow
 from headway.flows.plan import ACTION, Plan, Stage
 from headway.flows.source import split_spec
 from headway.flows.warmup import stage_inputs
-from headway.repository import ModelConfig
+from headway.repository import ModelConfig, TensorSpec
 
 log = logging.getLogger("headway.flows")
 _generations = itertools.count(1)
@@ -39,6 +39,17 @@ def served_directly(stage: Stage) -> bool:
     """A stage that is one model operator is served as that repository model itself (its
     batching, replicas, cache), unless batching is off for the flow."""
     return stage.only_model and stage.batching
+
+
+def model_signature(controller: Controller, key: str) -> tuple[TensorSpec, ...]:
+    """The inputs a repository model (`name` or `name@version`) takes: as served (with what its
+    adapter inferred), else as its model.yaml declares them; empty when not known."""
+    ref = ModelRef.parse(key, f"model {key!r}")
+    state = controller.served(ref.name, ref.version)
+    if state is not None:
+        return state.config.inputs
+    found = controller.repository.models.get(ref.name)
+    return () if found is None else found.inputs
 
 
 class StageModels:
@@ -145,14 +156,12 @@ class StageModels:
             first = self.flow.nodes[stage.nodes[0]].inputs[0].shape
             mine = [op for op, _ in self.plan.ops(stage)]
             ops = [*mine, *(n.op for n in self.flow.nodes if n.op is not None and n.op not in mine)]
-            specs = stage_inputs(first.schema, ops, self._signature)
+            specs = stage_inputs(first.schema, ops, self.signature)
             if specs is not None:
                 self.controller.measuring.warm_up(replace(state.config, inputs=specs), WARMUP_RUNS)
 
-    def _signature(self, key: str) -> tuple[Any, ...]:
-        ref = ModelRef.parse(key, f"app {self.app!r}")
-        state = self.controller.served(ref.name, ref.version)
-        return () if state is None else state.config.inputs
+    def signature(self, key: str) -> tuple[TensorSpec, ...]:
+        return model_signature(self.controller, key)
 
     def _warming(self) -> list[str]:
         """The stage models (this app's and the repository models it calls) still warming."""

@@ -72,7 +72,10 @@ def check_value(kind: type, value: Any) -> Any:
         if isinstance(value, np.ndarray):
             return value
         if isinstance(value, list | tuple):
-            return np.asarray(value)
+            try:
+                return np.asarray(value)
+            except ValueError:  # nested lists of different lengths
+                raise TypeError(f"expected ndarray, got a ragged list {value!r:.60}") from None
     elif kind is bool:
         if isinstance(value, bool | np.bool_):
             return bool(value)
