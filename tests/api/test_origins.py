@@ -221,3 +221,30 @@ def test_cors_through_the_routes(tmp_path: Path) -> None:
     )
     # an OPTIONS that is no preflight is routed as before
     assert _handle(app, "OPTIONS", UNLOAD, LOCAL)[0] == 405
+
+
+def test_the_flags_and_their_environment_variables(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from headway.cli import main
+    from headway.cli.serve import ServeSettings
+
+    captured: list[ServeSettings] = []
+    monkeypatch.setattr(main, "run", captured.append)
+    flags = ["--allow-origin", "https://a.example", "--allow-origin", "http://b:3000,null"]
+    for args, env in (
+        (flags, {}),
+        ([], {"HEADWAY_ALLOW_ORIGIN": "https://a.example http://b:3000,null"}),
+    ):
+        result = CliRunner().invoke(main.cli, ["serve", "-r", str(tmp_path), *args], env=env)
+        assert result.exit_code == 0, result.output
+        settings = captured.pop()
+        policy = OriginPolicy.for_bind(settings.host, settings.allow_origin, settings.allow_host)
+        assert policy.allowed == {"https://a.example", "http://b:3000", "null"}
+        assert policy.loopback and policy.cors
+    result = CliRunner().invoke(
+        main.cli, ["serve", "-r", str(tmp_path)], env={"HEADWAY_ALLOW_HOST": "proxy.example"}
+    )
+    assert result.exit_code == 0 and captured.pop().allow_host == ("proxy.example",)

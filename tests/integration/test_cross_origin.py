@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import tritonclient.http as triton_http
 
+from headway.client import Client
 from headway.launcher import ServerProcess, free_port
 from tests.integration import models
 
@@ -113,6 +114,11 @@ def test_clients_that_are_not_browsers_work_as_before(laptop: ServerProcess) -> 
     assert not triton.is_model_ready("doubler")
     triton.load_model("doubler")
     assert triton.is_model_ready("doubler")
+    with Client(url, timeout=10) as ours:  # an empty application/json body
+        ours.unload("doubler")
+        assert not ours.ready("doubler")
+        ours.load("doubler")
+        assert ours.ready("doubler")
     with httpx.Client(base_url=url, timeout=10) as client:
         created = client.put("/apps/calc", json={"models": ["doubler"], "task": "regression"})
         assert created.status_code == 201, created.text
