@@ -238,6 +238,8 @@ def cli() -> None:
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
     help="Private key (PEM, unencrypted) of --tls-cert.",
+)
+@click.option(
     "--allow-origin",
     multiple=True,
     help="A web origin (scheme://host[:port]) whose pages may call the routes that change "
