@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from headway.errors import InvalidInput
@@ -47,6 +49,22 @@ def oip_datatype(dtype: np.dtype) -> str:
     return name
 
 
+#: What numpy can index: an array's dimensions, zeros aside, times its item size, must fit.
+_INDEXABLE = int(np.iinfo(np.intp).max)
+
+
+def check_empty_shape(shape: tuple[int, ...], itemsize: int) -> None:
+    """Raise InvalidInput for a shape that holds no elements (a zero dimension) but whose other
+    dimensions multiply past what numpy can shape an array to. A shape that holds elements
+    needs no such check: its count is compared with the data sent, which is far smaller."""
+    extent = math.prod(d for d in shape if d) * max(itemsize, 1)
+    if extent > _INDEXABLE:
+        raise InvalidInput(
+            f"shape {list(shape)} is too large: its nonzero dimensions multiply past what an "
+            "array can hold"
+        )
+
+
 def encode_bytes_tensor(array: np.ndarray) -> bytes:
     """BYTES elements as the protocol lays them out: a 4-byte little-endian length, then bytes."""
     parts: list[bytes] = []
@@ -73,9 +91,11 @@ def decode_bytes_tensor(buffer: bytes | memoryview, shape: tuple[int, ...]) -> n
         offset += size
     array = np.empty(len(items), dtype=object)
     array[:] = items
-    expected = int(np.prod(shape)) if shape else 1
+    expected = math.prod(shape)  # exact: numpy's product would wrap around past 2**63
     if len(items) != expected:
         raise InvalidInput(
             f"BYTES tensor: shape {list(shape)} needs {expected} elements, got {len(items)}"
         )
+    if not expected:
+        check_empty_shape(shape, array.itemsize)
     return array.reshape(shape)

@@ -19,6 +19,8 @@ from headway.api.http import HttpServer
 from headway.errors import PayloadTooLarge
 
 LIMIT = 1000
+#: The largest answer `/big/{bytes}` may ask for (HeadwayApp's `max_answer_bytes`).
+ANSWER_LIMIT = 4 * 2**20
 
 
 class EchoApp:
@@ -27,6 +29,7 @@ class EchoApp:
     routes at once and others later)."""
 
     max_body_bytes = LIMIT
+    max_answer_bytes = ANSWER_LIMIT
 
     def __init__(self) -> None:
         self.started = self.stopped = False
@@ -73,6 +76,9 @@ class EchoApp:
         if path.startswith("/spin/"):  # a request that holds the loop (a long turn of reads)
             time.sleep(float(path.rsplit("/", 1)[1]))
             path = "/now" + path
+        if path.startswith("/big/"):  # an answer of that many bytes, at once
+            reply((200, b"x" * int(path.rsplit("/", 1)[1]), []))
+            return
         if path.startswith("/now/"):
             self.seen.append((method, path, body))
             self.began[path] = self.ended[path] = time.monotonic()
@@ -99,7 +105,13 @@ class EchoApp:
         if path.startswith("/sleep/"):
             await asyncio.sleep(float(path.rsplit("/", 1)[1]))
         self.ended[path] = time.monotonic()
-        answer = {"method": method, "path": path, "body": body.decode(), "x": headers.get(b"x-a")}
+        answer = {
+            "method": method,
+            "path": path,
+            "body": body.decode(),
+            "x": headers.get(b"x-a"),
+            "host": headers.get(b"host"),
+        }
         return 200, orjson.dumps(answer, default=bytes.decode), [(b"content-type", b"text/json")]
 
 

@@ -8,21 +8,26 @@ from __future__ import annotations
 import asyncio
 import gzip
 import resource
+import socket
 import subprocess
 import sys
 import zlib
+from collections.abc import Callable
 
 import orjson
 import pytest
 from tests.api.echo_server import LIMIT, EchoApp, connect, request, response, serve
 
+from headway.api.connection import HttpConnection
 from headway.api.http import HttpServer
 from headway.api.limits import (
+    MAX_BLANK_BYTES,
     MAX_HEADER_BYTES,
     MAX_URL_BYTES,
     RESERVED_FDS,
     BodyDecoder,
     body_decoder,
+    decode_body,
 )
 from headway.errors import InvalidInput, PayloadTooLarge
 
@@ -104,6 +109,39 @@ def test_a_truncated_or_corrupt_gzip_body_and_an_unknown_encoding_are_refused() 
         reader, writer = await connect(server)
         writer.write(request("/z", b"x", "Content-Encoding: br"))
         assert "Content-Encoding 'br' is not supported" in await refused(reader, 415)
+        assert app.seen == []
+
+    serve(test)
+
+
+def test_a_second_gzip_member_or_junk_after_the_stream_is_refused_not_ignored() -> None:
+    one = gzip.compress(b"hello")
+    for body, encoding in (
+        (one + gzip.compress(b"world"), "gzip"),  # two members
+        (one + b"junk", "gzip"),
+        (one + b"\0" * 8, "gzip"),  # padding
+        (zlib.compress(b"hello") + b"x", "deflate"),
+    ):
+        try:
+            decode_body(encoding.encode(), body, 1000)
+        except InvalidInput as exc:
+            assert "follow the end of its compressed stream" in exc.message
+        else:
+            raise AssertionError(f"{body!r} was decoded")
+        decoder = BodyDecoder(encoding, 1000)  # bytes that come after it, in a later piece
+        complete = body[: len(one)] if encoding == "gzip" else zlib.compress(b"hello")
+        assert decoder.feed(complete) == b"hello"
+        try:
+            decoder.feed(b"x")
+        except InvalidInput:
+            pass
+        else:
+            raise AssertionError("bytes after the stream were ignored")
+
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        reader, writer = await connect(server)
+        writer.write(request("/z", one + gzip.compress(b"world"), "Content-Encoding: gzip"))
+        assert "a second gzip member, or junk" in await refused(reader, 400)
         assert app.seen == []
 
     serve(test)
@@ -253,9 +291,9 @@ async def trickle(
 def test_a_connection_over_the_cap_is_answered_503_with_the_reason_and_closed() -> None:
     async def test(server: HttpServer, app: EchoApp) -> None:
         held = [await connect(server) for _ in range(3)]
-        for reader, writer in held:  # each is served, so each is counted
-            writer.write(request("/now/held"))
-            assert (await response(reader))[0] == 200
+        for _, writer in held:  # each is reading a request's head: counted, and not idle
+            writer.write(b"GET /now/held HTTP/1.1\r\n")
+        await until(lambda: all(c._phase for c in server.connections), server)
         reader, writer = await connect(server)
         writer.write(request("/now/fourth"))
         error = await refused(reader, 503)
@@ -269,6 +307,96 @@ def test_a_connection_over_the_cap_is_answered_503_with_the_reason_and_closed() 
         await served(server)  # a place is free again
 
     serve(test, max_connections=3)
+
+
+async def until(condition: Callable[[], bool], server: HttpServer) -> None:
+    """Wait (up to 5 s) until `condition()` holds of the server's state."""
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"not reached; {len(server.connections)} connections")
+
+
+def test_at_the_cap_the_longest_idle_connection_is_closed_for_a_new_one() -> None:
+    """nginx's reusable connections: a connection waiting for its next request gives its
+    place to a new client (the longest idle first) rather than the new one being refused;
+    one with a request under way or an answer unsent keeps its place."""
+
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        idle = []
+        for k in range(3):
+            reader, writer = await connect(server)
+            writer.write(request(f"/now/idle{k}"))
+            assert (await response(reader))[0] == 200
+            idle.append((reader, writer))
+        # a fourth and a fifth client: each is served, in the place of the longest idle
+        kept = []  # (a writer that is collected closes its connection)
+        for k in range(2):
+            reader, writer = await connect(server)
+            kept.append(writer)
+            writer.write(request(f"/now/new{k}"))
+            assert (await response(reader))[0] == 200
+            assert await asyncio.wait_for(idle[k][0].read(), 5) == b""  # closed, no answer
+            writer.write(b"GET /now/busy HTTP/1.1\r\n")  # now reading a head: not idle
+        await until(lambda: sum(c._phase == 1 for c in server.connections) == 2, server)
+        reader, writer = await connect(server)  # idle[2] is the one idle left: it goes
+        kept.append(writer)
+        writer.write(request("/now/third"))
+        assert (await response(reader))[0] == 200
+        assert await asyncio.wait_for(idle[2][0].read(), 5) == b""
+        writer.write(b"GET /now/busy HTTP/1.1\r\n")
+        await until(lambda: sum(c._phase == 1 for c in server.connections) == 3, server)
+        reader, writer = await connect(server)  # none idle: refused
+        writer.write(request("/now/refused"))
+        assert "serves at most 3 at once" in await refused(reader, 503)
+
+    serve(test, max_connections=3)
+
+
+def test_empty_lines_before_a_request_are_allowed_a_few_then_refused() -> None:
+    # RFC 9112 2.2: a server SHOULD ignore at least one empty line where a request is due
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        reader, writer = await connect(server)
+        writer.write(b"\r\n\r\n" + request("/now/a"))
+        assert (await response(reader))[0] == 200
+        writer.write(b"\r\n")  # in reads of their own, counted since the last request
+        await writer.drain()
+        await asyncio.sleep(0.05)
+        writer.write(b"\n\r\n\r\n" + request("/now/b"))
+        assert (await response(reader))[0] == 200
+        for _ in range(MAX_BLANK_BYTES // 2 + 1):
+            writer.write(b"\r\n")
+            await writer.drain()
+            await asyncio.sleep(0.01)
+        assert "more than 8 bytes of empty lines" in await refused(reader, 400)
+        assert [p for _, p, _ in app.seen] == ["/now/a", "/now/b"]
+        await served(server)
+
+    serve(test)
+
+
+def test_empty_lines_are_no_activity_for_the_keep_alive() -> None:
+    """A client that sends a CRLF now and then holds no connection past the keep-alive: the
+    idle timer runs from the last answer, whatever empty lines came after it."""
+
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        reader, writer = await connect(server)
+        writer.write(request("/now/a"))
+        assert (await response(reader))[0] == 200
+        (connection,) = server.connections
+        answered = connection.last_active
+        for _ in range(3):
+            writer.write(b"\r\n")
+            await writer.drain()
+            await asyncio.sleep(0.02)
+        assert connection.last_active == answered and connection.idle
+        connection.sweep(answered + 29)  # within --keep-alive: kept
+        assert not connection.closing
+        connection.sweep(answered + 31)  # past it: closed, CRLFs or not
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+
+    serve(test, keep_alive=30)
 
 
 def cap_under_file_limit(soft: int, hard: int, wanted: int) -> tuple[int, int, str]:
@@ -317,3 +445,129 @@ def test_a_refusal_reaches_a_client_that_is_still_sending() -> None:
         await served(server)
 
     serve(test)
+
+
+# -- answers a client does not read -----------------------------------------------------------
+
+
+async def not_reading(
+    server: HttpServer, *paths: str
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, HttpConnection]:
+    """A client that reads nothing, having sent a request for each of `paths` at once
+    (pipelined); its sockets, both ends, take little (so what the server writes waits in the
+    server, whatever the machine's socket buffer sizes)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", server.port))
+    sock.setblocking(False)
+    reader, writer = await asyncio.open_connection(sock=sock)
+    writer.transport.pause_reading()  # type: ignore[attr-defined]
+    ours = sock.getsockname()
+    found: list[HttpConnection] = []
+
+    def accepted() -> bool:
+        found[:] = [
+            c
+            for c in server.connections
+            if c.transport is not None and c.transport.get_extra_info("peername") == ours
+        ]
+        return bool(found)
+
+    await until(accepted, server)
+    found[0].transport.get_extra_info("socket").setsockopt(  # type: ignore[union-attr]
+        socket.SOL_SOCKET, socket.SO_SNDBUF, 4096
+    )
+    writer.write(b"".join(request(path, method="GET") for path in paths))
+    return reader, writer, found[0]
+
+
+async def dropped(reader: asyncio.StreamReader) -> None:
+    """The server closed the connection before its answers were read (a reset, or EOF)."""
+    reader._transport.resume_reading()  # type: ignore[attr-defined]
+    try:
+        while await asyncio.wait_for(reader.read(2**20), 5):
+            pass
+    except ConnectionError:
+        pass
+
+
+MB = 2**20
+
+
+def test_a_client_that_takes_none_of_its_answer_is_closed_after_the_write_timeout() -> None:
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        reader, _writer, connection = await not_reading(server, f"/big/{3 * MB}")
+        await until(lambda: server.unread > 2 * MB, server)
+        assert not connection.idle  # its answer is unsent: not closed as idle, nor reclaimed
+        began = connection._write_stamp
+        connection.sweep(began + 100)  # within --write-timeout
+        assert not connection.closing and server.unread > 0
+        reader._transport.resume_reading()  # type: ignore[attr-defined]
+        await reader.readexactly(MB)  # the client takes some: its timer starts again
+        reader._transport.pause_reading()  # type: ignore[attr-defined]
+        unsent = connection._unsent_seen
+        await until(
+            lambda: connection.transport.get_write_buffer_size() < unsent,  # type: ignore[union-attr]
+            server,
+        )
+        connection.sweep(began + 150)
+        assert not connection.closing and connection._write_stamp == began + 150
+        connection.sweep(began + 200)
+        connection.sweep(began + 271)  # then none for longer than the timeout: dropped
+        assert connection.closing and server.unread == 0
+        await dropped(reader)
+        await until(lambda: not server.connections, server)
+        await served(server)
+
+    serve(test, write_timeout=120)
+
+
+def test_a_closing_connection_whose_client_does_not_read_is_dropped_all_the_same() -> None:
+    """A transport closes only once its unsent bytes are sent: closed as idle, or after a
+    refusal, a client that does not read would hold it (and its answers) for ever."""
+
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        reader, _writer, connection = await not_reading(server, f"/big/{3 * MB}")
+        await until(lambda: server.unread > 2 * MB, server)
+        connection.close()
+        assert connection in server.connections  # closing, not closed: its bytes wait
+        await until(lambda: not server.connections, server)  # the sweep, past the timeout
+        assert server.unread == 0
+        await dropped(reader)
+
+    serve(test, write_timeout=0.3)
+
+
+def test_unread_answers_are_bounded_per_connection() -> None:
+    # pipelined requests answered while their client reads none: past the bound (2 largest
+    # answers, 4 MiB each here), the connection is dropped rather than hold more
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        three = f"/big/{3 * MB}"
+        reader, _writer, _ = await not_reading(server, three, three, three)
+        await dropped(reader)
+        await until(lambda: not server.connections and server.unread == 0, server)
+        # answers held behind a slow one count alike
+        reader, _writer, _ = await not_reading(server, "/sleep/1", three, three, three)
+        await until(lambda: not server.connections and server.unread == 0, server)
+        assert "/sleep/1" not in app.ended  # dropped while its answers waited behind it
+        await dropped(reader)
+        await served(server)
+
+    serve(test)
+
+
+def test_unread_answers_are_bounded_for_the_whole_server_dropping_who_holds_most() -> None:
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        small, writer, kept = await not_reading(server, f"/big/{2 * MB}")
+        await until(lambda: server.unread > MB, server)
+        large, _other_writer, _ = await not_reading(server, f"/big/{4 * MB}")
+        await dropped(large)  # the two hold more than 5 MiB: the one holding most goes
+        await until(lambda: server.connections == {kept}, server)
+        assert 0 < server.unread <= server.max_unread
+        small._transport.resume_reading()  # type: ignore[attr-defined]
+        status, _, body = await response(small)  # the other keeps its answer
+        assert status == 200 and len(body) == 2 * MB
+        await until(lambda: server.unread == 0, server)
+        writer.close()
+
+    serve(test, max_unread=5 * MB)

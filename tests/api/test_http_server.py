@@ -98,7 +98,7 @@ def test_keep_alive_serves_requests_one_after_another_on_one_connection() -> Non
             assert status == 200 and "connection" not in headers
             assert headers["content-type"] == "text/json"
             assert orjson.loads(body) == {"method": "POST", "path": f"/r/{k}",
-                                          "body": f"hello {k}", "x": "b"}  # fmt: skip
+                                          "body": f"hello {k}", "x": "b", "host": "test"}  # fmt: skip
         writer.close()
 
     app = serve(test)
@@ -200,13 +200,46 @@ def test_http_1_0_closes_unless_asked_to_keep_alive_and_connection_close_is_hono
     serve(test)
 
 
-def test_percent_encoded_paths_reach_the_app_decoded_without_the_query() -> None:
+def test_paths_reach_the_app_as_sent_without_the_query() -> None:
+    # Decoding is the routes' (`api.paths`: split first, then decode each segment): decoded
+    # here, an encoded '/' would become a separator a proxy in front did not see.
     async def test(server: HttpServer, app: EchoApp) -> None:
         reader, writer = await connect(server)
-        writer.write(request("/v2/models/my%20model/infer?x=1"))
-        status, _, body = await response(reader)
-        assert status == 200 and orjson.loads(body)["path"] == "/v2/models/my model/infer"
+        for path in ("/v2/models/my%20model/infer", "/v2%2Frepository%2Fmodels//x"):
+            writer.write(request(path + "?x=1"))
+            status, _, body = await response(reader)
+            assert status == 200 and orjson.loads(body)["path"] == path
         writer.close()
+
+    serve(test)
+
+
+def test_an_absolute_form_target_is_served_with_its_authority_as_the_host() -> None:
+    """RFC 9112 3.2.2: a server accepts `http://host:port/path` as a request target, and its
+    authority replaces the Host header."""
+
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        reader, writer = await connect(server)
+        for target, path, host in (
+            ("http://example.test:8000/v2/models/m/infer?x=1", "/v2/models/m/infer", "example.test:8000"),
+            ("HTTPS://h/a%2Fb", "/a%2Fb", "h"),
+            ("http://h?only=query", "/", "h"),
+            ("http://h", "/", "h"),
+        ):  # fmt: skip
+            writer.write(
+                f"POST {target} HTTP/1.1\r\nHost: other\r\nContent-Length: 0\r\n\r\n".encode()
+            )
+            status, _, body = await response(reader)
+            answer = orjson.loads(body)
+            assert status == 200 and (answer["path"], answer["host"]) == (path, host), target
+        writer.close()
+        for target in ("http://user@h/x", "http:///x"):  # userinfo, no host: refused
+            reader, writer = await connect(server)
+            writer.write(f"GET {target} HTTP/1.1\r\nHost: h\r\n\r\n".encode())
+            status, headers, body = await response(reader)
+            assert status == 400 and headers["connection"] == "close"
+            assert "absolute-form request target needs a host" in orjson.loads(body)["error"]
+        assert len(app.seen) == 4
 
     serve(test)
 

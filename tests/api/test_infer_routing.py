@@ -40,13 +40,16 @@ def test_infer_paths_answer_alike_the_first_time_and_after(tmp_path: Path) -> No
                 ("/v2/models/a/infer", "a", "2"),
                 ("/v2/models/b/infer", "b", "2"),
                 ("/v2/models/a/versions/1/infer", "a", "1"),
-                ("/v2//models/b/versions/1/infer/", "b", "1"),  # not the path as kept
+                ("/v2/models/%62/versions/1/infer", "b", "1"),  # each segment decoded
             ]:
                 status, body, _ = await app.handle("POST", path, {}, _body(2.5))
                 assert status == 200, body
                 answer = orjson.loads(body)
                 assert (answer["model_name"], answer["model_version"]) == (model, version)
                 assert answer["outputs"][0]["data"] == [2.5]
+            for path in ("/v2//models/b/infer", "/v2/models/b/infer/", "/v2/models%2Fa/infer"):
+                status, body, _ = await app.handle("POST", path, {}, _body(2.5))
+                assert status == 404, body  # an empty segment, an encoded '/': no route
             status, body, _ = await app.handle("GET", "/v2/models/a/infer", {}, b"")
             assert status == 405, body  # a known path with another method is routed as before
             status, body, _ = await app.handle("POST", "/v2/models/c/infer", {}, _body(1.0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import hypothesis.extra.numpy as hnp
@@ -11,6 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from headway.api.errors import http_status
+from headway.api.grpc import codec, messages, status
+from headway.api.limits import AnswerTooLarge
 from headway.api.oip import InferRequest, decode_infer, encode_infer
 from headway.datatypes import OIP_TO_NUMPY, encode_bytes_tensor, oip_datatype
 from headway.errors import InvalidInput
@@ -624,3 +628,61 @@ def test_infer_requests_have_the_former_defaults_and_share_no_mutable_default() 
     given = InferRequest({}, "r", {"p": 2}, ["y"], {"y"}, True)
     assert (given.id, given.parameters, given.outputs) == ("r", {"p": 2}, ["y"])
     assert (given.binary_outputs, given.all_binary) == ({"y"}, True)
+
+
+# -- what a request may ask of an answer, and shapes no array can take (REST and gRPC) ----------
+
+
+def _grpc_request(shape: list[int], raw: bytes | None = b"", outputs: tuple[str, ...] = ()) -> Any:
+    request = messages.ModelInferRequest(model_name="m")
+    request.inputs.add(name="x", datatype="FP32", shape=shape)
+    if raw is not None:
+        request.raw_input_contents.append(raw)
+    for name in outputs:
+        request.outputs.add(name=name)
+    return request
+
+
+def test_an_output_asked_for_twice_is_refused_naming_it() -> None:
+    x = {"name": "x", "datatype": "FP32", "shape": [1], "data": [1.0]}
+    outputs = [{"name": "y"}, {"name": "z"}, {"name": "y", "parameters": {"binary_data": True}}]
+    assert "output 'y' is asked for twice" in invalid(body(x, outputs=outputs))
+    assert decode_infer(body(x, outputs=outputs[:2])).outputs == ["y", "z"]
+    with pytest.raises(InvalidInput, match="output 'y' is asked for twice"):
+        codec.decode_infer(_grpc_request([1], b"\0" * 4, outputs=("y", "z", "y")))
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [[2**32, 2**32, 0], [2**62, 2, 0], [0, 2**63 - 1], [2**61, 0, 4]],
+)
+def test_a_shape_no_array_can_take_is_refused_naming_it(shape: list[int]) -> None:
+    named = f"input 'x': shape {shape} is too large"
+    for datatype in ("FP32", "BYTES"):
+        x = {"name": "x", "datatype": datatype, "shape": shape, "data": []}
+        assert named in invalid(body(x))
+        raw, length = binary_body([("x", datatype, shape, b"")])
+        assert named in invalid(raw, length)
+    for grpc_request in (_grpc_request(shape), _grpc_request(shape, raw=None)):
+        with pytest.raises(InvalidInput, match=re.escape(named)):
+            codec.decode_infer(grpc_request)
+    assert decode_infer(body({"name": "x", "datatype": "FP32", "shape": [2**40, 0], "data": []}))
+
+
+def test_an_answer_over_the_limit_is_refused_naming_the_limit_and_its_flag() -> None:
+    outputs = {"y": np.ones((100, 10), dtype=np.float32)}
+    for request in (InferRequest({}), InferRequest({}, all_binary=True)):  # JSON, binary
+        fits, _ = encode_infer("m", 1, outputs, request)
+        assert encode_infer("m", 1, outputs, request, len(fits))[0] == fits
+        with pytest.raises(
+            AnswerTooLarge, match=r"exceeds the limit of \d+ bytes \(--max-answer-mb\)"
+        ):
+            encode_infer("m", 1, outputs, request, len(fits) - 1)
+    assert (
+        len(codec.encode_infer("m", 1, outputs, InferRequest({}), 4000).raw_output_contents[0])
+        == 4000
+    )
+    with pytest.raises(AnswerTooLarge) as refused:
+        codec.encode_infer("m", 1, outputs, InferRequest({}), 3999)
+    assert status.grpc_status(refused.value).name == "RESOURCE_EXHAUSTED"
+    assert http_status(refused.value) == 400  # 413 is a request's

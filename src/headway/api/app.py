@@ -35,9 +35,11 @@ from headway.api.errors import (
 )
 from headway.api.inference import InferRoute
 from headway.api.limits import body_decoder
+from headway.api.limits import max_answer_bytes as max_answer_bytes_for
 from headway.api.metrics import render
 from headway.api.openapi import OPENAPI
 from headway.api.origins import OriginPolicy
+from headway.api.paths import empty_segment, segments
 from headway.api.statistics import statistics
 from headway.api.tracing import Tracing
 from headway.apps import AppRegistry
@@ -65,6 +67,7 @@ class HeadwayApp:
         controller: Controller,
         *,
         max_body_bytes: int = 64 * 2**20,
+        max_answer_bytes: int | None = None,
         apps: AppRegistry | None = None,
         admin_token: str | None = None,
         inference_token: str | None = None,
@@ -73,6 +76,8 @@ class HeadwayApp:
     ) -> None:
         self.controller = controller
         self.max_body_bytes = max_body_bytes
+        #: The largest answer (`--max-answer-mb`; by default `limits.ANSWER_PER_BODY` bodies).
+        self.max_answer_bytes = max_answer_bytes or max_answer_bytes_for(max_body_bytes)
         #: With a token, the routes that change state need it (`api.auth`).
         self.admin_token: BearerToken | None = for_admin(admin_token)
         #: With one, every route but the health probes needs it or the admin token.
@@ -83,7 +88,7 @@ class HeadwayApp:
         self.apps = apps if apps is not None else AppRegistry(controller, controller.store)
         self._apps = AppRoutes(self.apps)
         #: The infer route (`api.inference`).
-        self.inference = InferRoute(controller)
+        self.inference = InferRoute(controller, self.max_answer_bytes)
         #: The infer paths routed so far, to their model's (name, version): routed again
         #: without splitting the path.
         self._infer_targets: dict[str, tuple[str, str | None]] = {}
@@ -185,6 +190,8 @@ class HeadwayApp:
     ) -> None:
         """Answer one request by calling `reply((status, body, headers))` once. Never raises.
 
+        `path` is as sent, percent-encoded, without the query: the routes split it on '/'
+        and decode each segment (`api.paths`), so an encoded slash is part of a name;
         `headers` has lower-case names; `body` is the whole request body, decoded by the
         server that read it (its Content-Encoding is not looked at here);
         `received` is when its first bytes were read (the controller's clock): a deadline
@@ -243,7 +250,10 @@ class HeadwayApp:
         received: float | None,
         reply: Reply,
     ) -> Answer | None:
-        parts = [p for p in path.split("/") if p]
+        parts = segments(path)
+        if empty_segment(parts):
+            raise NoRoute(f"no route {method} {path}: the path has an empty segment ('//' or a "
+                          "trailing '/')")  # fmt: skip
         if method == "OPTIONS" and b"access-control-request-method" in headers:
             return self.origins.preflight(headers)  # a browser asks before a cross-origin call
         admin = is_admin(method, parts)
@@ -261,7 +271,7 @@ class HeadwayApp:
         if not self.started and parts[:2] != ["v2", "health"]:
             raise Unavailable("the server is starting: models are loading; retry shortly")
         if parts and parts[0] == "v2":
-            return self._v2(method, parts[1:], headers, body, received, reply)
+            return self._v2(method, path, parts[1:], headers, body, received, reply)
         if parts and parts[0] == "apps":
             return self._apps(method, parts[1:], path, body, headers.get(b"traceparent"))
         if parts and parts[0] == "lookups":
@@ -286,6 +296,7 @@ class HeadwayApp:
     def _v2(
         self,
         method: str,
+        path: str,
         parts: list[str],
         headers: dict[bytes, bytes],
         body: bytes,
@@ -322,7 +333,7 @@ class HeadwayApp:
                 expect(method, "POST")
                 if len(self._infer_targets) >= _INFER_TARGETS_KEPT:
                     self._infer_targets.clear()
-                self._infer_targets["/v2/" + "/".join(parts)] = name, version
+                self._infer_targets[path] = name, version  # the raw path: routed as sent
                 route = self.inference
                 if route.tracing is None:
                     route.infer(name, version, headers, body, received, reply)
@@ -355,7 +366,7 @@ class HeadwayApp:
             if len(parts) == 4 and parts[1] == "models" and parts[3] in ("load", "unload"):
                 expect(method, "POST")
                 return self._load(parts[2]) if parts[3] == "load" else self._unload(parts[2])
-        raise NoRoute(f"no route {method} /v2/{'/'.join(parts)}")
+        raise NoRoute(f"no route {method} {path}")
 
     async def _load(self, name: str) -> Response:
         model = await self.controller.load(name)

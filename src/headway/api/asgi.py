@@ -16,6 +16,7 @@ from typing import Any
 from headway.api.app import HeadwayApp
 from headway.api.errors import Response, error_response, problem
 from headway.api.limits import MAX_HEADER_BYTES, MAX_URL_BYTES, headers_too_large, uri_too_long
+from headway.api.paths import from_decoded
 from headway.errors import HeadwayError
 
 log = logging.getLogger("headway.http")
@@ -50,7 +51,7 @@ class AsgiApp:
             body = await self._read_body(headers, receive)
         except HeadwayError as exc:
             return error_response(exc)
-        return await self.app.handle(scope["method"], scope["path"], headers, body)
+        return await self.app.handle(scope["method"], raw_path(scope), headers, body)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -80,6 +81,15 @@ class AsgiApp:
                     return
 
         return await self.app.read_body(headers, pieces())
+
+
+def raw_path(scope: Scope) -> str:
+    """The path as sent (`api.paths`): ASGI's `raw_path`, or where a server gives none, its
+    decoded `path` escaped again."""
+    raw = scope.get("raw_path")
+    if raw is None:
+        return from_decoded(scope["path"])
+    return bytes(raw).decode("latin-1")
 
 
 def head_refused(scope: Scope) -> Response | None:

@@ -1,15 +1,25 @@
-"""Ending a client connection without losing its last answer: the lingering close.
+"""Ending client connections without losing an answer: the lingering close, and the idle
+connections closed to make room at the connection cap.
 
 Closing a socket with the client's input unread resets the connection, and the reset can reach
 the client before it has read the answer. So a connection closed after an answer (a refusal,
 `connection: close`, one turned away at the connection cap) sends EOF after the answer,
 discards what the client still sends for `LINGER_S`, then closes (as nginx does).
+
+At the connection cap, connections that wait idle for their next request are closed for new
+ones, the longest idle first (nginx's reusable connections, Envoy's overload manager): sockets
+that only hold a place cannot lock out clients with a request to make. Any side may close an
+idle connection at any time (RFC 9112 9.8); clients send their next request on a new one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+from collections.abc import Iterable
+from operator import attrgetter
+from typing import Protocol
 
 from headway.api.errors import problem
 from headway.api.rendering import render
@@ -17,6 +27,32 @@ from headway.api.rendering import render
 #: How long a connection that is closed after an answer is read and its input discarded before
 #: it is closed.
 LINGER_S = 1.0
+#: Most idle connections closed at once to make room, and the share of those idle that may
+#: be (nginx's ngx_drain_connections closes up to 32, an eighth of those it may reuse): a
+#: flood of new connections does not pay a look over all of them each.
+RECLAIM_AT_ONCE = 32
+RECLAIM_SHARE = 8
+
+
+class Reclaimable(Protocol):
+    """A connection as `reclaim` sees it."""
+
+    @property
+    def last_active(self) -> float: ...
+    @property
+    def reclaimable(self) -> bool: ...
+    def close(self) -> None: ...
+
+
+def reclaim(connections: Iterable[Reclaimable]) -> list[Reclaimable]:
+    """Close the connections that have waited idle the longest (`reclaimable`: nothing due,
+    nothing unsent), at least one if any, up to RECLAIM_AT_ONCE; the ones closed."""
+    idle = [connection for connection in connections if connection.reclaimable]
+    count = max(1, min(RECLAIM_AT_ONCE, len(idle) // RECLAIM_SHARE))
+    closed = heapq.nsmallest(count, idle, key=attrgetter("last_active"))
+    for connection in closed:
+        connection.close()
+    return closed
 
 
 def linger(transport: asyncio.Transport, loop: asyncio.AbstractEventLoop, paused: bool) -> bool:

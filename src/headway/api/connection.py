@@ -13,7 +13,6 @@ import time
 from collections import deque
 from functools import partial
 from typing import TYPE_CHECKING
-from urllib.parse import unquote
 
 import httptools
 
@@ -21,8 +20,10 @@ from headway.api.closing import linger, turn_away
 from headway.api.errors import Response, error_response, problem
 from headway.api.kernel_wait import waited_in_kernel
 from headway.api.limits import (
+    MAX_BLANK_BYTES,
     MAX_HEADER_BYTES,
     MAX_URL_BYTES,
+    UNREAD_PER_CONNECTION,
     BodyDecoder,
     body_decoder,
     headers_too_large,
@@ -40,6 +41,8 @@ log = logging.getLogger("headway.http")
 
 # Which part of a request a connection is reading (for the read timeouts).
 _BETWEEN, _HEAD, _BODY = 0, 1, 2
+#: The schemes of an absolute-form request target (RFC 9112 3.2.2).
+_SCHEMES = (b"http", b"https")
 
 
 class _Slot:
@@ -63,9 +66,18 @@ class HttpConnection(asyncio.Protocol):
     read (back-pressure). The limits of `api.limits` are checked where their bytes arrive, each
     with an integer comparison: a body over the limit (declared, received or decoded) is 413, a
     long URL 414, large headers 431 (before the parser buffers more than a read past the limit),
-    a request whose head or body does not arrive in time 408 (`time_out`, from the server's
-    sweep), and a connection over the cap is answered 503 and closed. Each refusal answers once,
-    after the answers already due, and closes."""
+    more than a few empty lines between requests 400 (they are no activity: the keep-alive
+    timer runs on), a request whose head or body does not arrive in time 408 (`time_out`, from
+    the server's sweep), and a connection over the cap, when no idle one can be closed for it
+    (`HttpServer.make_room`), is answered 503 and closed. Each refusal answers once, after the
+    answers already due, and closes.
+
+    A client that does not read its answers is closed, what it left unread dropped, when none
+    of it has been taken for `--write-timeout`, or when it holds more than its share of unread
+    answer bytes (UNREAD_PER_CONNECTION largest answers; `HttpServer.shed_unread` for the whole
+    server's). Only a connection whose writes are paused (its unsent bytes past the transport's
+    high-water mark) or whose answers wait behind an earlier one is counted: the usual answer,
+    written whole at once, costs a flag's test."""
 
     def __init__(self, server: ConnectionHost[HttpConnection]) -> None:
         self.server = server
@@ -94,13 +106,22 @@ class HttpConnection(asyncio.Protocol):
         self._counting = False  # whether the head may carry too many header bytes: count them
         self._merged = 0  # bytes a repeated header's merge left out of `_headers` (see on_header)
         self._accepted = True  # nothing read yet: the first bytes may have waited to be accepted
+        self._blank = 0  # CR and LF bytes read since the last request began
+        # what the client leaves unread (see the class docstring)
+        self._max_unread = UNREAD_PER_CONNECTION * app.max_answer_bytes
+        self._write_paused = False  # the transport's unsent bytes are past its high-water mark
+        self._held = 0  # bytes of answers rendered behind an earlier one still due
+        self._unsent = 0  # bytes the transport held unsent when last asked (while paused)
+        self.unread = 0  # this connection's share of the server's `unread`
+        self._write_stamp = 0.0  # when its unsent bytes last shrank (or began to be watched)
+        self._unsent_seen = 0  # its unsent bytes at the last sweep
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         server = self.server
         server.accept_pending()
-        if len(server.connections) >= server.max_connections:
+        if len(server.connections) >= server.max_connections and not server.make_room():
             self._no_more = self.closing = True  # read nothing
             turn_away(transport, self.loop, server.max_connections)  # type: ignore[arg-type]
             return
@@ -110,10 +131,18 @@ class HttpConnection(asyncio.Protocol):
         self.server.connections.discard(self)
         self.closing = True
         self.transport = None
+        if self.unread:
+            self._held = self._unsent = 0
+            self._count_unread()
 
     def data_received(self, data: bytes) -> None:
         if self._no_more:
             return
+        phase = self._phase
+        if phase == _BETWEEN and data[0] <= 13:  # CR or LF where a request line is due?
+            data = self._skip_blank(data)
+            if not data:  # nothing else: no activity, the keep-alive timer runs on
+                return
         self.last_active = now = time.monotonic()
         server = self.server  # `arrived_since` and `keep_up`, their common cases inlined:
         self._arrived = server.turn_floor if server.turn_open else server.arrived_since(now)
@@ -128,7 +157,7 @@ class HttpConnection(asyncio.Protocol):
         if server.poller is not None:
             server.poller.arm()
         self._read_size = size = len(data)
-        reading_head = self._phase == _HEAD
+        reading_head = phase == _HEAD
         if reading_head:
             self._head_span += size
             if not self._counting and self._head_span > MAX_HEADER_BYTES:
@@ -146,12 +175,31 @@ class HttpConnection(asyncio.Protocol):
                 if self._head_read > MAX_URL_BYTES + MAX_HEADER_BYTES:
                     self._refuse(problem(431, headers_too_large(self._head_read)))
 
+    def _skip_blank(self, data: bytes) -> bytes:
+        """What follows the empty lines (CR, LF) that `data` begins with, where a request line
+        is due; past MAX_BLANK_BYTES of them since the last request, b"" and a 400."""
+        rest = data.lstrip(b"\r\n")
+        self._blank += len(data) - len(rest)
+        if self._blank > MAX_BLANK_BYTES:
+            self._refuse(problem(400, f"more than {MAX_BLANK_BYTES} bytes of empty lines where "
+                                 "a request line was due"))  # fmt: skip
+            return b""
+        return rest
+
     def pause_writing(self) -> None:
-        """The client is not reading its answers: stop reading its requests."""
+        """The client is not reading its answers as fast as they come: stop reading its
+        requests, and watch what it leaves unsent (`_count_unsent`, `sweep`)."""
         self._pause_reading()
+        self._write_paused = True
+        self._write_stamp = time.monotonic()
+        self._unsent_seen = 0
 
     def resume_writing(self) -> None:
+        self._write_paused = False
         self._resume_reading()
+        if self._unsent:
+            self._unsent = 0
+            self._count_unread()
 
     # -- httptools callbacks ---------------------------------------------------------------
     def on_message_begin(self) -> None:
@@ -161,7 +209,7 @@ class HttpConnection(asyncio.Protocol):
         self._url = b""
         self._headers = {}
         self._body = []
-        self._size = self._header_bytes = self._head_read = self._merged = 0
+        self._size = self._header_bytes = self._head_read = self._merged = self._blank = 0
         self._head_span = self._read_size  # the whole read: it holds this head's first bytes
         self._counting = self._head_span > MAX_HEADER_BYTES
         self._decoder = None
@@ -247,6 +295,11 @@ class HttpConnection(asyncio.Protocol):
         )
         body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
         url = self._url
+        if url[0] != 47:  # not "/...": an absolute-form target (or asterisk-form)
+            origin = self._origin_form(url)
+            if origin is None:
+                return
+            url = origin
         refusals = self.server.refusals
         if refusals is not None and not self.pending:
             waited = self.last_active - self._received
@@ -264,9 +317,7 @@ class HttpConnection(asyncio.Protocol):
         self.pending.append(slot)
         method = parser.get_method().decode()
         query = url.find(b"?")
-        path = (url if query < 0 else url[:query]).decode("latin-1")
-        if "%" in path:
-            path = unquote(path, errors="replace")
+        path = (url if query < 0 else url[:query]).decode("latin-1")  # as sent: `api.paths`
         headers = self._headers
         if not keep_alive:
             self._stop_reading()
@@ -277,6 +328,28 @@ class HttpConnection(asyncio.Protocol):
         except Exception as exc:  # `respond` never raises; this is a bug, not the client's
             log.error("request handler failed", exc_info=exc)
             reply(problem(500, f"internal error: {type(exc).__name__}: {exc}"))
+
+    def _origin_form(self, url: bytes) -> bytes | None:
+        """An absolute-form target (`http://host:port/path?query`) as its path and query: a
+        server must accept it, and take its authority for the Host (RFC 9112 3.2.2). None
+        once refused (400): an empty authority, or one with userinfo (RFC 9110 4.2.1, 4.2.4).
+        Any other target not beginning with "/" is left as it is, and matches no route."""
+        scheme, sep, rest = url.partition(b"://")
+        if not sep or scheme.lower() not in _SCHEMES:
+            return url
+        end = len(rest)
+        for mark in (b"/", b"?"):
+            at = rest.find(mark)
+            if 0 <= at < end:
+                end = at
+        authority = rest[:end]
+        if not authority or b"@" in authority:
+            self._refuse(problem(400, "an absolute-form request target needs a host and no "
+                                 "userinfo (RFC 9110 4.2)"))  # fmt: skip
+            return None
+        self._headers[b"host"] = authority
+        target = rest[end:]
+        return target if target[:1] == b"/" else b"/" + target
 
     # -- answering -------------------------------------------------------------------------
     def _refuse_quickly(self, data: bytes, keep_alive: bool) -> None:
@@ -306,17 +379,23 @@ class HttpConnection(asyncio.Protocol):
         self.close()
 
     def _finish(self, slot: _Slot, response: Response, keep_alive: bool, http10: bool) -> None:
-        slot.data = render(response, keep_alive, http10)
+        slot.data = data = render(response, keep_alive, http10)
         slot.close = not keep_alive
         pending = self.pending
+        if pending[0] is not slot:  # an earlier answer is still due (pipelining): held till then
+            self._held += len(data)
+            self._count_unread()
+            return
+        pending.popleft()
         transport = self.transport
-        while pending and pending[0].data is not None:
-            done = pending.popleft()
-            if transport is None or self.closing:
-                continue
-            transport.write(done.data)  # type: ignore[arg-type]
-            if done.close:
+        if transport is not None and not self.closing:
+            transport.write(data)
+            if self._write_paused:  # this write or an earlier one left bytes unsent
+                self._count_unsent(transport)
+            if slot.close:
                 self._linger(transport)
+        if self._held:  # answers rendered behind this one: due now too
+            self._write_held(transport)
         self.last_active = time.monotonic()
         if self.server.poller is not None:  # the client's next request comes soon
             self.server.poller.arm()
@@ -327,6 +406,49 @@ class HttpConnection(asyncio.Protocol):
         self.pending.append(slot)
         self._stop_reading()
         self._finish(slot, response, False, False)
+
+    def _write_held(self, transport: asyncio.Transport | None) -> None:
+        """Write the answers rendered behind one just written, up to the next still due."""
+        pending = self.pending
+        while pending and pending[0].data is not None:
+            done = pending.popleft()
+            self._held -= len(done.data)  # type: ignore[arg-type]
+            if transport is not None and not self.closing:
+                transport.write(done.data)  # type: ignore[arg-type]
+                if done.close:
+                    self._linger(transport)
+        if self._write_paused and transport is not None and not self.closing:
+            self._count_unsent(transport)
+        else:
+            self._count_unread()
+
+    # -- unread answers --------------------------------------------------------------------
+    def _count_unsent(self, transport: asyncio.Transport) -> None:
+        self._unsent = transport.get_write_buffer_size()
+        self._count_unread()
+
+    def _count_unread(self) -> None:
+        """Bring the server's count of unread answer bytes up to date with this connection's;
+        past the connection's bound it is dropped, past the server's the connections that
+        hold the most are (`HttpServer.shed_unread`)."""
+        unread = self._held + (self._unsent if self._write_paused else 0)
+        server = self.server
+        server.unread += unread - self.unread
+        self.unread = unread
+        if unread > self._max_unread:
+            self.drop(f"it left {unread} bytes of answers unread, more than a connection may "
+                      f"hold ({self._max_unread}: {UNREAD_PER_CONNECTION}x --max-answer-mb)")  # fmt: skip
+        elif server.unread > server.max_unread:
+            server.shed_unread()
+
+    def drop(self, why: str) -> None:
+        """Close at once, dropping what the client has not read (its answers, unsent)."""
+        log.info("closing a connection that does not read its answers: %s", why)
+        self.closing = self._no_more = True
+        self._held = self._unsent = 0
+        self._count_unread()
+        if self.transport is not None:
+            self.transport.abort()
 
     # -- flow control ----------------------------------------------------------------------
     def _stop_reading(self) -> None:
@@ -344,6 +466,34 @@ class HttpConnection(asyncio.Protocol):
             self._paused_reading = False
             with contextlib.suppress(RuntimeError):
                 self.transport.resume_reading()
+
+    def sweep(self, now: float) -> None:
+        """The server's sweep: close the connection once idle past the keep-alive, time out a
+        request that is not arriving (`time_out`), and drop a client that takes none of its
+        unsent answers for `--write-timeout` (its connection may be closing: a transport
+        closes only once what was written to it has been sent)."""
+        if self._write_paused or self.closing:
+            self._watch_writes(now)
+        elif self.idle and now - self.last_active > self.server.keep_alive:
+            self.close()
+        else:
+            self.time_out(now)
+
+    def _watch_writes(self, now: float) -> None:
+        transport = self.transport
+        if transport is None:
+            return
+        unsent = transport.get_write_buffer_size()
+        if not unsent or unsent < self._unsent_seen:  # the client took some
+            self._write_stamp = now
+        elif now - self._write_stamp > self.server.write_timeout:
+            self.drop(f"none of its {unsent} unsent bytes were taken within "
+                      f"{self.server.write_timeout:g} s (--write-timeout)")  # fmt: skip
+            return
+        self._unsent_seen = unsent
+        if self._write_paused and unsent != self._unsent:
+            self._unsent = unsent
+            self._count_unread()
 
     def time_out(self, now: float) -> None:
         """Close a connection whose request is not arriving in time (408), unless it is not
@@ -363,14 +513,30 @@ class HttpConnection(asyncio.Protocol):
         """Close after the last answer (`closing.linger`)."""
         self.closing = True
         self._no_more = True
+        self._write_stamp = time.monotonic()  # its unsent bytes are watched from now
         if linger(transport, self.loop, self._paused_reading):
             self._paused_reading = False
 
     @property
     def idle(self) -> bool:
-        return not self.pending
+        """Waiting for a request with nothing due: no answer pending or left unsent past the
+        high-water mark, no request begun (one whose head is arriving is guarded by its
+        header timeout, not the keep-alive)."""
+        return (
+            not self.pending
+            and self._phase == _BETWEEN
+            and not self._write_paused
+            and not self.closing
+        )
+
+    @property
+    def reclaimable(self) -> bool:
+        """Idle with nothing unsent: closing it to make room loses nothing (`closing.reclaim`)."""
+        transport = self.transport
+        return self.idle and transport is not None and not transport.get_write_buffer_size()
 
     def close(self) -> None:
         if self.transport is not None and not self.closing:
             self.closing = True
+            self._write_stamp = time.monotonic()
             self.transport.close()

@@ -28,8 +28,12 @@ class ConnectionHost(Protocol[Connection]):
     poller: BusyPoller | None
     connections: set[Connection]
     max_connections: int
+    keep_alive: float
     header_timeout: float
     body_timeout: float
+    write_timeout: float
+    max_unread: int  # answer bytes its clients may leave unread, all together
+    unread: int  # answer bytes its connections count as unread
     unanswered: int  # requests handed to the app and not yet answered
     stopping: bool
     # the turn of reads (`api.turns.ReadTurns`)
@@ -43,3 +47,9 @@ class ConnectionHost(Protocol[Connection]):
         """Accept the connections waiting in the listen queue (`HttpServer.accept_pending`)."""
 
     def keep_up(self, now: float) -> None: ...
+
+    def make_room(self) -> bool:
+        """At the connection cap: close idle connections for a new one (`HttpServer`)."""
+
+    def shed_unread(self) -> None:
+        """Past `max_unread`: drop the connections holding the most (`HttpServer`)."""

@@ -15,12 +15,21 @@ import signal
 import ssl
 import time
 from collections.abc import Callable
+from operator import attrgetter
 
 from headway.api.accepting import PendingAccepts
 from headway.api.app import HeadwayApp
 from headway.api.busy_poll import BusyPoller
+from headway.api.closing import reclaim
 from headway.api.connection import HttpConnection
-from headway.api.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, connection_cap
+from headway.api.limits import (
+    BODY_TIMEOUT_S,
+    HEADER_TIMEOUT_S,
+    MAX_CONNECTIONS,
+    UNREAD_ANSWERS,
+    WRITE_TIMEOUT_S,
+    connection_cap,
+)
 from headway.api.refusals import QuickRefusals
 from headway.api.tls import Handshakes
 from headway.api.turns import ReadTurns
@@ -34,6 +43,9 @@ STOP_POLL_S = 0.01
 REPLY_POLL_S = 0.0002
 #: Most seconds between two sweeps for idle and slow connections.
 SWEEP_S = 1.0
+#: Least seconds between two warnings that the connection cap made room (nginx warns "worker
+#: connections are not enough, reusing connections" at most once a second).
+ROOM_WARNING_S = 1.0
 
 
 class HttpServer(ReadTurns):
@@ -42,8 +54,10 @@ class HttpServer(ReadTurns):
     Keep-alive (HTTP/1.1 by default, HTTP/1.0 on request), pipelined requests (answered in
     order), chunked request bodies, `Expect: 100-continue`, gzip and deflate bodies decoded as
     they arrive, 400 on malformed HTTP, back-pressure, the limits of `api.limits`, idle keep-alive
-    connections closed after `keep_alive` seconds, and a graceful stop: stop accepting, let
-    requests in flight finish (up to `grace` seconds), then close."""
+    connections closed after `keep_alive` seconds (and at the connection cap, the longest idle
+    for a new one), clients that leave their answers unread closed after `write_timeout`
+    seconds or when the server holds `max_unread` bytes of such answers, and a graceful stop:
+    stop accepting, let requests in flight finish (up to `grace` seconds), then close."""
 
     def __init__(
         self,
@@ -60,6 +74,8 @@ class HttpServer(ReadTurns):
         body_timeout: float = BODY_TIMEOUT_S,
         max_connections: int = MAX_CONNECTIONS,
         tls: ssl.SSLContext | None = None,
+        write_timeout: float = WRITE_TIMEOUT_S,
+        max_unread: int | None = None,
     ) -> None:
         self.app = app
         self.tls = tls  # HTTPS: each connection's handshake first (`api.tls`)
@@ -75,6 +91,11 @@ class HttpServer(ReadTurns):
         self.header_timeout = header_timeout
         self.body_timeout = body_timeout
         self.max_connections = max_connections
+        self.write_timeout = write_timeout
+        #: The answer bytes its clients may leave unread, all together (`shed_unread`).
+        self.max_unread = max_unread or UNREAD_ANSWERS * app.max_answer_bytes
+        self.unread = 0  # the answer bytes its connections count as unread (`HttpConnection`)
+        self._room_warned = float("-inf")
         self.grace = grace
         self.backlog = backlog
         self.busy_poll = busy_poll  # seconds the loop polls after a read or an answer
@@ -117,6 +138,35 @@ class HttpServer(ReadTurns):
 
     def _connection(self) -> HttpConnection:
         return HttpConnection(self)
+
+    def make_room(self) -> bool:
+        """At the connection cap: close the connections idle the longest for a new one
+        (`closing.reclaim`); whether any was."""
+        closed = reclaim(self.connections)
+        if not closed:
+            return False
+        for connection in closed:  # gone now (their close is immediate: nothing unsent)
+            self.connections.discard(connection)
+        now = time.monotonic()
+        if now - self._room_warned >= ROOM_WARNING_S:
+            self._room_warned = now
+            log.warning(
+                "%d connections open (--max-connections): closed %d idle for new ones",
+                self.max_connections, len(closed),
+            )  # fmt: skip
+        return True
+
+    def shed_unread(self) -> None:
+        """The connections hold more unread answer bytes than `max_unread`: drop the ones
+        that hold the most until they do not (clients that read their answers hold none)."""
+        while self.unread > self.max_unread:
+            most = max(self.connections, key=attrgetter("unread"), default=None)
+            if most is None or not most.unread:
+                return
+            most.drop(
+                f"it held {most.unread} of the {self.unread} bytes of answers unread by "
+                f"clients, more than the server holds ({self.max_unread}: --max-unread-mb)"
+            )
 
     def accept_pending(self) -> None:
         """Accept the connections waiting in the listen queues (`api.accepting`)."""
@@ -178,15 +228,17 @@ class HttpServer(ReadTurns):
             await self.stop()
 
     async def _sweep(self) -> None:
-        """Close keep-alive connections idle for longer than `keep_alive` seconds, and those
-        whose request does not arrive within `header_timeout` / `body_timeout` (408)."""
-        every = min(SWEEP_S, self.keep_alive, self.header_timeout, self.body_timeout) / 2
+        """Close keep-alive connections idle for longer than `keep_alive` seconds, those
+        whose request does not arrive within `header_timeout` / `body_timeout` (408), and
+        those whose client takes none of its answers for `write_timeout` (`HttpConnection.sweep`)."""
+        every = (
+            min(
+                SWEEP_S, self.keep_alive, self.header_timeout, self.body_timeout, self.write_timeout
+            )
+            / 2
+        )
         while True:
             await asyncio.sleep(every)
             now = time.monotonic()
-            cutoff = now - self.keep_alive
             for connection in list(self.connections):
-                if connection.idle and connection.last_active < cutoff:
-                    connection.close()
-                else:
-                    connection.time_out(now)
+                connection.sweep(now)

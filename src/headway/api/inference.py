@@ -25,8 +25,10 @@ from headway.errors import HeadwayError, InvalidInput
 class InferRoute:
     """`POST /v2/models/{name}[/versions/{version}]/infer` over a `Controller`."""
 
-    def __init__(self, controller: Controller) -> None:
+    def __init__(self, controller: Controller, max_answer: int = oip.NO_LIMIT) -> None:
         self.controller = controller
+        #: The largest answer, in bytes (`--max-answer-mb`): larger is 400.
+        self.max_answer = max_answer
         #: OpenTelemetry traces of inferences (`api.tracing`); None: off.
         self.tracing: Tracing | None = None
         #: The last infer body whose JSON head was parsed, its header length and the head.
@@ -104,7 +106,7 @@ class InferRoute:
             timeout=timeout,
             priority=priority,
             waited=0.0 if received is None else controller.clock.now() - received,
-            then=partial(_reply_encoded, reply, request, name),
+            then=partial(_reply_encoded, reply, request, name, self.max_answer),
             trace=trace,
         )
 
@@ -136,13 +138,17 @@ class InferRoute:
 
 
 def _reply_encoded(
-    reply: Reply, request: oip.InferRequest, name: str, prediction: asyncio.Future[Any]
+    reply: Reply,
+    request: oip.InferRequest,
+    name: str,
+    limit: int,
+    prediction: asyncio.Future[Any],
 ) -> None:
-    """The prediction (or its error) is known: encode it and reply."""
+    """The prediction (or its error) is known: encode it (within `limit` bytes) and reply."""
     try:
         result = prediction.result()
         payload, header_length = oip.encode_infer(
-            result.model, result.version, result.outputs, request
+            result.model, result.version, result.outputs, request, limit
         )
     except asyncio.CancelledError:
         reply(problem(503, "the server is stopping"))

@@ -2,10 +2,14 @@
 
 One place for the limits that make the server safe to expose, with the status each answers:
 413 for a body over `--max-body-mb` (the decoded size of a gzip or deflate body, decoded
-piece by piece as it arrives, never all at once), 414 for a long URL, 431 for large headers,
-415 for a content coding the server does not decode, 408 for a client too slow to send its
-request (`--header-timeout`, `--body-timeout`) and 503 for a connection over
-`--max-connections`. The figures follow what nginx, Node and Envoy default to.
+piece by piece as it arrives, never all at once; 400 for bytes after its compressed stream),
+414 for a long URL, 431 for large headers, 415 for a content coding the server does not
+decode, 408 for a client too slow to send its request (`--header-timeout`, `--body-timeout`),
+400 for empty lines past a few between requests, 400 for an answer over `--max-answer-mb`,
+and 503 for a connection over `--max-connections` when no idle one can be closed for it. A
+client that leaves its answers unread is closed after `--write-timeout`, or sooner when its
+unread answers pass the connection's or the server's bound (`--max-unread-mb`). The figures
+follow what nginx, Go, Node and Envoy default to.
 """
 
 from __future__ import annotations
@@ -31,12 +35,49 @@ WRITE_TIMEOUT_S = 60.0
 MAX_CONNECTIONS = 4096
 #: File descriptors kept free of connections for workers, the store and logs.
 RESERVED_FDS = 256
+#: CR and LF bytes a connection may send where a request line is due (RFC 9112 2.2: a server
+#: SHOULD ignore at least one empty line there; Go's net/http discards up to 4 such bytes).
+#: More is 400 and the connection closes; they never count as activity for the keep-alive.
+MAX_BLANK_BYTES = 8
+#: Seconds a connection's unsent answer bytes may wait with none of them taken by its client;
+#: then it is closed and what it left unread dropped (nginx's send_timeout).
+WRITE_TIMEOUT_S = 60.0
+#: The largest answer, in largest request bodies (`--max-answer-mb`'s default): room for the
+#: answer to a request at the body limit rendered as JSON from binary tensors. Larger is 400.
+ANSWER_PER_BODY = 4
+#: The answer bytes one connection may leave unread (past what its socket and the transport's
+#: high-water mark take), in largest answers: a client that does not pipeline never has more
+#: than one; past it the connection is closed.
+UNREAD_PER_CONNECTION = 2
+#: The answer bytes that the whole server holds unread by their clients, in largest answers
+#: (`--max-unread-mb`'s default); past it the connections holding the most are closed (what
+#: Envoy's overload manager does to the streams using the most buffer memory).
+UNREAD_ANSWERS = 4
 
 
 class UnsupportedEncoding(InvalidInput):
     """A Content-Encoding other than gzip, deflate or identity (HTTP 415)."""
 
     reason = "unsupported_encoding"
+
+
+class AnswerTooLarge(InvalidInput):
+    """An answer over `--max-answer-mb` (HTTP 400, gRPC RESOURCE_EXHAUSTED): the request asks
+    for more than the server sends at once. Never sent, so never held for a slow client."""
+
+    reason = "answer_too_large"
+
+
+def answer_too_large(size: int, limit: int) -> AnswerTooLarge:
+    return AnswerTooLarge(
+        f"the answer of {size}+ bytes exceeds the limit of {limit} bytes (--max-answer-mb); "
+        "ask for fewer rows or outputs, or binary outputs (REST), or raise the limit"
+    )
+
+
+def max_answer_bytes(max_body_bytes: int, answer_mb: float | None = None) -> int:
+    """The largest answer: `answer_mb`, else ANSWER_PER_BODY largest request bodies."""
+    return int(answer_mb * 2**20) if answer_mb else ANSWER_PER_BODY * max_body_bytes
 
 
 def uri_too_long(size: int) -> str:
@@ -61,10 +102,13 @@ class BodyDecoder:
         self._zlib = zlib.decompressobj(16 + zlib.MAX_WBITS if encoding == "gzip" else 15)
 
     def feed(self, piece: bytes) -> bytes:
+        decoder = self._zlib
         try:
-            out = self._zlib.decompress(piece, self.limit - self.size + 1)
+            out = decoder.decompress(piece, self.limit - self.size + 1)
         except zlib.error as exc:
             raise InvalidInput(f"body is not valid {self.encoding}: {exc}") from None
+        if decoder.eof and decoder.unused_data:
+            self._trailing(len(decoder.unused_data))
         self.size += len(out)
         if self.size > self.limit:
             raise PayloadTooLarge(
@@ -72,6 +116,15 @@ class BodyDecoder:
                 "(--max-body-mb)"
             )
         return out
+
+    def _trailing(self, size: int) -> None:
+        """Bytes after the end of the compressed stream (a second gzip member, or junk): not
+        ignored, as the body would not be what was sent, nor decoded, as one body is one
+        stream."""
+        raise InvalidInput(
+            f"body is not valid {self.encoding}: {size}+ bytes follow the end of its compressed "
+            "stream (a second gzip member, or junk); send the body as one stream"
+        )
 
     def finish(self) -> bytes:
         """What remains once the body has arrived; a truncated stream is a 400."""

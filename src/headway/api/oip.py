@@ -8,13 +8,16 @@ whose message names the tensor and what is wrong with it.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 import numpy as np
 import orjson
 
+from headway.api.limits import answer_too_large
 from headway.datatypes import (
     OIP_TO_NUMPY,
+    check_empty_shape,
     decode_bytes_tensor,
     encode_bytes_tensor,
     numpy_dtype,
@@ -22,6 +25,8 @@ from headway.datatypes import (
 )
 from headway.errors import InvalidInput
 
+#: `encode_infer`'s limit when none is given.
+NO_LIMIT = sys.maxsize
 _JSON_OPTS = orjson.OPT_SERIALIZE_NUMPY
 
 
@@ -89,7 +94,17 @@ def _json_tensor(
         raise InvalidInput(
             f"input {name!r}: shape {list(shape)} needs {count} elements, got {array.size}"
         )
+    if not count:
+        _check_empty(name, shape, dtype)
     return array.reshape(shape)
+
+
+def _check_empty(name: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    """A shape that holds no elements can still be one no array can take (`datatypes`)."""
+    try:
+        check_empty_shape(shape, dtype.itemsize)
+    except InvalidInput as exc:
+        raise InvalidInput(f"input {name!r}: {exc.message}") from None
 
 
 def _json_numbers(name: str, datatype: str, data: Any, dtype: np.dtype) -> np.ndarray:
@@ -196,6 +211,8 @@ def decode_infer(
                         f"input {name!r}: shape {list(shape)} of {datatype} needs {expected} bytes, "
                         f"got {size}"
                     )
+                if not expected:
+                    _check_empty(name, shape, dtype)
                 inputs[name] = np.frombuffer(buffer, dtype=dtype).reshape(shape)
         elif "data" in raw:
             inputs[name] = _json_tensor(name, datatype, shape, raw["data"], dtype)
@@ -219,7 +236,19 @@ def decode_infer(
             params = raw.get("parameters") or {}
             if isinstance(params, dict) and params.get("binary_data"):
                 request.binary_outputs.add(raw["name"])
+        if len(request.outputs) > 1:
+            check_distinct(request.outputs)
     return request
+
+
+def check_distinct(outputs: list[str]) -> None:
+    """Each output is asked for once: a name asked again would be rendered again, an answer
+    many times the size of its model's outputs (REST and gRPC)."""
+    seen: set[str] = set()
+    for name in outputs:
+        if name in seen:
+            raise InvalidInput(f"output {name!r} is asked for twice; ask for each output once")
+        seen.add(name)
 
 
 def decode_raw_single(body: bytes, name: str, datatype: str, shape: list[int]) -> InferRequest:
@@ -240,15 +269,20 @@ def encode_infer(
     version: int,
     outputs: dict[str, np.ndarray],
     request: InferRequest,
+    limit: int = NO_LIMIT,
 ) -> tuple[bytes, int | None]:
-    """The response body and, when any output is binary, the JSON header's length."""
+    """The response body and, when any output is binary, the JSON header's length; an
+    AnswerTooLarge past `limit` bytes (`--max-answer-mb`)."""
     names = request.outputs if request.outputs is not None else list(outputs)
     if not (request.all_binary or request.binary_outputs):
         fast = _encode_json(model, version, outputs, names, request.id)
         if fast is not None:
+            if len(fast) > limit:
+                raise answer_too_large(len(fast), limit)
             return fast, None
     described: list[dict[str, Any]] = []
     blobs: list[bytes] = []
+    size = 0  # of the binary outputs so far
     for name in names:
         array = outputs.get(name)
         if array is None:
@@ -267,6 +301,9 @@ def encode_infer(
             )
             tensor["parameters"] = {"binary_data_size": len(raw)}
             blobs.append(raw)
+            size += len(raw)
+            if size > limit:  # before the rest is rendered
+                raise answer_too_large(size, limit)
         elif datatype == "BYTES":
             tensor["data"] = [
                 x.decode(errors="replace") if isinstance(x, bytes) else str(x)
@@ -285,6 +322,8 @@ def encode_infer(
     if request.id is not None:
         document["id"] = request.id
     head = orjson.dumps(document, option=_JSON_OPTS)
+    if len(head) + size > limit:
+        raise answer_too_large(len(head) + size, limit)
     if not blobs:
         return head, None
     return head + b"".join(blobs), len(head)

@@ -27,6 +27,7 @@ from headway.api.limits import (
     uri_too_long,
 )
 from headway.api.tls import ServerTls
+from headway.api.paths import from_decoded
 from headway.errors import ConfigError, HeadwayError
 from headway.launcher import free_port
 
@@ -101,7 +102,8 @@ class GranianServer:
             return error_response(exc)
         except TimeoutError:
             return problem(408, f"request body did not arrive within {self.body_timeout:g} s")
-        return await self.app.handle(scope.method, scope.path, headers, body)
+        # granian hands over the path decoded: escaped again, it is not decoded twice
+        return await self.app.handle(scope.method, from_decoded(scope.path), headers, body)
 
     async def read_body(self, headers: dict[bytes, bytes], protocol: Any) -> bytes:
         """The body, within the limit: at once when its declared length is within it (granian

@@ -173,6 +173,29 @@ def cli() -> None:
     "request would pass it ends RESOURCE_EXHAUSTED.",
 )
 @click.option(
+    "--write-timeout",
+    default=ServeSettings.write_timeout,
+    show_default=True,
+    type=click.FloatRange(min=0.001),
+    help="Seconds a client may take none of the answer bytes waiting for it; then its "
+    "connection is closed and what it left unread dropped (nginx's send_timeout).",
+)
+@click.option(
+    "--max-answer-mb",
+    default=None,
+    type=click.FloatRange(min=0.001),
+    help="Largest answer a request may ask for; larger is 400 (gRPC: RESOURCE_EXHAUSTED). "
+    "[default: 4x --max-body-mb]",
+)
+@click.option(
+    "--max-unread-mb",
+    default=None,
+    type=click.FloatRange(min=0.001),
+    help="Answer bytes that clients not reading them may leave waiting, all together (native "
+    "HTTP server); past it the connections holding the most are closed. A connection may "
+    "hold 2x --max-answer-mb. [default: 4x --max-answer-mb]",
+)
+@click.option(
     "--endpoint",
     default=None,
     help="Worker RPC endpoint (default: an ipc:// socket; tcp://HOST:PORT for remote).",

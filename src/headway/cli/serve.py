@@ -25,6 +25,7 @@ from headway.api.limits import (
     MAX_CONNECTIONS,
     WRITE_TIMEOUT_S,
     connection_cap,
+    max_answer_bytes,
 )
 from headway.api.origins import OriginPolicy, origins_warning
 from headway.api.rsgi import GranianServer
@@ -91,6 +92,8 @@ class ServeSettings:
     inference_token: str | None = None
     allow_origin: tuple[str, ...] = ()
     allow_host: tuple[str, ...] = ()
+    max_answer_mb: float | None = None
+    max_unread_mb: float | None = None
 
 
 def build_app(settings: ServeSettings) -> HeadwayApp:
@@ -132,9 +135,11 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
     )
     folder = settings.config.parent if settings.config else None
     apps = AppRegistry(controller, store, declared, config_folder=folder)
+    max_body = int(settings.max_body_mb * 2**20)
     app = HeadwayApp(
         controller,
-        max_body_bytes=int(settings.max_body_mb * 2**20),
+        max_body_bytes=max_body,
+        max_answer_bytes=max_answer_bytes(max_body, settings.max_answer_mb),
         apps=apps,
         admin_token=settings.admin_token,
         inference_token=settings.inference_token,
@@ -260,6 +265,8 @@ def run(settings: ServeSettings) -> None:
             body_timeout=settings.body_timeout,
             max_connections=settings.max_connections,
             tls=tls.http if tls else None,
+            write_timeout=settings.write_timeout,
+            max_unread=int(settings.max_unread_mb * 2**20) if settings.max_unread_mb else None,
         )
         app.controller.dispatch.reply_watch = server
     # A frontend makes a few dozen short-lived objects per request; with thousands of requests

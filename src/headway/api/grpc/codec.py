@@ -14,9 +14,19 @@ from typing import Any
 import numpy as np
 
 from headway.api.grpc import messages
-from headway.api.oip import InferRequest
-from headway.datatypes import decode_bytes_tensor, encode_bytes_tensor, numpy_dtype, oip_datatype
+from headway.api.limits import answer_too_large
+from headway.api.oip import InferRequest, check_distinct
+from headway.datatypes import (
+    check_empty_shape,
+    decode_bytes_tensor,
+    encode_bytes_tensor,
+    numpy_dtype,
+    oip_datatype,
+)
 from headway.errors import InvalidInput
+
+#: The largest message protobuf serializes (2 GiB less a byte): no answer may be larger.
+MAX_MESSAGE = 2**31 - 1
 
 #: The typed `contents` list that carries each datatype (FP16 and BF16 travel raw only).
 CONTENTS_FIELD = {
@@ -78,6 +88,8 @@ def decode_infer(request: Any) -> InferRequest:
         decoded.id = request.id
     if request.outputs:
         decoded.outputs = [output.name for output in request.outputs]
+        if len(decoded.outputs) > 1:
+            check_distinct(decoded.outputs)
     return decoded
 
 
@@ -95,7 +107,17 @@ def _raw_tensor(
             f"input {name!r}: shape {list(shape)} of {datatype} needs {expected} bytes, "
             f"got {len(buffer)}"
         )
+    if not expected:
+        _check_empty(name, shape, dtype)
     return np.frombuffer(buffer, dtype=dtype).reshape(shape)
+
+
+def _check_empty(name: str, shape: tuple[int, ...], dtype: np.dtype) -> None:
+    """A shape that holds no elements can still be one no array can take (`datatypes`)."""
+    try:
+        check_empty_shape(shape, dtype.itemsize)
+    except InvalidInput as exc:
+        raise InvalidInput(f"input {name!r}: {exc.message}") from None
 
 
 def _typed_tensor(
@@ -111,6 +133,8 @@ def _typed_tensor(
             f"input {name!r}: shape {list(shape)} needs {count} elements in {field}, "
             f"got {len(values)}"
         )
+    if not count:
+        _check_empty(name, shape, dtype)
     if datatype == "BYTES":
         array = np.empty(count, dtype=object)
         array[:] = list(values)
@@ -126,9 +150,17 @@ def _typed_tensor(
 
 
 def encode_infer(
-    model: str, version: int, outputs: dict[str, np.ndarray], request: InferRequest
+    model: str,
+    version: int,
+    outputs: dict[str, np.ndarray],
+    request: InferRequest,
+    limit: int = MAX_MESSAGE,
 ) -> Any:
-    """The response, every output raw, in the order asked for (else the model's)."""
+    """The response, every output raw, in the order asked for (else the model's); an
+    AnswerTooLarge once its tensors pass `limit` bytes (`--max-answer-mb`; never past what
+    protobuf can serialize)."""
+    limit = min(limit, MAX_MESSAGE)
+    size = 0
     response = messages.ModelInferResponse(model_name=model, model_version=str(version))
     if request.id is not None:
         response.id = request.id
@@ -142,8 +174,12 @@ def encode_infer(
         datatype = oip_datatype(array.dtype)
         response.outputs.add(name=name, datatype=datatype, shape=array.shape)
         if datatype == "BYTES":
-            response.raw_output_contents.append(encode_bytes_tensor(array))
+            raw = encode_bytes_tensor(array)
         else:
             little = array.astype(array.dtype.newbyteorder("<"), copy=False)
-            response.raw_output_contents.append(np.ascontiguousarray(little).tobytes())
+            raw = np.ascontiguousarray(little).tobytes()
+        size += len(raw)
+        if size > limit:
+            raise answer_too_large(size, limit)
+        response.raw_output_contents.append(raw)
     return response

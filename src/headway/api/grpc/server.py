@@ -130,7 +130,10 @@ class Dispatcher:
                 call.fail(*refusal)
                 return
             self.service.submit_infer(
-                request, CallContext(call), then=partial(_inferred, call), waited=waited
+                request,
+                CallContext(call),
+                then=partial(_inferred, call, self.app.max_answer_bytes),
+                waited=waited,
             )
         except HeadwayError as exc:
             call.fail(grpc_status(exc).value[0], exc.message)
@@ -183,10 +186,14 @@ class Dispatcher:
             _internal(call, call.path.rsplit("/", 1)[-1], exc)
 
 
-def _inferred(call: Call, decoded: InferRequest, future: asyncio.Future[Prediction]) -> None:
+def _inferred(
+    call: Call, limit: int, decoded: InferRequest, future: asyncio.Future[Prediction]
+) -> None:
     try:
         prediction = future.result()
-        response = encode_infer(prediction.model, prediction.version, prediction.outputs, decoded)
+        response = encode_infer(
+            prediction.model, prediction.version, prediction.outputs, decoded, limit
+        )
         call.answer(response.SerializeToString())
     except HeadwayError as exc:
         call.fail(grpc_status(exc).value[0], exc.message)

@@ -131,7 +131,13 @@ class InferenceService:
     async def _infer(self, request: Any, context: Any, trace: Trace | None) -> Any:
         decoded, future = self.submit_infer(request, context, trace)
         prediction = await future
-        return encode_infer(prediction.model, prediction.version, prediction.outputs, decoded)
+        return encode_infer(
+            prediction.model,
+            prediction.version,
+            prediction.outputs,
+            decoded,
+            self.app.max_answer_bytes,
+        )
 
     def submit_infer(
         self,

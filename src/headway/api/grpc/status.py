@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import grpc
 
+from headway.api.limits import AnswerTooLarge
 from headway.errors import (
     ConfigError,
     DeadlineUnmeetable,
@@ -19,6 +20,8 @@ from headway.errors import (
 
 _CODES: tuple[tuple[type[HeadwayError], grpc.StatusCode], ...] = (
     (PayloadTooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    # what gRPC itself answers for a message over its size limit
+    (AnswerTooLarge, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (InvalidInput, grpc.StatusCode.INVALID_ARGUMENT),
     (ConfigError, grpc.StatusCode.INVALID_ARGUMENT),
     (ModelNotFound, grpc.StatusCode.NOT_FOUND),
