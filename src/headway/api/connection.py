@@ -79,6 +79,16 @@ class HttpConnection(asyncio.Protocol):
     high-water mark) or whose answers wait behind an earlier one is counted: the usual answer,
     written whole at once, costs a flag's test."""
 
+    # slots: more attributes than an instance dict shares its keys for, and the fastest access
+    __slots__ = (
+        "_accepted", "_arrived", "_blank", "_body", "_counting", "_decoder", "_head_read",
+        "_head_span", "_header_bytes", "_headers", "_held", "_length_digits", "_max_body",
+        "_max_unread", "_merged", "_no_more", "_paused_reading", "_phase", "_phase_began",
+        "_read_size", "_received", "_size", "_unsent", "_unsent_seen", "_url", "_write_paused",
+        "_write_stamp", "app", "closing", "last_active", "loop", "parser", "pending", "server",
+        "transport", "unread",
+    )  # fmt: skip
+
     def __init__(self, server: ConnectionHost[HttpConnection]) -> None:
         self.server = server
         self.app = app = server.app
@@ -139,7 +149,7 @@ class HttpConnection(asyncio.Protocol):
         if self._no_more:
             return
         phase = self._phase
-        if phase == _BETWEEN and data[0] <= 13:  # CR or LF where a request line is due?
+        if data[0] <= 13 and phase == _BETWEEN:  # CR or LF where a request line is due?
             data = self._skip_blank(data)
             if not data:  # nothing else: no activity, the keep-alive timer runs on
                 return

@@ -26,7 +26,7 @@ from headway.datatypes import (
 from headway.errors import InvalidInput
 
 #: `encode_infer`'s limit when none is given.
-NO_LIMIT = sys.maxsize
+NO_LIMIT: int = sys.maxsize
 _JSON_OPTS = orjson.OPT_SERIALIZE_NUMPY
 
 
