@@ -401,8 +401,8 @@ class HttpConnection(asyncio.Protocol):
         if transport is not None and not self.closing:
             transport.write(data)
             if self._write_paused:  # this write or an earlier one left bytes unsent
-                self._count_unsent(transport)
-            if slot.close:
+                self._count_unsent(transport)  # (which may drop the connection)
+            if slot.close and not self.closing:
                 self._linger(transport)
         if self._held:  # answers rendered behind this one: due now too
             self._write_held(transport)
@@ -457,8 +457,9 @@ class HttpConnection(asyncio.Protocol):
         self.closing = self._no_more = True
         self._held = self._unsent = 0
         self._count_unread()
-        if self.transport is not None:
-            self.transport.abort()
+        transport, self.transport = self.transport, None  # nothing more is written, or watched
+        if transport is not None:
+            transport.abort()
 
     # -- flow control ----------------------------------------------------------------------
     def _stop_reading(self) -> None:
