@@ -556,6 +556,22 @@ def test_unread_answers_are_bounded_per_connection() -> None:
     serve(test)
 
 
+def test_answers_that_come_after_their_client_left_are_not_counted_as_unread() -> None:
+    async def test(server: HttpServer, app: EchoApp) -> None:
+        _, writer = await connect(server)
+        writer.write(request("/sleep/0.6") + request("/sleep/0.1"))  # the second waits behind
+        await until(lambda: "/sleep/0.1" in app.began, server)
+        writer.close()
+        await until(lambda: not server.connections, server)
+        await until(lambda: "/sleep/0.1" in app.ended, server)
+        await asyncio.sleep(0.05)  # its answer, held behind the first, of a connection gone
+        assert server.unread == 0
+        await until(lambda: "/sleep/0.6" in app.ended, server)
+        assert server.unread == 0
+
+    serve(test)
+
+
 def test_unread_answers_are_bounded_for_the_whole_server_dropping_who_holds_most() -> None:
     async def test(server: HttpServer, app: EchoApp) -> None:
         small, writer, kept = await not_reading(server, f"/big/{2 * MB}")

@@ -141,8 +141,8 @@ class HttpConnection(asyncio.Protocol):
         self.server.connections.discard(self)
         self.closing = True
         self.transport = None
+        self._held = self._unsent = 0
         if self.unread:
-            self._held = self._unsent = 0
             self._count_unread()
 
     def data_received(self, data: bytes) -> None:
@@ -393,8 +393,9 @@ class HttpConnection(asyncio.Protocol):
         slot.close = not keep_alive
         pending = self.pending
         if pending[0] is not slot:  # an earlier answer is still due (pipelining): held till then
-            self._held += len(data)
-            self._count_unread()
+            if not self.closing:  # (once closing, it will not be written: not counted)
+                self._held += len(data)
+                self._count_unread()
             return
         pending.popleft()
         transport = self.transport
@@ -427,7 +428,9 @@ class HttpConnection(asyncio.Protocol):
                 transport.write(done.data)  # type: ignore[arg-type]
                 if done.close:
                     self._linger(transport)
-        if self._write_paused and transport is not None and not self.closing:
+        if self.closing:  # what is not written any more is not counted any more
+            self._held = 0
+        elif self._write_paused and transport is not None:
             self._count_unsent(transport)
         else:
             self._count_unread()
