@@ -26,7 +26,7 @@ ANSWER_LIMIT = 4 * 2**20
 class EchoApp:
     """The interface `HttpServer` uses: start/stop, the two size checks and `respond`, which
     answers paths under /now/ at once and the others from a task (as HeadwayApp answers some
-    routes at once and others later)."""
+    routes at once and others later); `/big/{bytes}` is an answer that large, at once."""
 
     max_body_bytes = LIMIT
     max_answer_bytes = ANSWER_LIMIT

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -105,6 +106,25 @@ def test_read_timeouts_and_the_connection_cap_are_flags_and_environment_variable
     )
     assert (settings.header_timeout, settings.body_timeout) == (2.5, 7.0)
     assert settings.max_connections == 64
+
+
+def test_the_answer_bounds_are_flags_and_environment_variables(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    defaults = settings_from(monkeypatch, ["--repository", str(tmp_path)], {})
+    assert (defaults.write_timeout, defaults.max_answer_mb, defaults.max_unread_mb) == (
+        60.0, None, None,
+    )  # fmt: skip
+    state = {"HEADWAY_STATE": str(tmp_path / "s.db")}
+    default_app = build_app(replace(defaults, state=tmp_path / "d.db"))
+    assert default_app.max_answer_bytes == 4 * 64 * 2**20  # 4x --max-body-mb
+    settings = settings_from(
+        monkeypatch,
+        ["--repository", str(tmp_path), "--write-timeout", "5", "--max-answer-mb", "2"],
+        {"HEADWAY_MAX_UNREAD_MB": "3", **state},
+    )
+    assert (settings.write_timeout, settings.max_answer_mb, settings.max_unread_mb) == (5, 2, 3)
+    assert build_app(settings).max_answer_bytes == 2 * 2**20
 
 
 def test_the_tuners_hold_down_and_trailing_window_are_flags(
