@@ -26,8 +26,8 @@ from headway.api.limits import (
     headers_too_large,
     uri_too_long,
 )
-from headway.api.tls import ServerTls
 from headway.api.paths import from_decoded
+from headway.api.tls import ServerTls
 from headway.errors import ConfigError, HeadwayError
 from headway.launcher import free_port
 
