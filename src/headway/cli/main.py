@@ -153,7 +153,8 @@ def cli() -> None:
     show_default=True,
     type=click.FloatRange(min=0.001),
     help="Seconds a client may leave its answers unread (its socket taking no bytes; over "
-    "gRPC also an answer waiting for its flow-control window) before its connection closes.",
+    "gRPC also an answer waiting for its flow-control window) before its connection is "
+    "closed and what it left unread dropped (nginx's send_timeout).",
 )
 @click.option(
     "--grpc-idle-timeout",
@@ -171,14 +172,6 @@ def cli() -> None:
     help="Request bytes the gRPC server holds for calls still arriving, all connections "
     "together (a quarter of it at most on one; at least twice --max-body-mb); a call whose "
     "request would pass it ends RESOURCE_EXHAUSTED.",
-)
-@click.option(
-    "--write-timeout",
-    default=ServeSettings.write_timeout,
-    show_default=True,
-    type=click.FloatRange(min=0.001),
-    help="Seconds a client may take none of the answer bytes waiting for it; then its "
-    "connection is closed and what it left unread dropped (nginx's send_timeout).",
 )
 @click.option(
     "--max-answer-mb",
