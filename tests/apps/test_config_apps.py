@@ -16,7 +16,8 @@ from headway.apps import AppRegistry, parse_app
 from headway.apps.registry import AppNotFound
 from headway.store import Store
 
-TWO = {"models": ["a", "b"], "policy": "exp3", "eta": 0.5}
+#: exp4 weighs every member on each feedback: what it learns does not hang on a random pick.
+TWO = {"models": ["a", "b"], "policy": "exp4", "eta": 0.5}
 
 
 def _controller() -> StubController:
