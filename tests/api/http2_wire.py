@@ -151,3 +151,16 @@ def goaway_code(peer: Peer) -> int:
     frames = peer.frames()
     assert frames[-1][0] == f.GOAWAY and peer.wire.closed
     return int.from_bytes(frames[-1][3][4:8], "big")
+
+
+def statuses(wire: Wire) -> dict[int, tuple[bytes, bytes]]:
+    """Each stream's (grpc-status, grpc-message) from what the server wrote."""
+    data, at, decoder, out = bytes(wire.written), 0, hpack.Decoder(), {}
+    while len(data) - at >= 9:
+        length, kind, _, stream = f.frame_head(data, at)
+        if kind == f.HEADERS:
+            headers = dict(decoder.decode(data[at + 9 : at + 9 + length], raw=True))
+            if b"grpc-status" in headers:
+                out[stream] = headers[b"grpc-status"], headers.get(b"grpc-message", b"")
+        at += 9 + length
+    return out

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import hpack
 import numpy as np
-from tests.api.http2_wire import HEADERS, Server, Wire
+from tests.api.http2_wire import HEADERS, Server, Wire, statuses
 
 from headway.api.app import HeadwayApp
 from headway.api.grpc import frames as f
@@ -39,19 +39,6 @@ def infer(stream: int, encoder: hpack.Encoder, timeout_us: int) -> bytes:
     return f.frame(f.HEADERS, f.END_HEADERS, stream, encoder.encode(HEADERS)) + f.frame(
         f.DATA, f.END_STREAM, stream, body
     )
-
-
-def statuses(wire: Wire) -> dict[int, tuple[bytes, bytes]]:
-    """Each stream's (grpc-status, grpc-message) from what the server wrote."""
-    data, at, decoder, out = bytes(wire.written), 0, hpack.Decoder(), {}
-    while len(data) - at >= 9:
-        length, kind, _, stream = f.frame_head(data, at)
-        if kind == f.HEADERS:
-            headers = dict(decoder.decode(data[at + 9 : at + 9 + length], raw=True))
-            if b"grpc-status" in headers:
-                out[stream] = headers[b"grpc-status"], headers.get(b"grpc-message", b"")
-        at += 9 + length
-    return out
 
 
 def test_inferences_read_together_batch_and_a_late_one_is_refused_unread(tmp_path: Path) -> None:

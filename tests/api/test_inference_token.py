@@ -13,9 +13,8 @@ from pathlib import Path
 import hpack
 import numpy as np
 import orjson
-from tests.api.http2_wire import HEADERS, Server, Wire
-from tests.api.test_grpc_dispatch import statuses
-from tests.api.test_quick_refusal_answers import YAML, Transport, answers, infer, read
+from tests.api.http1_wire import YAML, Transport, answers, infer, read
+from tests.api.http2_wire import HEADERS, Server, Wire, statuses
 
 from headway.api.app import HeadwayApp
 from headway.api.connection import HttpConnection

@@ -12,64 +12,17 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
-import numpy as np
 import pytest
+from tests.apps.stubs import StubController, StubModel
 
 from headway.apps import Application, AppRegistry, parse_app
-from headway.clock import ManualClock
-from headway.control.controller import READY
-from headway.control.models import Prediction
-from headway.repository import TensorSpec
 from headway.store import Store
 from headway.store.apps import AppStore
 
 KEYS = {"query_id", "output", "default", "confidence", "models"}
-
-
-@dataclass
-class StubModel:
-    answer: Callable[[float], Any]
-    seconds: float = 0.01  # clock seconds one call takes
-    gate: asyncio.Event | None = None  # held back until set
-    state: str = READY
-    finished: int = 0
-    config: Any = field(
-        default_factory=lambda: SimpleNamespace(
-            version=1, slo_ms=1000.0, inputs=(TensorSpec("input-0", "FP64", (-1, 1)),)
-        )
-    )
-
-
-class StubController:
-    """What an Application needs of a Controller: clock, models, model(), infer()."""
-
-    def __init__(self, **models: StubModel) -> None:
-        self.clock = ManualClock()
-        self.models = models
-        self.repository = None
-
-    def model(self, name: str) -> StubModel:
-        return self.models[name]
-
-    def shares_workers(self, name: str) -> bool:
-        return False  # each model on a worker of its own: a straggler finishes late
-
-    async def infer(
-        self, name: str, inputs: dict[str, np.ndarray], *, version: Any, timeout: float
-    ) -> Prediction:
-        model = self.models[name]
-        if model.gate is not None:
-            await model.gate.wait()
-        self.clock.advance(model.seconds)
-        model.finished += 1
-        value = model.answer(float(inputs["input-0"][0, 0]))
-        return Prediction(name, 1, {"output-0": np.array([[value]])})
 
 
 def _app(

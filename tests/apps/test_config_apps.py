@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.apps.test_application import StubController, StubModel
+from tests.apps.stubs import StubController, StubModel
 
 from headway.apps import AppRegistry, parse_app
 from headway.apps.registry import AppNotFound

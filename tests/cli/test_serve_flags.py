@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from tests.cli.settings import settings_from
 from tests.integration import models
 
 from headway.cli import main
@@ -15,16 +16,6 @@ from headway.cli.serve import ServeSettings, build_app
 from headway.planning.envelope import envelope, window_lengths
 from headway.planning.plan_file import write_plan
 from headway.runtime.worker import SPIN_ENV
-
-
-def settings_from(
-    monkeypatch: pytest.MonkeyPatch, args: list[str], env: dict[str, str]
-) -> ServeSettings:
-    captured: list[ServeSettings] = []
-    monkeypatch.setattr(main, "run", captured.append)
-    result = CliRunner().invoke(main.cli, ["serve", *args], env=env)
-    assert result.exit_code == 0, result.output
-    return captured[0]
 
 
 def test_environment_variables_use_the_headway_prefix(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from tests.cli.test_serve_flags import settings_from
+from tests.cli.settings import settings_from
 from tests.integration.certificates import Certificates, issue
 
 from headway.api.grpc.server import GrpcServer
