@@ -10,7 +10,6 @@ from headway.apps.config import AppConfig
 from headway.errors import ModelError, WorkerFailed
 from headway.flows import Options
 from headway.flows.racing import first
-from headway.flows.serving import flow_options
 
 
 def test_the_first_good_answer_wins_and_errors_wait_for_the_others() -> None:
@@ -43,6 +42,6 @@ def test_when_every_copy_fails_the_first_error_is_raised() -> None:
 def test_the_apps_switches_override_the_flows_options() -> None:
     flow_defaults = Options(fusion=True, compete=False, compete_replicas=3)
     config = AppConfig("a", (), flow="f.py:flow", fusion=False, compete=True)
-    assert flow_options(config, flow_defaults) == Options(
+    assert config.flow_options(flow_defaults) == Options(
         fusion=False, compete=True, compete_replicas=3, batching=True
     )

@@ -10,13 +10,17 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from headway.errors import ConfigError, ModelNotFound
-from headway.repository import MAX_VERSION_DIGITS, Repository
+from headway.flows.graph import Options
+from headway.flows.model_inputs import check_types
+from headway.flows.source import load_flow, split_spec
+from headway.repository import MAX_VERSION_DIGITS, Repository, TensorSpec
 from headway.selection import Policy, make_policy
 from headway.selection.registry import KINDS
 
@@ -114,6 +118,12 @@ class AppConfig:
             return make_policy(self.policy, list(self.models), **self.policy_options())
         except ValueError as exc:
             raise ConfigError(f"app {self.name!r}: {exc}") from None
+
+    def flow_options(self, defaults: Options) -> Options:
+        """A flow app's compiler switches: the flow's own `defaults`, overridden by the
+        application's settings."""
+        chosen = {key: getattr(self, key) for key in FLOW_OPTIONS if getattr(self, key) is not None}
+        return replace(defaults, **chosen)
 
     def traffic(self) -> tuple[Any, Any]:
         """What fixes a fixed policy's split in the configuration (compared on updates)."""
@@ -228,9 +238,6 @@ def parse_flow_app(
 ) -> AppConfig:
     """A flow application: `flow: path/file.py:object`, `slo_ms` (the whole flow's deadline),
     `default_output` (the answer of a query that cannot make it) and compiler switches."""
-    from headway.flows.serving import check_flow
-    from headway.flows.source import split_spec
-
     where = f"app {name!r}"
     known = {*FLOW_KEYS, "slo_ms", "default_output"}
     unknown = sorted(str(key) for key in raw if key not in known)
@@ -267,6 +274,28 @@ def parse_flow_app(
     if repository is not None:
         check_flow(config, repository)
     return config
+
+
+def check_flow(config: AppConfig, repository: Repository, base: Path | None = None) -> None:
+    """A flow app's flow builds, and the models it calls are in the repository."""
+    assert config.flow is not None
+    where = f"app {config.name!r}"
+    flow = load_flow(config.flow, where, base)
+    plan = flow.compile(config.flow_options(flow.options))
+    for stage in plan.stages:
+        for key in stage.models:
+            ref = ModelRef.parse(key, f"{where}: flow model")
+            if ref.name not in repository:
+                raise ConfigError(
+                    f"{where}: the flow calls model {key!r}, which is not in the repository"
+                )
+    check_types(flow, partial(_declared, repository), where)
+
+
+def _declared(repository: Repository, key: str) -> tuple[TensorSpec, ...]:
+    """A model's inputs as its model.yaml declares them (empty: inferred when it loads)."""
+    found = repository.models.get(ModelRef.parse(key, f"model {key!r}").name)
+    return () if found is None else tuple(found.inputs)
 
 
 def check_models(config: AppConfig, repository: Repository) -> None:

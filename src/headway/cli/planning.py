@@ -15,7 +15,6 @@ from headway.apps.config import load_config
 from headway.cli.profiling import STATE, catalogue_from
 from headway.errors import HeadwayError
 from headway.flows import LocalServices
-from headway.flows.serving import flow_options
 from headway.flows.source import load_flow
 from headway.planning.description import (
     load_planning,
@@ -59,7 +58,7 @@ def pipeline_for(
     declared = apps[app]
     if declared.flow is not None:
         flow = load_flow(declared.flow, f"app {app!r}")
-        compiled = flow.compile(flow_options(declared, flow.options))
+        compiled = flow.compile(declared.flow_options(flow.options))
         if samples is None:
             return pipeline_from_flow(compiled), {}
         rows = read_document(samples)

@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from dataclasses import replace
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from headway.apps.application import FeedbackResult
-from headway.apps.config import AppConfig, ModelRef
+from headway.apps.config import AppConfig
 from headway.control.controller import Controller
-from headway.errors import ConfigError, DeadlineUnmeetable
+from headway.errors import DeadlineUnmeetable
 from headway.flows.deadline import QueryDeadline, explanation
 from headway.flows.flow import Flow
-from headway.flows.graph import Options
 from headway.flows.lookups import Lookups
 from headway.flows.model_inputs import check_types
 from headway.flows.plan import Plan
@@ -53,7 +50,7 @@ class FlowApplication:
         self.config = config
         self.controller = controller
         self.flow = flow or load_flow(config.flow, f"app {config.name!r}")
-        self.plan: Plan = self.flow.compile(flow_options(config, self.flow.options))
+        self.plan: Plan = self.flow.compile(config.flow_options(self.flow.options))
         # a column no model could take fails here, at deploy, not at each query
         check_types(self.flow, partial(model_signature, controller), f"app {config.name!r}")
         self.stats = FlowStats(self.plan)
@@ -174,35 +171,3 @@ class FlowApplication:
             "ready": self.ready_models(),
             "statistics": {**self.statistics(), "selection": self.selects.statistics()},
         }
-
-
-def flow_options(config: AppConfig, defaults: Options) -> Options:
-    """The flow's own options, overridden by the application's settings."""
-    chosen = {
-        key: getattr(config, key)
-        for key in ("fusion", "compete", "compete_replicas", "batching")
-        if getattr(config, key) is not None
-    }
-    return replace(defaults, **chosen)
-
-
-def check_flow(config: AppConfig, repository: Any, base: Path | None = None) -> None:
-    """At configuration time: the flow builds, and its models are in the repository."""
-    assert config.flow is not None
-    where = f"app {config.name!r}"
-    flow = load_flow(config.flow, where, base)
-    plan = flow.compile(flow_options(config, flow.options))
-    for stage in plan.stages:
-        for key in stage.models:
-            ref = ModelRef.parse(key, f"{where}: flow model")
-            if ref.name not in repository:
-                raise ConfigError(
-                    f"{where}: the flow calls model {key!r}, which is not in the repository"
-                )
-    check_types(flow, partial(_declared, repository), where)
-
-
-def _declared(repository: Any, key: str) -> tuple[Any, ...]:
-    """A model's inputs as its model.yaml declares them (empty: inferred when it loads)."""
-    found = repository.models.get(ModelRef.parse(key, f"model {key!r}").name)
-    return () if found is None else tuple(found.inputs)
