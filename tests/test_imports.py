@@ -178,6 +178,14 @@ def test_the_runtime_knows_of_control_only_the_engine_contract() -> None:
     assert reached <= {"headway.control.engine", "headway.control"}
 
 
+def test_no_module_imports_the_test_doubles() -> None:
+    """`headway.testing` is for tests: the simulator's workers are `headway.sim.workers`."""
+    importers = sorted(
+        module for module, targets in everything_imported().items() if "headway.testing" in targets
+    )
+    assert importers == []
+
+
 def imported_test_modules(path: Path) -> set[str]:
     """The test modules (`tests/**/test_*.py`) that the file at `path` imports, anywhere in it."""
     found = set()

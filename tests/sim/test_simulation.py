@@ -11,7 +11,7 @@ from headway.control.actions import INFER, LOAD
 from headway.control.engine import Action, Reply
 from headway.control.scheduling_policy import CLIPPER, HEADWAY, SchedulingPolicy
 from headway.sim import ModelProfile, ServerSimulation, SimulationResult
-from headway.testing import FakeEngine
+from headway.sim.workers import SimulatedEngine
 
 PROFILE = ModelProfile({1: 0.010, 2: 0.012, 4: 0.016}, load_seconds=0.050, size_mb=100, max_batch=4)
 
@@ -40,14 +40,14 @@ def test_profile_interpolates_between_and_extrapolates_beyond_measured_sizes() -
     assert PROFILE.duration(8) == pytest.approx(0.032)
 
 
-def simulated_workers(**options: float) -> tuple[FakeEngine, ManualClock, list[tuple]]:
+def simulated_workers(**options: float) -> tuple[SimulatedEngine, ManualClock, list[tuple]]:
     """The simulator's workers alone: a LOAD takes 50 ms, an INFER 10 ms per row."""
     clock = ManualClock()
 
     def durations(worker: int, action: Action) -> float:
         return 0.05 if action["op"] == LOAD else 0.01 * action.get("rows", 1)
 
-    engine = FakeEngine(1, clock=clock, durations=durations, **options)  # type: ignore[arg-type]
+    engine = SimulatedEngine(1, clock=clock, durations=durations, **options)
     heard: list[tuple] = []
 
     def hear(worker: int, reply: Reply, tensors: object) -> None:
@@ -86,7 +86,8 @@ def test_a_grown_worker_is_ready_after_its_startup_and_a_retired_one_is_not_hear
     assert engine.retire(engine.grow(None))  # type: ignore[arg-type,arg-type]
     clock.advance(1.0)
     assert heard == [(0.5, 1, "ready")]  # retired before it started: it never does
-    assert FakeEngine(1).grow(None) is None  # type: ignore[arg-type]  # without a clock
+    without = SimulatedEngine(1, clock=clock, durations=lambda worker, action: 0.0)
+    assert without.grow(None) is None  # type: ignore[arg-type]  # without a startup
 
 
 def test_a_lone_request_is_loaded_then_answered_on_time() -> None:

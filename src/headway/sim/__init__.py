@@ -2,7 +2,7 @@
 virtual time, so experiments reach scales this machine cannot compute.
 
 `ServerSimulation` replays a trace through the real `Controller` (validation, cache, warm-up
-runs, probes, loads) over `headway.testing.FakeEngine`'s simulated workers, which replay
+runs, probes, loads) over `headway.sim.workers.SimulatedEngine`'s workers, which replay
 profiled durations instead of running models (Clockwork's `worker_dummy`);
 `headway.sim.pipeline.run_pipeline` sends it a pipeline's queries stage by stage, as a flow's
 executor does (the planner's estimator runs on it).
@@ -10,10 +10,12 @@ executor does (the planner's estimator runs on it).
 
 from headway.sim.results import ModelProfile, Outcome, SimulationResult
 from headway.sim.server import ServerSimulation
+from headway.sim.workers import SimulatedEngine
 
 __all__ = [
     "ModelProfile",
     "Outcome",
     "ServerSimulation",
+    "SimulatedEngine",
     "SimulationResult",
 ]

@@ -2,7 +2,7 @@
 
 What the controller adds to the scheduler runs here as it does in the server: validation, the
 prediction cache and its in-flight dedupe, loads at start and their warm-up runs, estimate
-probes after a refusal, and loads on demand. Only the workers (`FakeEngine` on the clock,
+probes after a refusal, and loads on demand. Only the workers (`SimulatedEngine` on the clock,
 replaying profiled durations) and the network (a fixed one-way delay) are simulated. The clock
 jumps from one event to the next; between two, the event loop runs only what is due now.
 """
@@ -23,14 +23,14 @@ import numpy as np
 from headway.clock import ManualClock
 from headway.control.actions import INFER, LOAD
 from headway.control.controller import Controller
-from headway.control.engine import Action, Tensors
+from headway.control.engine import Action
 from headway.control.models import Prediction
 from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
 from headway.errors import HeadwayError
 from headway.repository import ModelConfig, Repository, TensorSpec
 from headway.sim.results import ModelProfile, Outcome, SimulationResult, seed_profile
 from headway.sim.virtual_loop import VirtualLoop
-from headway.testing import FakeEngine
+from headway.sim.workers import SimulatedEngine
 
 T = TypeVar("T")
 
@@ -80,22 +80,6 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-class _Zeros:
-    """What a simulated model computes: one column of zeros per row (one array per batch size,
-    kept: nobody writes to an answer)."""
-
-    def __init__(self) -> None:
-        self._by_rows: dict[int, np.ndarray] = {}
-
-    def __call__(self, action: Action, tensors: Tensors) -> Tensors:
-        rows = action.get("rows", 1)
-        zeros = self._by_rows.get(rows)
-        if zeros is None:
-            zeros = self._by_rows[rows] = np.zeros((rows, 1), np.float32)
-            zeros.flags.writeable = False
-        return {"y": zeros}
-
-
 class ServerSimulation:
     """The controller serving `profiles` from `workers` simulated workers. See the module
     docstring. With `memory_mb` (per worker) models load on demand and are evicted to fit;
@@ -131,9 +115,8 @@ class ServerSimulation:
         #: Each worker's durations vary by a factor (1 + noise * |N(0, 1)|), drawn from its RNG.
         self.rngs = [random.Random(seed * 7919 + worker) for worker in range(workers)]
         self.clock = ManualClock()
-        self.engine = FakeEngine(
+        self.engine = SimulatedEngine(
             workers,
-            compute=_Zeros(),
             clock=self.clock,
             durations=self._duration,
             rpc=rpc_seconds,
