@@ -57,8 +57,15 @@ class StubController:
         return None
 
     def submit(
-        self, name: str, tensors: dict[str, np.ndarray], *, version: Any, timeout: float
+        self,
+        name: str,
+        tensors: dict[str, np.ndarray],
+        *,
+        version: Any,
+        timeout: float,
+        then: Any = None,
     ) -> asyncio.Future[Prediction]:
+        assert then is None, "the served flow awaits its calls"
         self.calls.append((name, self.clock.now(), timeout))
         seconds = self.seconds[name]
         if name in self.refuses and seconds > timeout:

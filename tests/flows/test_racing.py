@@ -15,7 +15,8 @@ import pytest
 
 from headway.clock import ManualClock
 from headway.control.controller import Controller
-from headway.flows.racing import race
+from headway.flows.calls import race
+from headway.flows.deadline import QueryDeadline
 from headway.repository import Repository
 from headway.testing import FakeEngine
 
@@ -49,6 +50,11 @@ async def started(repository: Repository) -> tuple[Controller, FakeEngine]:
     return controller, engine
 
 
+def ten_seconds(controller: Controller) -> QueryDeadline:
+    """A query's deadline ten seconds from now (the clock does not move)."""
+    return QueryDeadline.starting(controller.clock, controller.clock.now(), 10_000.0)
+
+
 def sent_values(engine: FakeEngine, since: int) -> list[float]:
     """The query values of the INFERs sent after the first `since` actions (held or not)."""
     held = {id(action): float(t["x"][0, 0]) for _, action, t in engine.held}
@@ -71,7 +77,7 @@ def test_a_queued_losing_copy_is_never_sent_after_the_winner_answers(
         races = {}
         for value in (1.0, 2.0, 3.0):
             races[value] = asyncio.ensure_future(
-                race(controller, "m", query(value), 2, lambda: 10.0)
+                race(controller, "m", query(value), 2, ten_seconds(controller), "m")
             )
             for _ in range(3):
                 await asyncio.sleep(0)
@@ -103,12 +109,14 @@ def test_copies_of_an_abandoned_race_leave_the_queue(repository: Repository) -> 
         controller, engine = await started(repository)
         since = len(engine.sent)
         busy = [
-            asyncio.ensure_future(race(controller, "m", query(v), 2, lambda: 10.0))
+            asyncio.ensure_future(race(controller, "m", query(v), 2, ten_seconds(controller), "m"))
             for v in (1.0, 2.0)
         ]  # a copy of each runs on each worker, or was sent ahead to it
         for _ in range(3):
             await asyncio.sleep(0)
-        cut = asyncio.ensure_future(race(controller, "m", query(3.0), 2, lambda: 10.0))
+        cut = asyncio.ensure_future(
+            race(controller, "m", query(3.0), 2, ten_seconds(controller), "m")
+        )
         for _ in range(3):
             await asyncio.sleep(0)
         assert controller.scheduler.queue_length("m@1") == 2

@@ -9,7 +9,7 @@ import pytest
 from headway.apps.config import AppConfig
 from headway.errors import ModelError, WorkerFailed
 from headway.flows import Options
-from headway.flows.racing import first
+from headway.flows.calls import first
 
 
 def test_the_first_good_answer_wins_and_errors_wait_for_the_others() -> None:

@@ -4,6 +4,7 @@ same on each), and replicas added and removed through `Controller.scale` while i
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 from tests.planning.helpers import MS
 
 from headway.control.scheduling_policy import HEADWAY
+from headway.errors import HeadwayError
 from headway.planning.simulator import reach_draws
 from headway.sim import ModelProfile
 from headway.sim.pipeline import PipelineRun, run_pipeline
@@ -85,6 +87,19 @@ def test_a_query_that_reaches_no_stage_is_done_at_its_arrival() -> None:
     reaches = np.array([[True], [False], [True]])
     ran = run({"s0": profile(10)}, [[]], np.array([0.0, 1.0, 2.0]), reaches)
     assert ran.latencies / MS == pytest.approx([10.0, 0.0, 10.0])
+
+
+def test_a_stage_called_after_the_querys_deadline_fails_the_replay_as_a_served_flows_does() -> None:
+    """The simulator's calls go through the served flow's own (`flows.calls.call`): the second
+    stage's call, made 10 ms into a 5 ms deadline, is not made."""
+    late = re.escape("the flow's deadline (5 ms) passed before s1 could run")
+    with (
+        server({"s0": profile(10), "s1": profile(10)}) as sim,
+        pytest.raises(HeadwayError, match=late),
+    ):
+        run_pipeline(
+            sim, ["s0", "s1"], [[], [0]], np.ones((1, 2), bool), np.zeros(1), timeout=0.005
+        )
 
 
 def test_the_replay_gives_up_once_too_many_queries_took_longer() -> None:

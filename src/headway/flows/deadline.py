@@ -19,7 +19,7 @@ class FlowDeadlinePassed(DeadlineUnmeetable):
     """The query's deadline passed before one of its stages could be asked."""
 
 
-@dataclass
+@dataclass(slots=True)
 class QueryDeadline:
     """When one query must be answered (`at`, on `clock`), from its arrival and the app's SLO."""
 

@@ -1,13 +1,15 @@
-"""One query of a flow app through its compiled stages: action stages through the controller
-(a stage's own model, a fused chain, or competing copies; a model-less stage measured to be
-cheap runs here, `flows.placement`), select operators through their policy, the other
-frontend stages (union, anyof, join, lookup, groupby, agg) in this process.
-Each call gets the time left of the query's deadline."""
+"""One query of a flow app through its compiled stages: the flow executor (`flows.executor`)
+starts each stage once its inputs are done, and this runs it: action stages through the
+controller (a stage's own model, a fused chain, or competing copies; a model-less stage
+measured to be cheap runs here, `flows.placement`), select operators through their policy,
+the other frontend stages (union, anyof, join, lookup, groupby, agg) in this process.
+Each call gets the time left of the query's deadline (`flows.calls.call`)."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -16,7 +18,9 @@ from headway.apps.config import ModelRef
 from headway.control.controller import Controller
 from headway.control.models import READY, Prediction
 from headway.errors import HeadwayError, ModelError
+from headway.flows.calls import Call, call, race, withdraw
 from headway.flows.deadline import QueryDeadline
+from headway.flows.executor import Executor, QueryRun, StageGraph
 from headway.flows.flow import Flow
 from headway.flows.local import filter_ahead, run_action, run_chain, run_stage
 from headway.flows.lookups import Lookups
@@ -24,7 +28,6 @@ from headway.flows.model_inputs import check_rows, conform, frontend_calls, mode
 from headway.flows.operators import Model, Shape, encode_inputs, select_rows
 from headway.flows.placement import in_frontend
 from headway.flows.plan import ACTION, SOURCE, Plan, Stage
-from headway.flows.racing import Call, first, race, retrieve, withdraw
 from headway.flows.relational import AnyOf
 from headway.flows.select import Select
 from headway.flows.select_state import Made, SelectState
@@ -73,6 +76,37 @@ class Trace:
         )  # fmt: skip
 
 
+class QueryAnswer(asyncio.Future[Table]):
+    """One query's answer, set when the executor settles it; cancelling it (the query is cut
+    off at its deadline) cancels the stages still running at once, as cancelling a task
+    cancels what it awaits, so that their calls are withdrawn before they can answer."""
+
+    def __init__(self, *, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(loop=loop)
+        #: The query's stage tasks.
+        self.running: list[asyncio.Future[Table]] = []
+
+    def settle(self, run: QueryRun) -> None:
+        if self.done():
+            return
+        if isinstance(run.error, asyncio.CancelledError):
+            self.cancel()
+        elif run.error is not None:
+            self.set_exception(run.error)
+        else:
+            self.set_result(run.value)
+
+    def cancel(self, msg: Any = None) -> bool:
+        self.stop()
+        return super().cancel(msg)
+
+    def stop(self) -> None:
+        """Cancel the stages still running."""
+        for task in self.running:
+            if not task.done():
+                task.cancel()
+
+
 class QueryRunner:
     """Runs queries of one flow app; counts what its operators and actions did in `stats`."""
 
@@ -102,45 +136,56 @@ class QueryRunner:
             for stage in plan.stages
             if stage.kind == ACTION
         }
+        self.sources = frozenset(s.id for s in plan.stages if s.kind == SOURCE)
+        #: The stages as the executor walks them: an anyof takes its first input to answer.
+        self.graph = StageGraph(
+            [stage.inputs for stage in plan.stages],
+            plan.sink,
+            first=[
+                s.id
+                for s in plan.stages
+                if s.kind != SOURCE and isinstance(plan.ops(s)[0][0], AnyOf)
+            ],
+        )
 
     async def run(self, table: Table, trace: Trace, deadline: QueryDeadline) -> Table:
-        """The flow over one query's table: each stage starts once its inputs are done; each
-        call it makes gets the time left until `deadline`."""
-        futures: dict[int, asyncio.Future[Table]] = {}
-        loop = asyncio.get_running_loop()
+        """The flow over one query's table: each stage starts once its inputs are done
+        (`flows.executor`), as a task of its own; each call it makes gets the time left until
+        `deadline`. Cancelled (the query is cut off), its stages still running are too."""
+        answer = QueryAnswer(loop=asyncio.get_running_loop())
+
+        def step(run: QueryRun, stage: int, inputs: list[Table]) -> None:
+            if stage in self.sources:  # the query's table
+                executor.finish(run, stage, inputs[0])
+                return
+            work = self._stage(self.plan.stages[stage], inputs, trace, deadline)
+            task = asyncio.ensure_future(work)
+            answer.running.append(task)
+            task.add_done_callback(partial(ended, run, stage))
+
+        def ended(run: QueryRun, stage: int, task: asyncio.Future[Table]) -> None:
+            if task.cancelled():
+                executor.fail(run, stage, asyncio.CancelledError())
+            elif (error := task.exception()) is not None:
+                executor.fail(run, stage, error)
+            else:
+                executor.finish(run, stage, task.result())
+
+        executor = Executor(self.graph, step, answer.settle)
         try:
-            for stage in self.plan.stages:
-                if stage.kind == SOURCE:
-                    futures[stage.id] = loop.create_future()
-                    futures[stage.id].set_result(table)
-                else:
-                    inputs = [futures[i] for i in stage.inputs]
-                    task = asyncio.ensure_future(self._stage(stage, inputs, trace, deadline))
-                    task.add_done_callback(retrieve)
-                    futures[stage.id] = task
-            return await futures[self.plan.sink]
+            executor.start(None, deadline, table)
+            return await answer
         finally:
-            for future in futures.values():
-                if not future.done():
-                    future.cancel()
+            answer.stop()
 
     async def _stage(
-        self,
-        stage: Stage,
-        inputs: list[asyncio.Future[Table]],
-        trace: Trace,
-        deadline: QueryDeadline,
+        self, stage: Stage, tables: list[Table], trace: Trace, deadline: QueryDeadline
     ) -> Table:
-        ops = self.plan.ops(stage)
-        if isinstance(ops[0][0], AnyOf):
-            tables = [await first(inputs)]
-        else:
-            tables = [await future for future in inputs]
         if stage.kind == ACTION:
             return await self._action(stage, tables[0], trace, deadline)
         clock = self.controller.clock
         started = clock.now()
-        op, label = ops[0]
+        op, label = self.plan.ops(stage)[0]
         if isinstance(op, Select):
             out = await self._select(op, label, tables[0], trace, deadline)
         else:
@@ -183,11 +228,11 @@ class QueryRunner:
                 ((op, label),) = ops
                 assert isinstance(op, Model)
                 tensors = op.encode(sent, label)
-                call = self._submit(op.model, tensors, deadline.remaining(label))
+                made = self._call(op.model, tensors, deadline, label)
                 try:
-                    prediction = await call[2]
+                    prediction = await made[2]
                 finally:
-                    withdraw(self.controller, [call])  # cut off at the deadline: not run
+                    withdraw(self.controller, [made])  # cut off at the deadline: not run
                 out = op.decode(sent, prediction.outputs, label)
                 seconds = [clock.now() - started]
             else:
@@ -220,8 +265,7 @@ class QueryRunner:
         async def one(values: tuple[Any, ...], qid: int) -> tuple[Any, ...]:
             tensors = encode_inputs(Table(table.schema, (values,), (qid,)), op.inputs, label)
             selection = op.choose(ready)
-            left = deadline.remaining(label)
-            calls = {m: self._submit(m, tensors, left) for m in selection.models}
+            calls = {m: self._call(m, tensors, deadline, label) for m in selection.models}
             answers: dict[str, Any] = {}
             try:
                 for model, (_, _, future) in calls.items():
@@ -247,22 +291,21 @@ class QueryRunner:
         state = self.controller.served(ref.name, ref.version)
         return state is not None and state.state == READY
 
-    def _submit(self, key: str, tensors: dict[str, np.ndarray], timeout: float) -> Call:
-        """Call a repository model with `timeout` seconds (what is left of the query's); its
-        numbers in the model's datatypes where they hold them exactly (`conform`)."""
+    def _call(
+        self, key: str, tensors: dict[str, np.ndarray], deadline: QueryDeadline, where: str
+    ) -> Call:
+        """Call a repository model with what is left of the query's `deadline`; its numbers
+        in the model's datatypes where they hold them exactly (`conform`)."""
         ref = ModelRef.parse(key, f"app {self.app!r}")
         version = None if ref.version is None else str(ref.version)
         tensors = conform(self.stage_models.signature(key), dict(tensors))
-        future = self.controller.submit(ref.name, tensors, version=version, timeout=timeout)
-        return ref.name, version, future
+        return call(self.controller, ref.name, version, tensors, deadline, where)
 
     async def _compete(
         self, stage: Stage, tensors: dict[str, np.ndarray], deadline: QueryDeadline
     ) -> Prediction:
         """The rows go to the stage `replicas` times (a competing stage's model has that many
         replicas and batches nothing, so the copies run on different workers); the first good
-        answer wins and the copies still queued are withdrawn (`racing.race`)."""
+        answer wins and the copies still queued are withdrawn (`calls.race`)."""
         (name,) = self.stage_models.names[stage.id]
-        return await race(
-            self.controller, name, tensors, stage.replicas, lambda: deadline.remaining(stage.name)
-        )
+        return await race(self.controller, name, tensors, stage.replicas, deadline, stage.name)

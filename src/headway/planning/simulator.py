@@ -142,7 +142,8 @@ def simulate(
     and warmed up before the first arrival. A query enters its input stages at its arrival,
     moves to a child when the child's every parent has answered (a join), reaches only the
     stages its share allows (see `headway.planning.pipeline`), and is done when the last stage
-    it reached answers (`headway.sim.pipeline`); its latency is that moment less its arrival.
+    it reached answers (`headway.sim.pipeline`, which walks the stages with the served flow's
+    executor); its latency is that moment less its arrival.
     Requests carry a far deadline and the scheduler runs without early rejection
     (`PLANNING`): the plan's SLO is judged on the simulated latencies (P99), not enforced by
     dropping requests, so every batch is the greedy one InferLine's estimator models -- as

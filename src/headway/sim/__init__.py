@@ -4,8 +4,8 @@ virtual time, so experiments reach scales this machine cannot compute.
 `ServerSimulation` replays a trace through the real `Controller` (validation, cache, warm-up
 runs, probes, loads) over `headway.sim.workers.SimulatedEngine`'s workers, which replay
 profiled durations instead of running models (Clockwork's `worker_dummy`);
-`headway.sim.pipeline.run_pipeline` sends it a pipeline's queries stage by stage, as a flow's
-executor does (the planner's estimator runs on it).
+`headway.sim.pipeline.run_pipeline` sends it a pipeline's queries stage by stage through the
+served flow's own executor, `headway.flows.executor` (the planner's estimator runs on it).
 """
 
 from headway.sim.results import ModelProfile, Outcome, SimulationResult

@@ -1,10 +1,12 @@
-"""A pipeline's queries through the simulated server, as a flow's executor sends them.
+"""A pipeline's queries through the simulated server, by the flow executor the server runs.
 
-Each stage is one of the server's models. A query's stage is submitted to the controller once
-every parent of the stage has answered for that query (a join waits for all of them), with
-what is left of the query's deadline, and only if the query reaches the stage (`reaches`: a
-cascade's second model sees only the uncertain share). The query is done when the last stage
-it reaches answers.
+Each stage is one of the server's models. The flow executor (`headway.flows.executor`) walks
+each query through the stages as it walks a served flow's: a stage starts once every parent
+has answered for the query (a join waits for all of them), and calls its model through the
+controller with what is left of the query's deadline (`headway.flows.calls.call`), only if
+the query reaches it (`reaches`: a cascade's second model sees only the uncertain share; a
+stage the query does not reach answers at once, as a served stage whose rows were all
+filtered out does). The query is done when the last stage it reaches answers.
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import numpy as np
 
 from headway.control.models import Prediction
 from headway.errors import HeadwayError
+from headway.flows.calls import call
+from headway.flows.deadline import QueryDeadline
+from headway.flows.executor import Executor, QueryRun, StageGraph
 from headway.sim.server import INPUT, ServerSimulation
 
 
@@ -59,20 +65,12 @@ def run_pipeline(
     are known to take longer than that -- answered late, or still open that long after their
     arrival -- so that the P99 is known to be over it: the run is incomplete."""
     queries, count = reaches.shape
-    children: list[list[int]] = [[] for _ in range(count)]
-    for stage, above in enumerate(parents):
-        for parent in above:
-            children[parent].append(stage)
-    inputs = [i for i in range(count) if not parents[i]]
-    # per (query, stage), flat at query * count + stage (Python lists: read and written once
-    # per request, faster than numpy's items; one list each, built without a loop per query)
+    # per (query, stage), flat at query * count + stage (a Python list: read once per
+    # request, faster than numpy's items, and built without a loop per query)
     reach: list[bool] = reaches.ravel().tolist()
-    waiting = [len(p) for p in parents] * queries
-    left: list[int] = reaches.sum(axis=1).tolist()
     finished = [math.nan] * queries
     arrivals = [0.0] * queries
     arrived = [0]  # queries that have arrived (in order)
-    deadlines = [0.0] * queries
     failed: list[BaseException] = []
     row = np.zeros((1, 1), np.float32)
     name = INPUT.name
@@ -84,50 +82,46 @@ def run_pipeline(
     queue_length = controller.scheduler.queue_length
     queued = [0] * count  # per stage, the most requests queued at once
 
-    def submit(query: int, stage: int, now: float) -> None:
-        controller.submit(
-            stages[stage],
-            {name: row},
-            timeout=deadlines[query] - now,
-            then=partial(answered, query, stage),
-        )
+    def step(run: QueryRun, stage: int, inputs: list[Any]) -> None:
+        if not reach[run.key * count + stage]:
+            executor.finish(run, stage, None)  # no rows to send: done at once
+            return
+        then = partial(answered, run, stage)
+        try:
+            call(controller, stages[stage], None, {name: row}, run.deadline, stages[stage], then)
+        except HeadwayError as error:  # refused: the stage fails, as a served flow's does
+            executor.fail(run, stage, error)
+            return
         length = queue_length(keys[stage])  # a queue is longest just after a request joins
         if length > queued[stage]:
             queued[stage] = length
 
-    def answered(query: int, stage: int, future: asyncio.Future[Prediction]) -> None:
-        error = None if future.cancelled() else future.exception()
-        if future.cancelled() or error is not None:
-            failed.append(error or asyncio.CancelledError())
+    def answered(run: QueryRun, stage: int, future: asyncio.Future[Prediction]) -> None:
+        if future.cancelled():
+            executor.fail(run, stage, asyncio.CancelledError())
+        elif (error := future.exception()) is not None:
+            executor.fail(run, stage, error)
+        else:
+            executor.finish(run, stage, None)
+
+    def settled(run: QueryRun) -> None:
+        query = run.key
+        if run.error is not None:
+            failed.append(run.error)
             return
         now = clock.now()
-        left[query] -= 1
-        if not left[query]:
-            finished[query] = now
-            state["open"] -= 1
-            if give_up is not None and now - arrivals[query] > give_up and not stale[query]:
-                state["late"] += 1
-        base = query * count
-        for child in children[stage]:
-            at = base + child
-            if reach[at]:
-                waiting[at] -= 1
-                if not waiting[at]:
-                    submit(query, child, now)
+        finished[query] = now
+        state["open"] -= 1
+        if give_up is not None and now - arrivals[query] > give_up and not stale[query]:
+            state["late"] += 1
+
+    executor = Executor(StageGraph(parents), step, settled)
 
     def arrive(query: int) -> None:
         now = clock.now()
         arrivals[query] = now
         arrived[0] = query + 1
-        deadlines[query] = now + timeout
-        if not left[query]:  # it reaches no stage: answered at once
-            finished[query] = now
-            state["open"] -= 1
-            return
-        base = query * count
-        for stage in inputs:
-            if reach[base + stage]:
-                submit(query, stage, now)
+        executor.start(query, QueryDeadline(clock, now + timeout, timeout * 1e3), None)
 
     def done() -> bool:
         if give_up is not None:  # queries open longer than `give_up` are late already
@@ -140,12 +134,9 @@ def run_pipeline(
             state["passed"] = passed
         return bool(failed) or not state["open"] or state["late"] >= too_many
 
-    try:
-        begun = sim.replay(times, arrive, drain=drain, done=done)
-    except HeadwayError as error:
-        raise HeadwayError(f"the simulated server refused a request: {error.message}") from None
+    begun = sim.replay(times, arrive, drain=drain, done=done)
     if failed:
-        raise HeadwayError(f"the simulated server failed a request: {failed[0]}")
+        raise HeadwayError(f"the simulated server refused or failed a request: {failed[0]}")
     return PipelineRun(
         times + begun,
         np.array(finished),

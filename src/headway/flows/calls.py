@@ -1,8 +1,9 @@
-"""Calls a flow makes through the controller that may stop being wanted: the copies of a
-competing stage (the first good answer wins) and the calls of a query cut off at its deadline.
+"""The calls a flow makes through the controller, the served flow's and the simulator's alike.
 
-A call no longer wanted is withdrawn (`Controller.cancel`): still queued, it never takes a
-worker; already sent, it runs and its answer is ignored.
+Each call is given what is left of its query's deadline (`call`), and is withdrawn once it is
+no longer wanted (`withdraw`: the copies of a competing stage once the first good answer won,
+`race`; the calls of a query cut off at its deadline): still queued, it never takes a worker;
+already sent, it runs and its answer is ignored.
 """
 
 from __future__ import annotations
@@ -16,9 +17,23 @@ import numpy as np
 from headway.control.controller import Controller
 from headway.control.models import Prediction
 from headway.errors import HeadwayError
+from headway.flows.deadline import QueryDeadline
 
 #: A call in flight: (model name, version or None, the future `Controller.submit` gave).
 Call = tuple[str, str | None, asyncio.Future[Prediction]]
+#: What `call` runs once the call's future is done (`Controller.submit`'s `then`).
+Then = Callable[[asyncio.Future[Prediction]], None]
+
+
+def call(
+    controller: Controller, name: str, version: str | None, tensors: dict[str, np.ndarray],
+    deadline: QueryDeadline, where: str, then: Then | None = None,
+) -> Call:  # fmt: skip
+    """Ask model `name` (at `version`; None: its default) for `tensors` with what is left of
+    the query's `deadline` (FlowDeadlinePassed, naming `where`, when nothing is)."""
+    timeout = deadline.remaining(where)
+    future = controller.submit(name, tensors, version=version, timeout=timeout, then=then)
+    return name, version, future
 
 
 async def first(futures: list[asyncio.Future[Any]]) -> Any:
@@ -58,12 +73,13 @@ def withdraw(controller: Controller, calls: list[Call]) -> None:
 
 async def race(
     controller: Controller, name: str, tensors: dict[str, np.ndarray], copies: int,
-    timeout: Callable[[], float],
+    deadline: QueryDeadline, where: str,
 ) -> Prediction:  # fmt: skip
-    """Send `copies` copies of one call to model `name` (each with `timeout()` seconds); the
-    first good answer wins. The moment it arrives (inside its reply, before the worker it freed
-    takes its next action) the copies still queued are withdrawn, so a loser never takes a
-    worker after the race is won; so are all unanswered copies if the race is abandoned."""
+    """Send `copies` copies of one call to model `name` (each with what is left of `deadline`,
+    as `call` gives it); the first good answer wins. The moment it arrives (inside its reply,
+    before the worker it freed takes its next action) the copies still queued are withdrawn,
+    so a loser never takes a worker after the race is won; so are all unanswered copies if the
+    race is abandoned."""
     calls: list[Call] = []
     refused: HeadwayError | None = None
 
@@ -76,11 +92,10 @@ async def race(
             if any(c[2].done() and not c[2].cancelled() and not c[2].exception() for c in calls):
                 break  # answered inside `submit` (an engine that runs in this process)
             try:
-                future = controller.submit(name, tensors, timeout=timeout(), then=won)
+                calls.append(call(controller, name, None, tensors, deadline, where, then=won))
             except HeadwayError as exc:
                 refused = exc
                 continue
-            calls.append((name, None, future))
         if not calls:
             assert refused is not None
             raise refused
