@@ -70,7 +70,7 @@ class TraceSpec:
 
 
 @dataclass(frozen=True)
-class Trace:
+class ArrivalTrace:
     """Request times (seconds from the start, sorted) and the model index of each."""
 
     spec: TraceSpec
@@ -92,7 +92,7 @@ def base_rates(spec: TraceSpec, rng: np.random.Generator) -> np.ndarray:
     return rates
 
 
-def generate(spec: TraceSpec) -> Trace:
+def generate(spec: TraceSpec) -> ArrivalTrace:
     """Draw a trace: per interval and model a rate, then arrival times within the interval."""
     rng = np.random.default_rng(spec.seed)
     rates = base_rates(spec, rng)
@@ -127,10 +127,10 @@ def generate(spec: TraceSpec) -> Trace:
     all_times = np.concatenate(times) if times else np.empty(0)
     all_models = np.concatenate(owners).astype(np.int64) if owners else np.empty(0, np.int64)
     order = np.argsort(all_times, kind="stable")
-    return Trace(spec, all_times[order], all_models[order])
+    return ArrivalTrace(spec, all_times[order], all_models[order])
 
 
-def write(trace: Trace, path: Path) -> None:
+def write(trace: ArrivalTrace, path: Path) -> None:
     """A CSV of `seconds,model,slo_ms` rows under a `# {json}` header holding the spec."""
     with open(path, "w") as out:
         out.write("# " + json.dumps({"trace": asdict(trace.spec), "requests": len(trace)}) + "\n")
@@ -163,7 +163,7 @@ def read(path: Path) -> tuple[dict[str, object], list[tuple[float, str, float]]]
     return header, rows
 
 
-def popularity(trace: Trace) -> dict[str, float]:
+def popularity(trace: ArrivalTrace) -> dict[str, float]:
     """Summary statistics of a trace's model popularity (for the docs and the CLI)."""
     counts = np.bincount(trace.models, minlength=trace.spec.models)
     ordered = np.sort(counts)[::-1]

@@ -10,7 +10,7 @@ import pytest
 from headway.apps import input_digest, model_inputs, selection_output
 from headway.errors import InvalidInput
 from headway.repository import TensorSpec
-from headway.selection import Answer
+from headway.selection import ModelAnswer
 
 DIGITS = (TensorSpec("input-0", "FP64", (-1, 64)),)
 
@@ -21,18 +21,18 @@ def test_a_classifier_label_wins_with_its_top_probability_as_confidence() -> Non
         "label": np.array([7], np.int64),
         "probabilities": np.array([[0.1, 0.2, 0.7]]),
     }
-    assert selection_output(outputs) == Answer(7, pytest.approx(0.7))
-    assert selection_output({"label": np.array([3])}) == Answer(3, None)
-    assert selection_output({"label": np.array([b"cat"], dtype=object)}) == Answer("cat", None)
+    assert selection_output(outputs) == ModelAnswer(7, pytest.approx(0.7))
+    assert selection_output({"label": np.array([3])}) == ModelAnswer(3, None)
+    assert selection_output({"label": np.array([b"cat"], dtype=object)}) == ModelAnswer("cat", None)
 
 
 def test_without_a_label_a_2d_output_predicts_its_argmax() -> None:
     probabilities = {"probabilities": np.array([[0.2, 0.8]])}
-    assert selection_output(probabilities) == Answer(1, pytest.approx(0.8))
+    assert selection_output(probabilities) == ModelAnswer(1, pytest.approx(0.8))
     scores = {"output-0": np.array([[-3.0, 5.0, 1.0]], np.float32)}  # logits: no confidence
-    assert selection_output(scores) == Answer(1, None)
+    assert selection_output(scores) == ModelAnswer(1, None)
     first = {"logits": np.array([[0.0, 2.0]]), "extra": np.array([[9.0, 0.0]])}
-    assert selection_output(first) == Answer(1, None)
+    assert selection_output(first) == ModelAnswer(1, None)
 
 
 def test_a_single_value_is_the_class_as_it_is() -> None:

@@ -21,7 +21,7 @@ from headway.flows.deadline import QueryDeadline
 from headway.flows.local import filter_ahead
 from headway.flows.lookups import Lookups
 from headway.flows.operators import Filter, Map
-from headway.flows.query_runner import Trace
+from headway.flows.query_runner import QueryTrace
 from headway.flows.serving import FlowApplication
 from headway.flows.types import Schema, Table
 
@@ -94,7 +94,7 @@ def test_with_fusion_off_a_filters_own_stage_runs_in_the_frontend() -> None:
 
     async def run() -> Table:
         deadline = QueryDeadline.starting(controller.clock, 0.0, 100.0)
-        return await app.runner._action(filter_stage, kept, Trace(), deadline)
+        return await app.runner._action(filter_stage, kept, QueryTrace(), deadline)
 
     assert asyncio.run(run()) == kept  # kept (y < 1.5), and no call: the stub has no model
     assert controller.calls == []

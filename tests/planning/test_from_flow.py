@@ -9,7 +9,7 @@ import pytest
 
 from headway.flows import Flow, LocalServices, Model, Row, Table
 from headway.flows.placement import FRONTEND_ROW_S
-from headway.flows.plan import Plan
+from headway.flows.plan import FlowPlan
 from headway.planning.from_flow import (
     is_stage_model,
     measure,
@@ -99,7 +99,7 @@ def pick(table: Table) -> list[float]:
                                                   strict=True)]  # fmt: skip
 
 
-def picked() -> Plan:
+def picked() -> FlowPlan:
     """examples/flows/cascade.py's shape: after the join of the two answers, a model-less map
     (`map:pick`), a stage of its own."""
     flow = Flow("cascade", {"x": float})

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from headway.selection import Answer, Exp3Policy, PolicyState, Selection, make_policy
+from headway.selection import Exp3Policy, ModelAnswer, PolicyState, Selection, make_policy
 
 
 def test_update_divides_the_loss_by_the_chosen_probability() -> None:
@@ -84,7 +84,7 @@ def test_confidence_is_the_chosen_models_own() -> None:
     state = policy.initial_state()
     chosen = Selection(("a",), {"a": 1.0})
     assert policy.combine(state, {"a": 3}, chosen).confidence == 1.0  # reports none
-    reported = policy.combine(state, {"a": Answer("cat", 0.7)}, chosen)
+    reported = policy.combine(state, {"a": ModelAnswer("cat", 0.7)}, chosen)
     assert (reported.output, reported.confidence) == ("cat", 0.7)
     vector = policy.combine(state, {"a": [0.1, 0.7, 0.2]}, chosen)
     assert vector.output == [0.1, 0.7, 0.2]  # passed through as the model answered it

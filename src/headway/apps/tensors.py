@@ -17,7 +17,7 @@ import orjson
 from headway.datatypes import numpy_dtype
 from headway.errors import InvalidInput
 from headway.repository import TensorSpec
-from headway.selection import Answer
+from headway.selection import ModelAnswer
 from headway.selection.losses import plain
 
 DEFAULT_INPUT = "input-0"
@@ -111,7 +111,7 @@ def selection_output(outputs: Mapping[str, np.ndarray], task: str = "classificat
         confidence = None
         if probabilities is not None and np.asarray(probabilities).ndim == 2:
             confidence = float(np.max(np.asarray(probabilities)[0]))
-        return Answer(label, confidence)
+        return ModelAnswer(label, confidence)
     if task == "classification":
         name = next((n for n in (PROBABILITIES, DEFAULT_OUTPUT) if n in outputs), first)
     else:
@@ -125,7 +125,7 @@ def selection_output(outputs: Mapping[str, np.ndarray], task: str = "classificat
     confidence = None
     if flat.dtype.kind == "f" and flat.min() >= 0 and abs(float(flat.sum()) - 1.0) <= 1e-3:
         confidence = float(flat.max())
-    return Answer(int(np.argmax(flat)), confidence)
+    return ModelAnswer(int(np.argmax(flat)), confidence)
 
 
 def _plain(value: Any) -> Any:

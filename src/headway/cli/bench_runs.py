@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from headway.loadgen import report
-from headway.loadgen.client import Tally, Target, run
+from headway.loadgen.client import LoadTally, Target, run
 
 
 class Live:
@@ -32,7 +32,7 @@ class Live:
         self.warmup = warmup
         self.last = (perf_counter(), 0)
 
-    def __call__(self, tally: Tally) -> None:
+    def __call__(self, tally: LoadTally) -> None:
         now, answered = perf_counter(), tally.answered
         rate = (answered - self.last[1]) / max(now - self.last[0], 1e-9)
         self.last = (now, answered)

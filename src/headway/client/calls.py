@@ -28,7 +28,7 @@ Build = Callable[[float | None], tuple[bytes, dict[str, str]]]
 
 
 @dataclass
-class Call(Generic[T]):
+class ClientCall(Generic[T]):
     """One operation: how to build each try's request, how to read a 200, and the seconds
     from the first try by which its answer is due (None: the server's default deadline)."""
 
@@ -44,7 +44,9 @@ class Call(Generic[T]):
 class Tries:
     """One call's retries: what to send next, and after a refusal whether to try again."""
 
-    def __init__(self, call: Call[Any], retry: Retry, on_retry: Callable[[str], None]) -> None:
+    def __init__(
+        self, call: ClientCall[Any], retry: Retry, on_retry: Callable[[str], None]
+    ) -> None:
         self.call = call
         self.retry = retry
         self.on_retry = on_retry
@@ -119,7 +121,7 @@ def infer_call(
     priority: int | None = None,
     parameters: Mapping[str, Any] | None = None,
     request_id: str | None = None,
-) -> Call[Answer]:
+) -> ClientCall[Answer]:
     """An inference; `timeout` (seconds) is its deadline across every try: each try carries
     what is left as Triton's `timeout` parameter, so the server drops it when it cannot."""
     named = {"input-0": inputs} if isinstance(inputs, np.ndarray) else dict(inputs)
@@ -131,7 +133,7 @@ def infer_call(
         wanted = fixed if left is None else {**fixed, "timeout": max(1, int(left * 1e6))}
         return encode_infer(named, outputs=outputs, parameters=wanted, request_id=request_id)
 
-    return Call(
+    return ClientCall(
         "POST",
         f"{model_path(model, version)}/infer",
         build,
@@ -140,16 +142,18 @@ def infer_call(
     )
 
 
-def get_call(path: str) -> Call[Any]:
-    return Call("GET", path, lambda left: (b"", {}), _json)
+def get_call(path: str) -> ClientCall[Any]:
+    return ClientCall("GET", path, lambda left: (b"", {}), _json)
 
 
-def ready_call(path: str) -> Call[bool]:
+def ready_call(path: str) -> ClientCall[bool]:
     """A readiness check: True on 200, False when not ready or not there (no retries)."""
-    return Call("GET", path, lambda left: (b"", {}), _ok, settles=(200, 400, 404, 503))
+    return ClientCall("GET", path, lambda left: (b"", {}), _ok, settles=(200, 400, 404, 503))
 
 
-def post_call(path: str, body: Any = None, headers: dict[str, str] | None = None) -> Call[Any]:
+def post_call(
+    path: str, body: Any = None, headers: dict[str, str] | None = None
+) -> ClientCall[Any]:
     content = b"" if body is None else orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
     sent = {"content-type": "application/json", **(headers or {})}
-    return Call("POST", path, lambda left: (content, sent), _json)
+    return ClientCall("POST", path, lambda left: (content, sent), _json)

@@ -1,4 +1,4 @@
-"""The client's operations, written once: `Client` runs each `Call` blocking, `AsyncClient`
+"""The client's operations, written once: `Client` runs each `ClientCall` blocking, `AsyncClient`
 as a coroutine (so there its methods return awaitables of what is documented here)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 import numpy as np
 
-from headway.client.calls import Call, get_call, infer_call, model_path, post_call, ready_call
+from headway.client.calls import ClientCall, get_call, infer_call, model_path, post_call, ready_call
 from headway.client.credentials import Verify, bearer
 from headway.client.retry import Retry
 
@@ -48,7 +48,7 @@ class Operations:
         #: Sent with every call (the admin calls send `token` instead, when there is one).
         self.headers = bearer(inference_token or token)
 
-    def _run(self, call: Call[Any]) -> Any:
+    def _run(self, call: ClientCall[Any]) -> Any:
         raise NotImplementedError
 
     def _auth(self) -> dict[str, str]:

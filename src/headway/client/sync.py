@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import httpx
 
-from headway.client.calls import Call, Tries
+from headway.client.calls import ClientCall, Tries
 from headway.client.credentials import tls_context
 from headway.client.operations import Operations
 
@@ -28,7 +28,7 @@ class Client(Operations):
         )
 
     # -- plumbing --------------------------------------------------------------------------------
-    def _run(self, call: Call[T]) -> T:
+    def _run(self, call: ClientCall[T]) -> T:
         tries = Tries(call, self.retry, self.on_retry)
         while True:
             request = tries.next_request(self.timeout)

@@ -10,19 +10,19 @@ from headway.flows.flow import Flow
 from headway.flows.graph import Node, Options
 from headway.flows.local import LocalServices
 from headway.flows.operators import Model
-from headway.flows.plan import Plan, Stage
+from headway.flows.plan import FlowPlan, FlowStage
 from headway.flows.types import FlowError, Row, Schema, Table
 
 __all__ = [
     "Flow",
     "FlowError",
+    "FlowPlan",
+    "FlowStage",
     "LocalServices",
     "Model",
     "Node",
     "Options",
-    "Plan",
     "Row",
     "Schema",
-    "Stage",
     "Table",
 ]

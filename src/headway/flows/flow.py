@@ -13,7 +13,7 @@ from typing import Any
 from headway.flows.graph import FlowGraph, Options
 from headway.flows.local import LocalServices, run_plan
 from headway.flows.operators import Services
-from headway.flows.plan import Plan, compile_flow
+from headway.flows.plan import FlowPlan, compile_flow
 from headway.flows.types import Table
 
 
@@ -30,7 +30,7 @@ class Flow(FlowGraph):
     Each call returns a `Node` (Cloudflow's marker); calling an operator on a node twice branches.
     A flow must end in exactly one sink (a node nothing reads)."""
 
-    def compile(self, options: Options | None = None) -> Plan:
+    def compile(self, options: Options | None = None) -> FlowPlan:
         return compile_flow(self, options or self.options)
 
     def local(

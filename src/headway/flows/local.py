@@ -18,7 +18,7 @@ import numpy as np
 
 from headway.errors import ModelNotFound
 from headway.flows.operators import Filter, Model, Operator, Services, select_rows
-from headway.flows.plan import SOURCE, Plan, Stage
+from headway.flows.plan import SOURCE, FlowPlan, FlowStage
 from headway.flows.types import Table
 
 Predictor = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
@@ -118,7 +118,7 @@ def run_action(ops: list[tuple[Operator, str]], table: Table, services: Services
     return run_chain(ops, table, services)[0]
 
 
-def run_stage(plan: Plan, stage: Stage, inputs: list[Table], services: Services) -> Table:
+def run_stage(plan: FlowPlan, stage: FlowStage, inputs: list[Table], services: Services) -> Table:
     """One stage in-process: an action's chain, or a frontend operator."""
     ops = plan.ops(stage)
     if stage.kind == "action":
@@ -128,7 +128,7 @@ def run_stage(plan: Plan, stage: Stage, inputs: list[Table], services: Services)
     return op.run(inputs, services, label)
 
 
-def run_plan(plan: Plan, table: Table, services: Services) -> Table:
+def run_plan(plan: FlowPlan, table: Table, services: Services) -> Table:
     """Every stage in order (stages are numbered so that inputs come first)."""
     tables: dict[int, Table] = {}
     for stage in plan.stages:
@@ -139,5 +139,5 @@ def run_plan(plan: Plan, table: Table, services: Services) -> Table:
     return tables[plan.sink]
 
 
-def models_of(plan: Plan) -> list[Model]:
+def models_of(plan: FlowPlan) -> list[Model]:
     return [op for stage in plan.stages for op, _ in plan.ops(stage) if isinstance(op, Model)]

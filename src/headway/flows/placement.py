@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from headway.flows.plan import ACTION, Stage
+from headway.flows.plan import ACTION, FlowStage
 
 #: A query's own time in the frontend is about a millisecond; a stage that adds at most a
 #: tenth of that per row costs less there than a worker round trip and its queue.
@@ -33,7 +33,7 @@ class Timed(Protocol):
     running_s: float
 
 
-def model_less(stage: Stage) -> bool:
+def model_less(stage: FlowStage) -> bool:
     """An action stage that calls no model and is not filters alone (which always run in the
     frontend): user code that could run on a worker."""
     return (
@@ -43,7 +43,7 @@ def model_less(stage: Stage) -> bool:
     )
 
 
-def row_seconds(stage: Stage, operators: Mapping[str, Timed]) -> float | None:
+def row_seconds(stage: FlowStage, operators: Mapping[str, Timed]) -> float | None:
     """The stage's measured seconds per row (each operator's mean per row it saw, summed), or
     None until its first operator has seen `MEASURED_ROWS` rows."""
     timed = [operators[label] for label in stage.operators]
@@ -57,7 +57,7 @@ def runs_in_frontend(seconds_per_row: float | None) -> bool:
     return seconds_per_row is not None and seconds_per_row <= FRONTEND_ROW_S
 
 
-def in_frontend(stage: Stage, operators: Mapping[str, Timed]) -> bool:
+def in_frontend(stage: FlowStage, operators: Mapping[str, Timed]) -> bool:
     """Whether `stage` is model-less and runs in the frontend for the next query, given its
     operators' statistics by label (`FlowStats.operators`). A high-variance stage stays on its
     workers: its user said its time varies (its mean hides the slow calls that would stall

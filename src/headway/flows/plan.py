@@ -2,7 +2,7 @@
 
 Cloudflow's optimisations: operator fusion (a chain's data crosses the process boundary
 once) and competitive execution (a high-variance stage runs on clones; the first answer
-wins). The `Plan` is the typed DAG a planner reads: stages, edges, and which stages call
+wins). The `FlowPlan` is the typed DAG a planner reads: stages, edges, and which stages call
 which models.
 """
 
@@ -20,7 +20,7 @@ ACTION, FRONTEND, SOURCE = "action", "frontend", "source"
 
 
 @dataclass(frozen=True)
-class Stage:
+class FlowStage:
     """Operators that run as one step. `replicas` > 1: competing clones."""
 
     id: int
@@ -42,7 +42,7 @@ class Stage:
 
 
 @dataclass(frozen=True)
-class Plan:
+class FlowPlan:
     """A compiled flow: its stages in order, their edges, and the models they call.
 
     A stage is either an *action* (map, model and filter operators: run as one worker action when
@@ -58,7 +58,7 @@ class Plan:
 
     flow: FlowGraph
     options: Options
-    stages: tuple[Stage, ...]
+    stages: tuple[FlowStage, ...]
     sink: int
     node_stage: dict[int, int] = field(default_factory=dict)
 
@@ -66,7 +66,7 @@ class Plan:
     def edges(self) -> list[tuple[int, int]]:
         return [(src, stage.id) for stage in self.stages for src in stage.inputs]
 
-    def ops(self, stage: Stage) -> list[tuple[Operator, str]]:
+    def ops(self, stage: FlowStage) -> list[tuple[Operator, str]]:
         """The stage's operators with their labels, in the order they run."""
         out = []
         for node_id in stage.nodes:
@@ -106,7 +106,7 @@ def is_action(op: Operator | None) -> bool:
     )
 
 
-def compile_flow(flow: FlowGraph, options: Options) -> Plan:
+def compile_flow(flow: FlowGraph, options: Options) -> FlowPlan:
     """Group the flow's nodes into stages (see the module docstring)."""
     sink = flow.sink
     readers = flow.consumers()
@@ -140,7 +140,7 @@ def compile_flow(flow: FlowGraph, options: Options) -> Plan:
         kind = SOURCE if first.op is None else ACTION if is_action(first.op) else FRONTEND
         variance = any(op.high_variance for op in ops)
         stages.append(
-            Stage(
+            FlowStage(
                 id=i,
                 name="+".join(n.label for n in chain),
                 kind=kind,
@@ -157,7 +157,7 @@ def compile_flow(flow: FlowGraph, options: Options) -> Plan:
                 why=why,
             )
         )
-    return Plan(flow, options, tuple(stages), node_stage[sink.id], node_stage)
+    return FlowPlan(flow, options, tuple(stages), node_stage[sink.id], node_stage)
 
 
 def _null_arrays(node: Node) -> bool:

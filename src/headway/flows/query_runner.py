@@ -27,7 +27,7 @@ from headway.flows.lookups import Lookups
 from headway.flows.model_inputs import check_rows, conform, frontend_calls, model_calls
 from headway.flows.operators import Model, Shape, encode_inputs, select_rows
 from headway.flows.placement import in_frontend
-from headway.flows.plan import ACTION, SOURCE, Plan, Stage
+from headway.flows.plan import ACTION, SOURCE, FlowPlan, FlowStage
 from headway.flows.relational import AnyOf
 from headway.flows.select import Select
 from headway.flows.select_state import Made, SelectState
@@ -52,7 +52,7 @@ class FrontendServices:
 
 
 @dataclass
-class Trace:
+class QueryTrace:
     """What one query did: the models it called, the selections it made (for feedback).
 
     `spans`, when the transport traces the query, takes a span per stage it ran:
@@ -62,7 +62,9 @@ class Trace:
     selections: list[Made] = field(default_factory=list)
     spans: Any = None
 
-    def stage(self, stage: Stage, start: float, end: float, rows_in: int, rows_out: int) -> None:
+    def stage(
+        self, stage: FlowStage, start: float, end: float, rows_in: int, rows_out: int
+    ) -> None:
         if self.spans is None:
             return
         name = (
@@ -114,7 +116,7 @@ class QueryRunner:
         self,
         app: str,
         flow: Flow,
-        plan: Plan,
+        plan: FlowPlan,
         controller: Controller,
         lookups: Lookups,
         stage_models: StageModels,
@@ -148,7 +150,7 @@ class QueryRunner:
             ],
         )
 
-    async def run(self, table: Table, trace: Trace, deadline: QueryDeadline) -> Table:
+    async def run(self, table: Table, trace: QueryTrace, deadline: QueryDeadline) -> Table:
         """The flow over one query's table: each stage starts once its inputs are done
         (`flows.executor`), as a task of its own; each call it makes gets the time left until
         `deadline`. Cancelled (the query is cut off), its stages still running are too."""
@@ -179,7 +181,7 @@ class QueryRunner:
             answer.stop()
 
     async def _stage(
-        self, stage: Stage, tables: list[Table], trace: Trace, deadline: QueryDeadline
+        self, stage: FlowStage, tables: list[Table], trace: QueryTrace, deadline: QueryDeadline
     ) -> Table:
         if stage.kind == ACTION:
             return await self._action(stage, tables[0], trace, deadline)
@@ -197,7 +199,7 @@ class QueryRunner:
         return out
 
     async def _action(
-        self, stage: Stage, table: Table, trace: Trace, deadline: QueryDeadline
+        self, stage: FlowStage, table: Table, trace: QueryTrace, deadline: QueryDeadline
     ) -> Table:
         ops = self.plan.ops(stage)
         clock = self.controller.clock
@@ -255,7 +257,7 @@ class QueryRunner:
         return out
 
     async def _select(
-        self, op: Select, label: str, table: Table, trace: Trace, deadline: QueryDeadline
+        self, op: Select, label: str, table: Table, trace: QueryTrace, deadline: QueryDeadline
     ) -> Table:
         """Each row: the policy's models through the controller, their answers combined."""
         shape = op.check([Shape(table.schema, table.group)], label)
@@ -302,7 +304,7 @@ class QueryRunner:
         return call(self.controller, ref.name, version, tensors, deadline, where)
 
     async def _compete(
-        self, stage: Stage, tensors: dict[str, np.ndarray], deadline: QueryDeadline
+        self, stage: FlowStage, tensors: dict[str, np.ndarray], deadline: QueryDeadline
     ) -> Prediction:
         """The rows go to the stage `replicas` times (a competing stage's model has that many
         replicas and batches nothing, so the copies run on different workers); the first good

@@ -10,7 +10,7 @@ from typing import Any
 
 from headway.apps.application import FeedbackResult, UnknownQuery
 from headway.errors import InvalidInput
-from headway.flows.plan import SOURCE, Plan
+from headway.flows.plan import SOURCE, FlowPlan
 from headway.flows.select import Select
 from headway.selection import Selection, StateRegistry
 
@@ -25,7 +25,7 @@ Made = tuple[str, Selection, dict[str, Any]]
 class SelectState:
     """The select operators of one flow app (`selects`, by label) and their learned state."""
 
-    def __init__(self, app: str, plan: Plan) -> None:
+    def __init__(self, app: str, plan: FlowPlan) -> None:
         self.app = app
         self.selects = {
             label: op for stage in plan.stages if stage.kind != SOURCE

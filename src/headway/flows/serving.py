@@ -20,8 +20,8 @@ from headway.flows.deadline import QueryDeadline, explanation
 from headway.flows.flow import Flow
 from headway.flows.lookups import Lookups
 from headway.flows.model_inputs import check_types
-from headway.flows.plan import Plan
-from headway.flows.query_runner import QueryRunner, Trace
+from headway.flows.plan import FlowPlan
+from headway.flows.query_runner import QueryRunner, QueryTrace
 from headway.flows.select_state import SelectState
 from headway.flows.source import load_flow
 from headway.flows.stage_models import StageModels, model_signature
@@ -50,7 +50,7 @@ class FlowApplication:
         self.config = config
         self.controller = controller
         self.flow = flow or load_flow(config.flow, f"app {config.name!r}")
-        self.plan: Plan = self.flow.compile(config.flow_options(self.flow.options))
+        self.plan: FlowPlan = self.flow.compile(config.flow_options(self.flow.options))
         # a column no model could take fails here, at deploy, not at each query
         check_types(self.flow, partial(model_signature, controller), f"app {config.name!r}")
         self.stats = FlowStats(self.plan)
@@ -83,7 +83,7 @@ class FlowApplication:
     async def predict(
         self, value: Any, user: str | None = None, spans: Any = None
     ) -> dict[str, Any]:
-        """One query's answer; `spans`: see `Trace`."""
+        """One query's answer; `spans`: see `QueryTrace`."""
         return await self._answer(self.flow.table([value]), spans)
 
     async def predict_many(
@@ -97,7 +97,7 @@ class FlowApplication:
         a stage cannot make the deadline or the flow has not finished by then."""
         clock = self.controller.clock
         started = clock.now()
-        trace = Trace(spans=spans)
+        trace = QueryTrace(spans=spans)
         deadline = QueryDeadline.starting(clock, started, self.config.slo_ms)
         running = asyncio.ensure_future(self.runner.run(table, trace, deadline))
         cut: list[bool] = []

@@ -22,7 +22,7 @@ from headway.control.measuring import WARMUP_RUNS
 from headway.control.models import READY
 from headway.errors import HeadwayError
 from headway.flows.flow import Flow
-from headway.flows.plan import ACTION, Plan, Stage
+from headway.flows.plan import ACTION, FlowPlan, FlowStage
 from headway.flows.source import split_spec
 from headway.flows.warmup import stage_inputs
 from headway.repository import ModelConfig, TensorSpec
@@ -35,7 +35,7 @@ STAGE_MB = 16.0
 WARM_POLL_S = 0.02
 
 
-def served_directly(stage: Stage) -> bool:
+def served_directly(stage: FlowStage) -> bool:
     """A stage that is one model operator is served as that repository model itself (its
     batching, replicas, cache), unless batching is off for the flow."""
     return stage.only_model and stage.batching
@@ -55,7 +55,9 @@ def model_signature(controller: Controller, key: str) -> tuple[TensorSpec, ...]:
 class StageModels:
     """The models each action stage of one flow app calls, by stage id (`names`)."""
 
-    def __init__(self, config: AppConfig, flow: Flow, plan: Plan, controller: Controller) -> None:
+    def __init__(
+        self, config: AppConfig, flow: Flow, plan: FlowPlan, controller: Controller
+    ) -> None:
         self.config = config
         self.flow = flow
         self.plan = plan
@@ -80,7 +82,7 @@ class StageModels:
             self.controller.repository.models[name] = replace(self._stage_config(stage), name=name)
             self.names[stage.id] = [name]
 
-    def _stage_config(self, stage: Stage) -> ModelConfig:
+    def _stage_config(self, stage: FlowStage) -> ModelConfig:
         """A stage's model: its chain's models go with it; it takes their batching."""
         repository = self.controller.repository
         wires: dict[str, Any] = {}

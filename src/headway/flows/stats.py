@@ -14,7 +14,7 @@ from typing import Any
 
 from headway.apps.records import Latencies
 from headway.control.model_stats import LATENCY_BUCKETS, Histogram
-from headway.flows.plan import Plan
+from headway.flows.plan import FlowPlan
 
 
 @dataclass
@@ -56,7 +56,7 @@ class OperatorStats:
 class FlowStats:
     """One `OperatorStats` per operator of a plan, by label."""
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: FlowPlan) -> None:
         self.operators = {
             label: OperatorStats(label, stage.name)
             for stage in plan.stages

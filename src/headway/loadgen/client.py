@@ -18,11 +18,11 @@ from urllib.parse import urlsplit
 import numpy as np
 import uvloop
 
-from headway.loadgen.pool import Connection, Driver
-from headway.loadgen.tally import Tally
+from headway.loadgen.pool import Driver, LoadConnection
+from headway.loadgen.tally import LoadTally
 from headway.loadgen.workload import Body
 
-__all__ = ["Tally", "Target", "http_request", "run"]
+__all__ = ["LoadTally", "Target", "http_request", "run"]
 
 
 @dataclass(frozen=True)
@@ -96,10 +96,10 @@ def run(
     schedule: np.ndarray | None = None,
     max_connections: int = 1024,
     drain_timeout: float = 10.0,
-    progress: Callable[[Tally], None] | None = None,
+    progress: Callable[[LoadTally], None] | None = None,
     progress_interval: float = 0.25,
     deadline_s: float | None = None,
-) -> Tally:
+) -> LoadTally:
     """Load ``target`` with ``requests`` (rotated) and count what comes back.
 
     Exactly one of ``concurrency`` (closed loop) and ``schedule`` (open loop: send offsets in
@@ -149,10 +149,10 @@ async def _run(
     schedule: np.ndarray | None,
     max_connections: int,
     drain_timeout: float,
-    progress: Callable[[Tally], None] | None,
+    progress: Callable[[LoadTally], None] | None,
     progress_interval: float,
     deadline_s: float | None,
-) -> Tally:
+) -> LoadTally:
     loop = asyncio.get_running_loop()
     d = Driver(
         target.host, target.port, requests, concurrency, schedule, max_connections, deadline_s,
@@ -161,7 +161,9 @@ async def _run(
     initial = concurrency if concurrency is not None else min(max_connections, 8)
     opened = await asyncio.gather(
         *(
-            loop.create_connection(lambda: Connection(d), target.host, target.port, ssl=target.tls)
+            loop.create_connection(
+                lambda: LoadConnection(d), target.host, target.port, ssl=target.tls
+            )
             for _ in range(initial)
         ),
         return_exceptions=True,

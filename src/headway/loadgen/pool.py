@@ -17,12 +17,12 @@ import httptools
 import numpy as np
 
 from headway.loadgen.deadlines import SLACK_S, Late, time_left_ms
-from headway.loadgen.tally import Tally
+from headway.loadgen.tally import LoadTally
 
 REJECTED = (429, 503)
 
 
-class Connection(asyncio.Protocol):
+class LoadConnection(asyncio.Protocol):
     """One keep-alive connection with at most one request outstanding."""
 
     def __init__(self, driver: Driver) -> None:
@@ -98,12 +98,12 @@ class Driver:
         self.closed_loop = concurrency is not None
         self.offsets: list[float] = [] if schedule is None else schedule.tolist()  # seconds
         self.max_connections = max_connections
-        self.tally = Tally()
+        self.tally = LoadTally()
         self.ok = self.tally.latencies.append
         self.late = self.tally.lateness.append
         self.own_late = self.tally.own_lateness.append
-        self.conns: set[Connection] = set()
-        self.idle: list[Connection] = []
+        self.conns: set[LoadConnection] = set()
+        self.idle: list[LoadConnection] = []
         self.backlog: deque[float] = deque()  # open loop: due times waiting for a connection
         self.busy = 0  # requests outstanding
         self.opening = 0  # connections being opened
@@ -118,7 +118,7 @@ class Driver:
         return self.window_start <= t < self.end
 
     # -- sending -----------------------------------------------------------------------------
-    def send(self, conn: Connection, due: float, now: float) -> bool:
+    def send(self, conn: LoadConnection, due: float, now: float) -> bool:
         """Write the request due at ``due`` on ``conn``; False if it was not sent because its
         deadline passed in the client (deadline propagation), leaving ``conn`` free."""
         late = now - due
@@ -143,7 +143,7 @@ class Driver:
                 self.late(late)
         return True
 
-    def dispatch(self, conn: Connection, now: float) -> None:
+    def dispatch(self, conn: LoadConnection, now: float) -> None:
         """``conn`` is free: give it the next request, or park it."""
         if not self.stopping:
             if self.closed_loop:
@@ -209,7 +209,7 @@ class Driver:
     async def _open(self) -> None:
         try:
             _, conn = await self.loop.create_connection(
-                lambda: Connection(self), self.host, self.port, ssl=self.tls
+                lambda: LoadConnection(self), self.host, self.port, ssl=self.tls
             )
         except OSError:
             self.opening -= 1
@@ -228,7 +228,7 @@ class Driver:
         self.tally.peak_connections = max(self.tally.peak_connections, len(self.conns))
         self.dispatch(conn, perf_counter())
 
-    def close(self, conn: Connection) -> None:
+    def close(self, conn: LoadConnection) -> None:
         """Close ``conn`` (idle) because the server will not keep it alive."""
         transport, conn.transport = conn.transport, None
         self.conns.discard(conn)
@@ -237,7 +237,7 @@ class Driver:
         self.replace()
         self.check_done()
 
-    def failed(self, conn: Connection) -> None:
+    def failed(self, conn: LoadConnection) -> None:
         """``conn`` broke; a request outstanding on it failed."""
         transport, conn.transport = conn.transport, None
         if transport is None:
@@ -295,7 +295,7 @@ class Driver:
         self.tally.timeouts += late
         self.done.set_result(None)
 
-    def snapshot(self) -> Tally:
+    def snapshot(self) -> LoadTally:
         self.tally.sent = self.sent
         self.tally.answered = self.answered
         self.tally.connections = len(self.conns)

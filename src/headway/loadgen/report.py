@@ -12,7 +12,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from headway.loadgen.tally import Tally
+from headway.loadgen.tally import LoadTally
 
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p99.9": 99.9}
 
@@ -31,7 +31,7 @@ def percentiles_ms(samples: list[float], keys: dict[str, float] = PERCENTILES) -
     return out
 
 
-def summarize(tally: Tally, duration: float, slo_ms: float | None = None) -> dict[str, Any]:
+def summarize(tally: LoadTally, duration: float, slo_ms: float | None = None) -> dict[str, Any]:
     """Every figure of a run, as plain JSON-ready values.
 
     Latency percentiles cover the 200 answers; rates divide by the measured window (warm-up

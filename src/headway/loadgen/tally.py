@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 
 @dataclass(repr=False)
-class Tally:
+class LoadTally:
     """Raw counts and samples of one run; ``headway.loadgen.report`` turns them into figures."""
 
     latencies: list[float] = field(default_factory=list)  # seconds, 200 answers in the window
@@ -35,6 +35,6 @@ class Tally:
 
     def __repr__(self) -> str:  # short: asyncio reprs a finished task's result
         return (
-            f"Tally(ok={self.ok}, rejected={self.rejected}, errors={self.errors}, "
+            f"LoadTally(ok={self.ok}, rejected={self.rejected}, errors={self.errors}, "
             f"transport_errors={self.transport_errors}, timeouts={self.timeouts})"
         )

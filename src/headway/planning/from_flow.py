@@ -18,9 +18,7 @@ from headway.errors import ConfigError
 from headway.flows.local import leading_filters, run_action, run_stage
 from headway.flows.operators import Model, Services
 from headway.flows.placement import model_less, runs_in_frontend
-from headway.flows.plan import ACTION, SOURCE
-from headway.flows.plan import Plan as FlowPlan
-from headway.flows.plan import Stage as FlowStage
+from headway.flows.plan import ACTION, SOURCE, FlowPlan, FlowStage
 from headway.flows.types import Table
 from headway.planning.pipeline import LatencyProfile, Pipeline, Profiles, Stage
 

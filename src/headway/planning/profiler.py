@@ -37,7 +37,7 @@ from headway.errors import ConfigError
 from headway.launcher import ServerProcess
 from headway.loadgen import arrivals
 from headway.loadgen.client import Target, http_request, run
-from headway.loadgen.tally import Tally
+from headway.loadgen.tally import LoadTally
 from headway.loadgen.workload import Body, random_tensor
 from headway.planning.frontend import frontend_row, frontend_time
 from headway.planning.in_place import (
@@ -360,7 +360,7 @@ def measure_under_load(
     return [*out, frontend_row(app, found.frontend, found.queries)]
 
 
-def _answered(app: str, tally: Tally) -> Tally:
+def _answered(app: str, tally: LoadTally) -> LoadTally:
     failed = tally.rejected + tally.errors + tally.transport_errors + tally.timeouts
     if failed:
         raise ConfigError(

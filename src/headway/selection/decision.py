@@ -18,7 +18,7 @@ REASONS = (NO_MODEL_READY, NO_ANSWER, LOW_CONFIDENCE)
 
 
 @dataclass(frozen=True)
-class Answer:
+class ModelAnswer:
     """A model's output with the confidence it reports itself (e.g. its top class probability)."""
 
     output: Any
@@ -26,17 +26,18 @@ class Answer:
 
 
 def unwrap(answer: Any) -> Any:
-    """The output of an answer, whether wrapped in `Answer` or given bare."""
-    return answer.output if isinstance(answer, Answer) else answer
+    """The output of an answer, whether wrapped in `ModelAnswer` or given bare."""
+    return answer.output if isinstance(answer, ModelAnswer) else answer
 
 
 def own_confidence(answer: Any) -> float:
     """The confidence a single model reports for its answer; 1.0 when it reports none.
 
-    A model reports one either as `Answer(output, confidence)` or by answering a class-probability
-    vector (a list of non-negative floats summing to 1), whose largest entry is its confidence.
+    A model reports one either as `ModelAnswer(output, confidence)` or by answering a
+    class-probability vector (a list of non-negative floats summing to 1), whose largest entry
+    is its confidence.
     """
-    if isinstance(answer, Answer):
+    if isinstance(answer, ModelAnswer):
         if answer.confidence is not None:
             return min(1.0, max(0.0, float(answer.confidence)))
         answer = answer.output

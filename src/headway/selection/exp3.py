@@ -28,10 +28,10 @@ class Exp3Policy(WeightedPolicy):
     drawn from a user's own state (probabilities q) teaches the app-wide state as an exploration
     draw instead, with the estimate L·K·min_j q_j / q_i, never L / q_i (`app_divisors`).
 
-    Combine: the chosen model's output as it is. Confidence is the model's own: what it reports with
-    `Answer(output, confidence)`, or the top entry of a class-probability vector it answers, else
-    1.0. (The bandit's p_i is not used: it measures how sure the policy is that i is the best model,
-    not how sure i is of this answer.)"""
+    Combine: the chosen model's output as it is. Confidence is the model's own: what it reports
+    with `ModelAnswer(output, confidence)`, or the top entry of a class-probability vector it
+    answers, else 1.0. (The bandit's p_i is not used: it measures how sure the policy is that i
+    is the best model, not how sure i is of this answer.)"""
 
     name = "exp3"
 

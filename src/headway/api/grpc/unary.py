@@ -53,7 +53,7 @@ class Connection(Protocol):
     def close(self) -> None: ...
 
 
-class Tally(Protocol):
+class ServerCounts(Protocol):
     """What the server counts over its connections."""
 
     #: Calls handed over and not answered yet (for a graceful stop).
@@ -70,7 +70,7 @@ class UnaryCalls:
         connection: Connection,
         handler: Handler,
         limits: Limits,
-        server: Tally,
+        server: ServerCounts,
     ) -> None:
         self.connection = connection
         self.handler = handler
