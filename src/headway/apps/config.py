@@ -22,7 +22,7 @@ from headway.flows.model_inputs import check_types
 from headway.flows.source import load_flow, split_spec
 from headway.repository import MAX_VERSION_DIGITS, Repository, TensorSpec
 from headway.selection import Policy, make_policy
-from headway.selection.registry import KINDS
+from headway.selection.kinds import KINDS
 
 POLICIES = tuple(KINDS)
 #: Sections of headway.yaml: applications, and the planner's (`headway.planning.description`).

@@ -14,11 +14,11 @@ from headway.selection.decision import (
 from headway.selection.exp3 import Exp3Policy
 from headway.selection.exp4 import Exp4Policy
 from headway.selection.fixed import FixedPolicy
+from headway.selection.kinds import make_policy
 from headway.selection.losses import LabelRange, LossRule, scaled_absolute_loss, zero_one_loss
 from headway.selection.policy import Policy, PolicyState, Selection
-from headway.selection.registry import make_policy
 from headway.selection.states import StateRegistry
-from headway.selection.stats import ModelStatistics, SelectionStatistics, SelectionStats
+from headway.selection.stats import ModelSelectionStatistics, SelectionCounters, SelectionStatistics
 
 __all__ = [
     "LOW_CONFIDENCE",
@@ -31,12 +31,12 @@ __all__ = [
     "LabelRange",
     "LossRule",
     "ModelAnswer",
-    "ModelStatistics",
+    "ModelSelectionStatistics",
     "Policy",
     "PolicyState",
     "Selection",
+    "SelectionCounters",
     "SelectionStatistics",
-    "SelectionStats",
     "StateRegistry",
     "make_policy",
     "scaled_absolute_loss",

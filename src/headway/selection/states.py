@@ -12,9 +12,9 @@ from typing import Any
 
 from headway.selection.decision import Decision
 from headway.selection.fixed import FixedPolicy
+from headway.selection.kinds import make_policy
 from headway.selection.policy import Policy, PolicyState, Selection
-from headway.selection.registry import make_policy
-from headway.selection.stats import SelectionStatistics, SelectionStats
+from headway.selection.stats import SelectionCounters, SelectionStatistics
 
 REGISTRY_FORMAT = 1
 
@@ -51,7 +51,7 @@ class StateRegistry:
         self.app = app_state if app_state is not None else policy.initial_state()
         policy.reconcile(self.app)
         self.users: dict[str, PolicyState] = {}
-        self.stats = SelectionStats(window)
+        self.stats = SelectionCounters(window)
 
     @property
     def personalizing(self) -> bool:
@@ -161,7 +161,7 @@ class StateRegistry:
         if data.get("format", REGISTRY_FORMAT) != REGISTRY_FORMAT:
             raise ValueError(f"unknown selection registry format {data.get('format')!r}")
         policy = make_policy(**data["policy"])
-        stats = SelectionStats.from_dict(data.get("stats", {}))
+        stats = SelectionCounters.from_dict(data.get("stats", {}))
         registry = cls(
             policy,
             personalize=bool(data.get("personalize", False)),

@@ -5,7 +5,8 @@ fixed, included by Exp4) as a count and a share of all selections, and its accur
 last `window` feedback events that judged it (1 - mean loss: plain accuracy for classifiers,
 1 - mean scaled error for regressors). Per application: decisions, default outputs, their rate
 and their reasons (`no_model_ready`, `no_answer`, `low_confidence`). Counters are totals since
-the statistics were created; only the accuracy is windowed.
+the statistics were created; only the accuracy is windowed. `SelectionCounters` counts as the
+events come; the frozen `SelectionStatistics` record is what it reads as.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from headway.selection.policy import Selection
 
 
 @dataclass(frozen=True)
-class ModelStatistics:
+class ModelSelectionStatistics:
     model: str
     weight: float
     selected: int
@@ -37,13 +38,13 @@ class SelectionStatistics:
     default_rate: float
     default_reasons: dict[str, int]
     feedback: int
-    models: tuple[ModelStatistics, ...]
+    models: tuple[ModelSelectionStatistics, ...]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-class SelectionStats:
+class SelectionCounters:
     """Counters fed by the registry on every selection, decision and feedback event."""
 
     def __init__(self, window: int = 1000) -> None:
@@ -86,7 +87,7 @@ class SelectionStats:
             losses = self.losses.get(model, ())
             selected = self.selected.get(model, 0)
             models.append(
-                ModelStatistics(
+                ModelSelectionStatistics(
                     model=model,
                     weight=weight,
                     selected=selected,
@@ -118,7 +119,7 @@ class SelectionStats:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SelectionStats:
+    def from_dict(cls, data: Mapping[str, Any]) -> SelectionCounters:
         stats = cls(int(data.get("window", 1000)))
         stats.selections = int(data.get("selections", 0))
         stats.decisions = int(data.get("decisions", 0))
