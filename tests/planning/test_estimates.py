@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from headway.planning.estimates import Estimates
+from headway.planning.estimates import EstimateCache
 from headway.planning.pipeline import Configuration, StageConfig
 from headway.planning.planner import Planner
 from headway.planning.simulator import simulate
@@ -38,7 +38,7 @@ def test_queued_is_the_most_requests_a_stage_queue_held() -> None:
 
 def test_a_max_batch_above_what_its_queue_held_replays_the_same_to_the_bit() -> None:
     pipeline = chain(1.0, 1.0)
-    estimates = Estimates(pipeline.names)
+    estimates = EstimateCache(pipeline.names)
     at4 = two_stages(4, 4)
     estimate = estimates.add(at4, simulate(pipeline, at4, PROFILES, BURST))
     assert estimate.queued == {"s0": 3, "s1": 3}
@@ -57,7 +57,7 @@ def test_a_max_batch_above_what_its_queue_held_replays_the_same_to_the_bit() -> 
 
 def test_a_replay_that_stopped_early_is_found_again_and_stops_early_again() -> None:
     pipeline = chain(1.0, 1.0)
-    estimates = Estimates(pipeline.names)
+    estimates = EstimateCache(pipeline.names)
     queries = np.arange(200) * 1.0 * MS  # 1,000 a second: s0 cannot keep up at batch 1
     at1 = two_stages(1, 4)
     stopped = estimates.add(at1, simulate(pipeline, at1, PROFILES, queries, give_up=0.05))

@@ -22,8 +22,8 @@ from headway.planning.simulator import Estimate
 Key = tuple[tuple[str, int, int], ...]
 
 
-class Estimates:
-    """Estimates of configurations of the stages `names`, each replayed once on one trace."""
+class EstimateCache:
+    """The estimates of configurations of the stages `names`, each replayed once on one trace."""
 
     def __init__(self, names: Sequence[str]) -> None:
         self.names = tuple(names)

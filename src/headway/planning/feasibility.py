@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from headway.planning.estimates import Estimates
+from headway.planning.estimates import EstimateCache
 from headway.planning.frontend import with_frontend, with_server
 from headway.planning.moves import CENT
 from headway.planning.pipeline import Configuration
@@ -36,8 +36,8 @@ class Feasibility(Starts):
     replays: int
     cheapest: Configuration | None
     _left: int | None
-    _estimates: Estimates
-    _whole: Estimates
+    _estimates: EstimateCache
+    _whole: EstimateCache
     _passed: dict[tuple[tuple[str, int, int], ...], Configuration]
     _missing: dict[tuple[tuple[str, int], ...], list[tuple[int, ...]]]
 

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from headway.planning.estimates import Estimates
+from headway.planning.estimates import EstimateCache
 from headway.planning.feasibility import Feasibility
 from headway.planning.moves import CENT, MAX_REPLICAS
 from headway.planning.pipeline import (
@@ -131,9 +131,9 @@ class Planner(Feasibility):
         self._left: int | None = None
         # (configurations that replay the same as one replayed are found again:
         # `headway.planning.estimates`)
-        self._estimates = Estimates(pipeline.names)
+        self._estimates = EstimateCache(pipeline.names)
         #: replays of the whole trace (`_confirm`), when the search ran on a prefix
-        self._whole = Estimates(pipeline.names)
+        self._whole = EstimateCache(pipeline.names)
         #: replays made (each configuration once per trace)
         self.replays = 0
         #: every configuration found feasible, in the order found
