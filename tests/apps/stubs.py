@@ -33,7 +33,7 @@ class StubModel:
 
 
 class StubController:
-    """What an Application needs of a Controller: clock, models, model(), infer()."""
+    """What a SelectionApplication needs of a Controller: clock, models, model(), infer()."""
 
     def __init__(self, **models: StubModel) -> None:
         self.clock = ManualClock()

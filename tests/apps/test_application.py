@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from tests.apps.stubs import StubController, StubModel
 
-from headway.apps import Application, AppRegistry, parse_app
+from headway.apps import AppRegistry, SelectionApplication, parse_app
 from headway.store import Store
 from headway.store.apps import AppStore
 
@@ -27,9 +27,9 @@ KEYS = {"query_id", "output", "default", "confidence", "models"}
 
 def _app(
     controller: StubController, late: set[asyncio.Task[Any]] | None = None, **raw: Any
-) -> Application:
+) -> SelectionApplication:
     config, rng = parse_app("app", raw), random.Random(0)
-    return Application(config, controller, rng=rng, late=late)  # type: ignore[arg-type]
+    return SelectionApplication(config, controller, rng=rng, late=late)  # type: ignore[arg-type]
 
 
 def test_answers_have_the_shape_of_the_issue_one_row_or_many() -> None:

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from headway.api.metrics import render
-from headway.apps import Application, parse_app
+from headway.apps import SelectionApplication, parse_app
 from headway.control.controller import Controller
 from headway.control.engine import Action, Tensors
 from headway.control.models import READY, UNAVAILABLE
@@ -185,10 +185,10 @@ def test_an_app_pinning_versions_serves_them_from_its_creation(repository: Repos
         {"models": ["clf@1", "clf@2"], "split": {"clf@1": 0.5, "clf@2": 0.5}},
         repository,
     )
-    app = Application(config, controller, rng=random.Random(0))
+    app = SelectionApplication(config, controller, rng=random.Random(0))
     assert set(controller.versions) == {"clf@1", "clf@2"}  # registered (and loading)
     assert app.ready_models() == ["clf@1", "clf@2"]
-    pinned_default = Application(parse_app("d", {"models": ["clf@3", "clf"]}), controller)
+    pinned_default = SelectionApplication(parse_app("d", {"models": ["clf@3", "clf"]}), controller)
     assert set(controller.versions) == {"clf@1", "clf@2"}  # clf@3 is the default's state
 
     async def scenario() -> tuple[set[int], set[int]]:

@@ -6,7 +6,7 @@ ask, combine at the deadline, learn from feedback), `registry` holds them all an
 the store. See `docs/selection.md`.
 """
 
-from headway.apps.application import Application, UnknownQuery
+from headway.apps.application import SelectionApplication, UnknownQuery
 from headway.apps.config import AppConfig, ModelRef, load_config, parse_app, parse_apps
 from headway.apps.records import QueryLog
 from headway.apps.registry import AppNotFound, AppRegistry
@@ -16,9 +16,9 @@ __all__ = [
     "AppConfig",
     "AppNotFound",
     "AppRegistry",
-    "Application",
     "ModelRef",
     "QueryLog",
+    "SelectionApplication",
     "UnknownQuery",
     "input_digest",
     "load_config",

@@ -45,8 +45,9 @@ class FeedbackResult:
         return asdict(self)
 
 
-class Application:
-    """An application over a controller; its learned state is `registry` (a StateRegistry).
+class SelectionApplication:
+    """An application that selects among its models, over a controller (a flow app is
+    `flows.serving.FlowApplication`); its learned state is `registry` (a StateRegistry).
 
     `predict` asks the policy which models to query, calls each through the controller at once,
     and waits with `asyncio.wait` until the application's deadline (`slo_ms` after arrival). What
@@ -99,7 +100,7 @@ class Application:
     async def predict(
         self, value: Any, user: str | None = None, spans: Any = None
     ) -> dict[str, Any]:
-        """Answer one input row by the deadline (see `Application`). `spans`, when the
+        """Answer one input row by the deadline (see `SelectionApplication`). `spans`, when the
         transport traces the query, takes a span per model call (`api.tracing.Trace.span`)."""
         started = self.controller.clock.now()
         return await self._answer(value, self._convert(value), user, started, spans)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from headway.apps.application import Application
+from headway.apps.application import SelectionApplication
 from headway.apps.config import AppConfig, ModelRef, check_models, parse_app
 from headway.apps.records import QueryLog
 from headway.control.controller import Controller
@@ -24,7 +24,7 @@ from headway.selection import StateRegistry
 from headway.store import Store
 from headway.store.apps import AppStore
 
-Served = Application | FlowApplication
+Served = SelectionApplication | FlowApplication
 
 log = logging.getLogger("headway.apps")
 
@@ -186,7 +186,9 @@ class AppRegistry:
             previous is None or previous.traffic() != config.traffic()
         ):
             registry.set_split(registry.policy.split)  # type: ignore[attr-defined]
-        app = Application(config, self.controller, registry, query_log=query_log, late=self.late)
+        app = SelectionApplication(
+            config, self.controller, registry, query_log=query_log, late=self.late
+        )
         self._replace(config.name, app)
         self._sources[config.name] = source
         app.mark_all_dirty()
@@ -224,7 +226,7 @@ class AppRegistry:
             raise AppNotFound(f"unknown application {name!r}; the server has {sorted(self.apps)}")
         return app
 
-    def selection_app(self, name: str, what: str) -> Application:
+    def selection_app(self, name: str, what: str) -> SelectionApplication:
         """The named app, which must be a selection app (flows have no feedback or weights)."""
         app = self.get(name)
         if isinstance(app, FlowApplication):
@@ -258,7 +260,7 @@ class AppRegistry:
         if self.db is not None:
             self.db.delete_app(name)
 
-    def add_model(self, name: str, model: Any) -> Application:
+    def add_model(self, name: str, model: Any) -> SelectionApplication:
         """Link one more model; it starts at the mean weight of each state (fixed: no traffic)."""
         app = self.selection_app(name, "linking a model")
         ref = ModelRef.parse(model, f"app {name!r}: model")
@@ -271,7 +273,7 @@ class AppRegistry:
 
     def set_traffic(
         self, name: str, *, model: str | None = None, split: Mapping[str, float] | None = None
-    ) -> Application:
+    ) -> SelectionApplication:
         """A fixed policy's active model (a rollback or rollout) or traffic split (a canary)."""
         app = self.selection_app(name, "the traffic split")
         if app.config.policy != "fixed":
