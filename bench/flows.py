@@ -145,6 +145,22 @@ def defaults(url: str, app: str) -> int:
     return int(httpx.get(f"{url}/apps/{app}", timeout=30).json()["statistics"]["defaults"])
 
 
+def server_for_flows(work: Path = WORK) -> tuple[Path, ServerProcess]:
+    """The repository of the example flows' models (built once) and a server (not started)
+    with every variant of `APPS` as an application, on a fresh state database."""
+    work.mkdir(parents=True, exist_ok=True)
+    repository = work / "repository"
+    if not repository.exists():
+        models.build(repository)
+    for example in set(EXAMPLE_OF.values()):  # a config's flow files lie beside it
+        shutil.copy(EXAMPLES / f"{example}.py", work)
+    (work / "headway.yaml").write_text(yaml.safe_dump({"apps": APPS}))
+    (work / "state.db").unlink(missing_ok=True)
+    server = ServerProcess(repository, state=work / "state.db", workers=2,
+                           extra=["--config", str(work / "headway.yaml")], log=work / "server.log")  # fmt: skip
+    return repository, server
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=8.0)
@@ -155,14 +171,7 @@ def main() -> None:
     parser.add_argument("--only", choices=["fusion", "compete", "cascade"], default=None,
                         help="one experiment (results.json keeps the others' last figures)")  # fmt: skip
     args = parser.parse_args()
-    WORK.mkdir(parents=True, exist_ok=True)
-    repository = WORK / "repository"
-    if not repository.exists():
-        models.build(repository)
-    for example in set(EXAMPLE_OF.values()):  # a config's flow files lie beside it
-        shutil.copy(EXAMPLES / f"{example}.py", WORK)
-    (WORK / "headway.yaml").write_text(yaml.safe_dump({"apps": APPS}))
-    (WORK / "state.db").unlink(missing_ok=True)
+    repository, server = server_for_flows()
     started = machine()
     previous = WORK / "results.json"
     results: dict[str, Any] = (
@@ -170,8 +179,6 @@ def main() -> None:
     )
     results.update({"machine": started, "args": vars(args)})
     wanted = {args.only} if args.only else {"fusion", "compete", "cascade"}
-    server = ServerProcess(repository, state=WORK / "state.db", workers=2,
-                           extra=["--config", str(WORK / "headway.yaml")], log=WORK / "server.log")  # fmt: skip
     server.start(timeout=300)  # a loaded machine: every stage model loads before it is ready
     try:
         check(server.url, repository)

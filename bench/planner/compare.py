@@ -147,8 +147,9 @@ def judge(
     catalogue: Catalogue,
     test: np.ndarray,
     slo: float,
+    seed: int = 2,
 ) -> dict[str, float]:
-    estimate = simulate(pipeline, config, profiles, test, seed=2)
+    estimate = simulate(pipeline, config, profiles, test, seed=seed)
     return {
         "cost_per_hour": round(config.cost(catalogue), 4),
         "miss_rate": round(1.0 - estimate.attainment(slo), 6),
@@ -168,11 +169,18 @@ def cell(
     check_local: bool = False,
     restarts: bool = True,
     screen: int = SCREEN,
+    plan_seed: int = 1,
+    test_seed: int = 2,
+    fallback: str = "cpu4",
 ) -> dict[str, object]:
+    """One (pipeline, SLO, CV) cell: the plan and each baseline judged on a held-out trace.
+    The seeds pick the planning and test traces (and the estimator's draws on each);
+    `fallback` is the kind a coarse-grained unit runs a model on that its kind has no
+    profile of."""
     slo = slo_ms / 1e3
     plan_seconds = plan_queries / rate
-    planning = arrival_times(ArrivalSpec(rate, plan_seconds, cv=cv, seed=1))
-    test = arrival_times(ArrivalSpec(rate, test_queries / rate, cv=cv, seed=2))
+    planning = arrival_times(ArrivalSpec(rate, plan_seconds, cv=cv, seed=plan_seed))
+    test = arrival_times(ArrivalSpec(rate, test_queries / rate, cv=cv, seed=test_seed))
     started = time.perf_counter()
     planner = Planner(
         pipeline,
@@ -180,7 +188,7 @@ def cell(
         catalogue,
         planning,
         slo,
-        seed=1,
+        seed=plan_seed,
         restarts=restarts,
         screen=screen or None,
     )
@@ -197,7 +205,7 @@ def cell(
         "screened_queries": planner.screened_queries,
     }
     if plan.config is not None:
-        row["planner"] = judge(pipeline, plan.config, profiles, catalogue, test, slo)
+        row["planner"] = judge(pipeline, plan.config, profiles, catalogue, test, slo, test_seed)
         row["planner"]["planned_p99_ms"] = round(plan.p99 * 1e3, 2)  # type: ignore[index]
         row["planner"]["config"] = describe(plan.config)  # type: ignore[index]
         if check_local:
@@ -217,13 +225,13 @@ def cell(
         ("cg_peak_cheapest", peak, "cheapest"),
     )
     # a unit on an accelerator kind runs the models it has no profile of on cpu4
-    units = CoarseGrained(pipeline, profiles, catalogue, SIZES, fallback="cpu4")
+    units = CoarseGrained(pipeline, profiles, catalogue, SIZES, fallback=fallback)
     for name, target, choose in baselines:
         config = units.deployment(slo, target, choose)
         if config is None:
             row[name] = {"infeasible": "no kind runs the unit within the SLO"}
             continue
-        row[name] = judge(pipeline, config, profiles, catalogue, test, slo)
+        row[name] = judge(pipeline, config, profiles, catalogue, test, slo, test_seed)
         row[name]["config"] = describe(config)  # type: ignore[index]
     return row
 
