@@ -1,0 +1,299 @@
+"""The evidence page's figures, drawn with matplotlib from the experiments' summaries."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+COLOURS = {"headway": "#1b6ca8", "clipper": "#c8553d", "exp3": "#1b6ca8", "exp4": "#2a9d8f"}
+MODEL_COLOURS = ("#1b6ca8", "#e9a03b", "#7a7a7a", "#2a9d8f", "#c8553d", "#6a4c93", "#8ab17d")
+
+
+def _save(fig: Any, path: Path, note: str) -> Path:
+    width = int(fig.get_figwidth() * 19)  # characters of 6-point text across the figure
+    lines = textwrap.wrap(note, width)
+    fig.text(0.005, 0.005, "\n".join(lines), fontsize=6, color="#555555", ha="left", va="bottom")
+    fig.tight_layout(rect=(0, 0.012 + 0.12 * len(lines) / fig.get_figheight(), 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _band(
+    ax: Any, x: np.ndarray, band: dict[str, list[float]], colour: str, label: str, style: str = "-"
+) -> None:
+    ax.plot(x, band["median"], style, color=colour, label=label, linewidth=1.4)
+    ax.fill_between(x, band["p25"], band["p75"], color=colour, alpha=0.18, linewidth=0)
+
+
+# -- Clipper ----------------------------------------------------------------------------------
+
+
+def ensemble(data: dict[str, Any], path: Path, note: str) -> Path:
+    rows = data["rows"]
+    datasets = list(dict.fromkeys(r["dataset"] for r in rows))
+    pools = list(dict.fromkeys(r["pool"] for r in rows))
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    width = 0.8 / len(pools)
+    for j, pool in enumerate(pools):
+        for i, dataset in enumerate(datasets):
+            margins = [
+                100 * r["margin"] for r in rows if r["dataset"] == dataset and r["pool"] == pool
+            ]
+            x = i + (j - (len(pools) - 1) / 2) * width
+            jitter = np.linspace(-width / 4, width / 4, len(margins))
+            ax.scatter(x + jitter, margins, s=10, color=MODEL_COLOURS[j], alpha=0.55,
+                       label=pool if i == 0 else None)  # fmt: skip
+            ax.hlines(
+                np.median(margins),
+                x - width / 2.5,
+                x + width / 2.5,
+                color=MODEL_COLOURS[j],
+                linewidth=2.2,
+            )
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(datasets)), datasets)
+    ax.set_ylabel("Exp4 accuracy - best member's\n(percentage points)")
+    ax.set_title("Exp4 ensemble vs its best single member, per seed (bar: median)")
+    ax.legend(title="members", fontsize=8, title_fontsize=8, loc="upper right")
+    return _save(fig, path, note)
+
+
+def recovery(data: dict[str, Any], path: Path, note: str) -> Path:
+    variants = data["variants"]
+    etas = sorted({v["eta"] for v in variants})
+    fig, axes = plt.subplots(3, len(etas), figsize=(9, 7.5), sharex=True, squeeze=False)
+    for col, eta in enumerate(etas):
+        for row, policy in enumerate(("exp3", "exp4")):
+            ax = axes[row][col]
+            v = next(v for v in variants if v["policy"] == policy and v["eta"] == eta)
+            for k, (model, band) in enumerate(v["share"].items()):
+                x = np.arange(len(band["median"])) * data["step"]
+                label = model + (" (degrades)" if model == "logreg" else "")
+                _band(ax, x, band, MODEL_COLOURS[k], label)
+            ax.axvline(data["at"], color="black", linestyle="--", linewidth=0.8)
+            what = "share of the last 100 choices" if policy == "exp3" else "weight share"
+            ax.set_title(f"{policy.capitalize()}, η = {eta:g}: {what}", fontsize=9)
+            ax.set_ylim(-0.02, 1.02)
+            if col == 0:
+                ax.set_ylabel("selected share")
+        ax = axes[2][col]
+        for policy in ("exp3", "exp4"):
+            v = next(v for v in variants if v["policy"] == policy and v["eta"] == eta)
+            x = np.arange(len(v["accuracy"]["median"])) * data["step"]
+            _band(ax, x, v["accuracy"], COLOURS[policy], policy.capitalize())
+        ax.axvline(data["at"], color="black", linestyle="--", linewidth=0.8)
+        ax.set_title(f"accuracy of the answers (last 100), η = {eta:g}", fontsize=9)
+        ax.set_xlabel("feedback events")
+        if col == 0:
+            ax.set_ylabel("accuracy")
+    axes[0][0].legend(fontsize=7, loc="center left")
+    axes[2][0].legend(fontsize=7, loc="lower left")
+    return _save(fig, path, note)
+
+
+def personal(data: dict[str, Any], path: Path, note: str) -> Path:
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    styles = {True: "-", False: ":"}
+    for v in data["variants"]:
+        x = np.arange(len(v["accuracy"]["median"])) * data["step"]
+        label = f"{v['policy'].capitalize()}, " + (
+            "per user" if v["per_user"] else "one state for all"
+        )
+        _band(ax, x, v["accuracy"], COLOURS[v["policy"]], label, styles[v["per_user"]])
+    groups = data["model_accuracy_by_group"]
+    own = groups["plain-digits"][0]
+    ax.axhline(own, color="#555555", linewidth=0.8, linestyle="--")
+    ax.text(x[-1], own, " each group's specialist", fontsize=7, va="bottom", ha="right")
+    ax.axhline(groups["both"][0], color="#999999", linewidth=0.8, linestyle="--")
+    ax.text(
+        x[-1],
+        groups["both"][0],
+        " one model trained on both groups",
+        fontsize=7,
+        va="top",
+        ha="right",
+    )
+    ax.set_xlabel("feedback events (20 users, two groups)")
+    ax.set_ylabel("accuracy (last 200 answers)")
+    ax.set_title(f"Selection per user vs for everyone (η = {data['eta']:g})")
+    ax.set_ylim(0.7, 1.0)
+    ax.legend(fontsize=7, loc="lower right")
+    return _save(fig, path, note)
+
+
+def stragglers(data: dict[str, Any], path: Path, note: str) -> Path:
+    rows = data["rows"]
+    sizes = sorted({r["size"] for r in rows})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
+    for deadline, colour, label in ((False, COLOURS["clipper"], "wait for every member"),
+                                    (True, COLOURS["headway"], "answer at the deadline")):  # fmt: skip
+
+        def pick(key: str, d: bool = deadline) -> tuple[list[float], list[float], list[float]]:
+            med, lo, hi = [], [], []
+            for s in sizes:
+                vals = [r[key] for r in rows if r["size"] == s and r["deadline"] == d]
+                med.append(float(np.median(vals)))
+                lo.append(float(np.min(vals)))
+                hi.append(float(np.max(vals)))
+            return med, lo, hi
+
+        med, lo, hi = pick("p99_ms")
+        left.errorbar(sizes, med, yerr=[np.subtract(med, lo), np.subtract(hi, med)], marker="o",
+                      color=colour, label=label, capsize=3)  # fmt: skip
+        acc, alo, ahi = pick("accuracy")
+        right.errorbar(sizes, [100 * a for a in acc], marker="o", color=colour, label=label, capsize=3,
+                       yerr=[100 * np.subtract(acc, alo), 100 * np.subtract(ahi, acc)])  # fmt: skip
+        if deadline:
+            miss, _, _ = pick("missing")
+            for s, a, m in zip(sizes, acc, miss, strict=True):
+                right.annotate(f"{100 * m:.1f}% missing", (s, 100 * a), fontsize=7,
+                               textcoords="offset points", xytext=(0, -12), ha="center")  # fmt: skip
+    left.axhline(data["slo_ms"], color="black", linestyle="--", linewidth=0.8)
+    left.text(sizes[0], data["slo_ms"], " SLO", fontsize=8, va="bottom")
+    left.set_xlabel("ensemble size (members)")
+    left.set_ylabel("P99 latency (ms)")
+    left.set_title("P99 latency of the ensemble's answer", fontsize=9)
+    left.legend(fontsize=8)
+    right.set_xlabel("ensemble size (members)")
+    right.set_ylabel("accuracy (%)")
+    right.set_title("accuracy (members missing at the deadline)", fontsize=9)
+    return _save(fig, path, note)
+
+
+def batching(data: dict[str, Any], path: Path, note: str) -> Path:
+    models = data["models"]
+    cols = 4
+    rows = -(-len(models) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(11, 2.9 * rows), squeeze=False)
+    caps = data["caps"]
+    for ax, (name, m) in zip(axes.flat, models.items(), strict=False):
+        served = [m["served"][f"b{c}"]["throughput_rps"] for c in caps]
+        alone = [m["alone_rows_per_s"][str(c)] for c in caps]
+        ax.plot(caps, served, "o-", color=COLOURS["headway"], label="served (req/s)")
+        ax.plot(caps, alone, "--", color="#999999", label="model alone (rows/s)")
+        adaptive = m["served"]["slo20"]
+        if adaptive["mean_batch"]:
+            ax.plot([adaptive["mean_batch"]], [adaptive["throughput_rps"]], "*", markersize=12,
+                    color=COLOURS["clipper"], label="20 ms SLO, cap 64: its choice")  # fmt: skip
+        gain = served[-1] / served[0] if served[0] else float("nan")
+        ax.set_title(f"{name} ({m['framework']}): {gain:.1f}x", fontsize=9)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(caps, [str(c) for c in caps], fontsize=7)
+        ax.set_xlabel("max batch size (1 = no batching)", fontsize=8)
+    for ax in list(axes.flat)[len(models) :]:
+        ax.axis("off")
+    axes[0][0].set_ylabel("throughput")
+    axes[0][0].legend(fontsize=6, loc="upper left")
+    return _save(fig, path, note)
+
+
+# -- Cloudflow, InferLine, Clockwork ----------------------------------------------------------
+
+
+def cloudflow(data: dict[str, Any], summary: dict[str, Any], path: Path, note: str) -> Path:
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
+    for i, (key, _label) in enumerate((("fusion_throughput_ratio", "throughput, 32 conn."),
+                                      ("fusion_p50_ratio", "p50 latency, 1 conn."))):  # fmt: skip
+        vals = summary[key]
+        left.scatter([i] * len(vals), vals, color=MODEL_COLOURS[i], s=18)
+        left.hlines(np.median(vals), i - 0.2, i + 0.2, color=MODEL_COLOURS[i], linewidth=2)
+        left.text(i + 0.22, np.median(vals), f"{np.median(vals):.2f}x", fontsize=8, va="center")
+    left.set_xticks([0, 1], ["throughput\n32 connections", "p50 latency\n1 connection"])
+    left.axhline(1, color="black", linewidth=0.8)
+    left.set_ylabel("fused vs unfused (x better)")
+    left.set_title("Operator fusion, per round", fontsize=9)
+    comp = data["competitive"]
+    k2 = [r["latency_ms"]["p99"] for r in comp["heavy-k2"]]
+    k1 = [r["latency_ms"]["p99"] for r in comp["heavy-k1"]]
+    for a, b in zip(k1, k2, strict=True):
+        right.plot([0, 1], [a, b], color="#bbbbbb", linewidth=0.8)
+    right.scatter([0] * len(k1), k1, color=COLOURS["clipper"], label="per round", s=18)
+    right.scatter([1] * len(k2), k2, color=COLOURS["headway"], s=18)
+    pooled = summary["compete_pooled_p99_ms"]
+    right.scatter([0, 1], [pooled["heavy-k1"], pooled["heavy-k2"]], marker="_", s=600, color="black",
+                  label="all rounds pooled")  # fmt: skip
+    right.set_xticks([0, 1], ["k=1", "k=2 (compete)"])
+    right.set_yscale("log")
+    right.set_ylabel("p99 latency (ms)")
+    right.set_title("Competitive execution, heavy-tailed operator", fontsize=9)
+    right.legend(fontsize=7)
+    return _save(fig, path, note)
+
+
+def inferline(data: dict[str, Any], path: Path, note: str) -> Path:
+    fig, axes = plt.subplots(2, 2, figsize=(11, 6.5), squeeze=False)
+    for row, key in enumerate(("assumed", "measured")):
+        cells: dict[str, list[dict[str, Any]]] = {}
+        for r in data[key]:
+            cells.setdefault(f"{r['pipeline']}\n{r['slo_ms']} ms, CV {r['cv']:g}", []).append(r)
+        names = list(cells)
+        x = np.arange(len(names))
+        for j, (base, colour) in enumerate(
+            (("cg_mean", COLOURS["exp4"]), ("cg_peak", COLOURS["clipper"]))
+        ):
+            ratios = [[r[base]["cost_per_hour"] / r["planner"]["cost_per_hour"] for r in cells[n]
+                       if "cost_per_hour" in r.get(base, {}) and "cost_per_hour" in r["planner"]] for n in names]  # fmt: skip
+            med = [np.median(v) if v else np.nan for v in ratios]
+            lo = [np.median(v) - min(v) if v else 0 for v in ratios]
+            hi = [max(v) - np.median(v) if v else 0 for v in ratios]
+            axes[row][0].bar(x + (j - 0.5) * 0.38, med, 0.38, yerr=[lo, hi], color=colour, capsize=2,
+                             label=f"{'CG-Mean' if base == 'cg_mean' else 'CG-Peak'} / planner")  # fmt: skip
+        axes[row][0].axhline(1, color="black", linewidth=0.8)
+        axes[row][0].set_xticks(x, names, fontsize=6)
+        axes[row][0].set_ylabel("cost relative to the plan")
+        axes[row][0].set_title(f"{key} profiles: cost (median, min-max over seeds)", fontsize=9)
+        axes[row][0].legend(fontsize=7)
+        for j, (who, colour) in enumerate((("planner", COLOURS["headway"]), ("cg_mean", COLOURS["exp4"]),
+                                           ("cg_peak", COLOURS["clipper"]))):  # fmt: skip
+            misses = [
+                [100 * r[who]["miss_rate"] for r in cells[n] if "miss_rate" in r.get(who, {})]
+                for n in names
+            ]
+            med = [np.median(v) if v else np.nan for v in misses]
+            hi = [max(v) - np.median(v) if v else 0 for v in misses]
+            lo = [np.median(v) - min(v) if v else 0 for v in misses]
+            axes[row][1].bar(x + (j - 1) * 0.27, med, 0.27, yerr=[lo, hi], color=colour, capsize=2,
+                             label={"planner": "planner", "cg_mean": "CG-Mean", "cg_peak": "CG-Peak"}[who])  # fmt: skip
+        axes[row][1].set_xticks(x, names, fontsize=6)
+        axes[row][1].set_ylabel("queries over the SLO (%)")
+        axes[row][1].set_title(f"{key} profiles: SLO misses on the held-out trace", fontsize=9)
+        axes[row][1].legend(fontsize=7)
+    return _save(fig, path, note)
+
+
+def clockwork(data: dict[str, Any], path: Path, note: str) -> Path:
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
+    loads = data["loads"]
+    for policy in ("headway", "clipper"):
+        for ax, key, scale in ((left, "slo_attainment", 100.0), (right, "goodput_rps", 1.0)):
+            found = [[r[key] * scale for r in data["runs"] if r["policy"] == policy and r["load"] == load]
+                     for load in loads]  # fmt: skip
+            med = [float(np.median(v)) for v in found]
+            ax.errorbar([100 * f for f in loads], med, marker="o", capsize=3, color=COLOURS[policy],
+                        yerr=[np.subtract(med, [min(v) for v in found]), np.subtract([max(v) for v in found], med)],
+                        label="Headway" if policy == "headway" else "Clipper-style baseline")  # fmt: skip
+    late = {
+        p: sum(r["late"] for r in data["runs"] if r["policy"] == p) for p in ("headway", "clipper")
+    }
+    total = {
+        p: sum(r["requests"] for r in data["runs"] if r["policy"] == p)
+        for p in ("headway", "clipper")
+    }
+    left.set_xlabel("offered load (% of Headway's capacity)")
+    left.set_ylabel("answered within 100 ms (%)")
+    left.set_title(f"SLO attainment; late answers: Headway {late['headway']:,} of {total['headway']:,},\n"
+                   f"baseline {late['clipper']:,} of {total['clipper']:,}", fontsize=8)  # fmt: skip
+    left.legend(fontsize=7)
+    right.set_xlabel("offered load (% of Headway's capacity)")
+    right.set_ylabel("goodput (answers within SLO / s)")
+    right.set_title("Goodput", fontsize=9)
+    return _save(fig, path, note)
