@@ -51,7 +51,8 @@ def test_the_entry_point_writes_figures_and_plots(tmp_path: Path) -> None:
     run.main(["clipper", "--quick", "--parts", "ensemble,stragglers", "--out", str(tmp_path)])
     data = json.loads((tmp_path / "clipper.json").read_text())
     assert data["meta"]["quick"] and data["meta"]["machine"]["cpus"] >= 1
-    assert set(data["meta"]["parts"]) == {"ensemble", "stragglers"}
+    parts = data["meta"]["parts"]
+    assert set(parts) == {"ensemble", "stragglers"} and parts["ensemble"]["machine"]["cpus"] >= 1
     assert {r["pool"] for r in data["ensemble"]["rows"]} == {"mixed", "subspace", "bagged"}
     assert {r["deadline"] for r in data["stragglers"]["rows"]} == {True, False}
     for name in ("clipper-ensemble.png", "clipper-stragglers.png"):

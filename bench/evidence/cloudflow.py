@@ -63,6 +63,14 @@ def experiment(work: Path, quick: bool, log: Any = print) -> dict[str, Any]:
     return out
 
 
+def ideal_p99_ms(copies: int) -> float:
+    """The p99 of the fastest of `copies` independent draws of the example's Pareto sleep
+    (P(X > x) = (scale / x) ** shape), had no copy ever waited for a worker."""
+    from examples.flows import heavy_tail
+
+    return 1e3 * heavy_tail.SCALE_S * 100 ** (1 / (copies * heavy_tail.SHAPE))
+
+
 def summary(out: dict[str, Any]) -> dict[str, Any]:
     """The headline ratios per round, and the pooled p99s."""
     fusion = out["fusion"]
@@ -78,4 +86,5 @@ def summary(out: dict[str, Any]) -> dict[str, Any]:
     answers = {v: sum(len(r["latencies_ms"]) for r in comp[v]) for v in comp}
     return {"fusion_throughput_ratio": tput, "fusion_p50_ratio": p50, "compete_p99_ratio": p99,
             "compete_pooled_p99_ms": pooled, "compete_answers": answers,
-            "compete_pooled_ratio": pooled["heavy-k1"] / pooled["heavy-k2"]}  # fmt: skip
+            "compete_pooled_ratio": pooled["heavy-k1"] / pooled["heavy-k2"],
+            "compete_ideal_p99_ms": {"heavy-k2": ideal_p99_ms(2), "heavy-k1": ideal_p99_ms(1)}}  # fmt: skip

@@ -132,14 +132,18 @@ def personal(data: dict[str, Any], path: Path, note: str) -> Path:
 def stragglers(data: dict[str, Any], path: Path, note: str) -> Path:
     rows = data["rows"]
     sizes = sorted({r["size"] for r in rows})
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
-    for deadline, colour, label in ((False, COLOURS["clipper"], "wait for every member"),
-                                    (True, COLOURS["headway"], "answer at the deadline")):  # fmt: skip
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.8))
+    modes = [(None, COLOURS["clipper"], "wait for every member")]
+    modes += [(slo, colour, f"answer at a {slo:g} ms deadline")
+              for slo, colour in ((data["slo_ms"], COLOURS["headway"]),
+                                  (data.get("tight_slo_ms"), COLOURS["exp4"])) if slo]  # fmt: skip
+    for slo, colour, label in modes:
 
-        def pick(key: str, d: bool = deadline) -> tuple[list[float], list[float], list[float]]:
+        def pick(key: str, slo: float | None = slo) -> tuple[list[float], list[float], list[float]]:
             med, lo, hi = [], [], []
             for s in sizes:
-                vals = [r[key] for r in rows if r["size"] == s and r["deadline"] == d]
+                vals = [r[key] for r in rows if r["size"] == s and r.get("slo_ms") == slo
+                        and (r["deadline"] == (slo is not None))]  # fmt: skip
                 med.append(float(np.median(vals)))
                 lo.append(float(np.min(vals)))
                 hi.append(float(np.max(vals)))
@@ -151,20 +155,20 @@ def stragglers(data: dict[str, Any], path: Path, note: str) -> Path:
         acc, alo, ahi = pick("accuracy")
         right.errorbar(sizes, [100 * a for a in acc], marker="o", color=colour, label=label, capsize=3,
                        yerr=[100 * np.subtract(acc, alo), 100 * np.subtract(ahi, acc)])  # fmt: skip
-        if deadline:
+        if slo is not None:
             miss, _, _ = pick("missing")
-            for s, a, m in zip(sizes, acc, miss, strict=True):
-                right.annotate(f"{100 * m:.1f}% missing", (s, 100 * a), fontsize=7,
-                               textcoords="offset points", xytext=(0, -12), ha="center")  # fmt: skip
-    left.axhline(data["slo_ms"], color="black", linestyle="--", linewidth=0.8)
-    left.text(sizes[0], data["slo_ms"], " SLO", fontsize=8, va="bottom")
+            left.annotate(f"{100 * min(miss):.1f}-{100 * max(miss):.1f}% of members missing",
+                          (sizes[-1], slo), fontsize=7, textcoords="offset points", xytext=(0, 4),
+                          ha="right", color=colour)  # fmt: skip
+        left.axhline(slo or data["slo_ms"], color="#999999", linestyle=":", linewidth=0.6)
     left.set_xlabel("ensemble size (members)")
     left.set_ylabel("P99 latency (ms)")
     left.set_title("P99 latency of the ensemble's answer", fontsize=9)
-    left.legend(fontsize=8)
+    left.legend(fontsize=7, loc="upper left")
     right.set_xlabel("ensemble size (members)")
     right.set_ylabel("accuracy (%)")
-    right.set_title("accuracy (members missing at the deadline)", fontsize=9)
+    right.set_title("accuracy of the answers (median, min-max over seeds)", fontsize=9)
+    right.legend(fontsize=7, loc="lower right")
     return _save(fig, path, note)
 
 
@@ -176,8 +180,17 @@ def batching(data: dict[str, Any], path: Path, note: str) -> Path:
     caps = data["caps"]
     for ax, (name, m) in zip(axes.flat, models.items(), strict=False):
         served = [m["served"][f"b{c}"]["throughput_rps"] for c in caps]
+        rounds = [
+            m["served"][f"b{c}"].get("throughput_rounds", [v])
+            for c, v in zip(caps, served, strict=True)
+        ]
+        spread = [
+            np.subtract(served, [min(r) for r in rounds]),
+            np.subtract([max(r) for r in rounds], served),
+        ]
         alone = [m["alone_rows_per_s"][str(c)] for c in caps]
-        ax.plot(caps, served, "o-", color=COLOURS["headway"], label="served (req/s)")
+        ax.errorbar(caps, served, yerr=spread, fmt="o-", capsize=3, color=COLOURS["headway"],
+                    label="served (req/s; median, min-max of rounds)")  # fmt: skip
         ax.plot(caps, alone, "--", color="#999999", label="model alone (rows/s)")
         adaptive = m["served"]["slo20"]
         if adaptive["mean_batch"]:
@@ -221,20 +234,49 @@ def cloudflow(data: dict[str, Any], summary: dict[str, Any], path: Path, note: s
     pooled = summary["compete_pooled_p99_ms"]
     right.scatter([0, 1], [pooled["heavy-k1"], pooled["heavy-k2"]], marker="_", s=600, color="black",
                   label="all rounds pooled")  # fmt: skip
+    ideal = summary.get("compete_ideal_p99_ms")
+    if ideal:
+        right.scatter([0, 1], [ideal["heavy-k1"], ideal["heavy-k2"]], marker="_", s=600, color="#999999",
+                      label="independent draws, no waiting")  # fmt: skip
     right.set_xticks([0, 1], ["k=1", "k=2 (compete)"])
-    right.set_yscale("log")
+    right.set_ylim(bottom=0)
     right.set_ylabel("p99 latency (ms)")
     right.set_title("Competitive execution, heavy-tailed operator", fontsize=9)
     right.legend(fontsize=7)
     return _save(fig, path, note)
 
 
+SHORT = {"image-processing": "image proc.", "video-monitoring": "video mon.", "social-media": "social media",
+         "tf-cascade": "TF cascade", "digits-cascade": "cascade", "digits-both": "both models"}  # fmt: skip
+
+
+def _misses(ax: Any, cells: dict[str, list[dict[str, Any]]], names: list[str], title: str) -> None:
+    x = np.arange(len(names))
+    for j, (who, colour) in enumerate((("planner", COLOURS["headway"]), ("cg_mean", COLOURS["exp4"]),
+                                       ("cg_peak", COLOURS["clipper"]))):  # fmt: skip
+        misses = [
+            [100 * r[who]["miss_rate"] for r in cells[n] if "miss_rate" in r.get(who, {})]
+            for n in names
+        ]
+        med = [np.median(v) if v else np.nan for v in misses]
+        hi = [max(v) - np.median(v) if v else 0 for v in misses]
+        lo = [np.median(v) - min(v) if v else 0 for v in misses]
+        ax.bar(x + (j - 1) * 0.27, med, 0.27, yerr=[lo, hi], color=colour, capsize=2,
+               label={"planner": "planner", "cg_mean": "CG-Mean", "cg_peak": "CG-Peak"}[who])  # fmt: skip
+    ax.set_xticks(x, names, fontsize=6)
+    ax.set_ylabel("queries over the SLO (%)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+
+
 def inferline(data: dict[str, Any], path: Path, note: str) -> Path:
-    fig, axes = plt.subplots(2, 2, figsize=(11, 6.5), squeeze=False)
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7), squeeze=False)
     for row, key in enumerate(("assumed", "measured")):
         cells: dict[str, list[dict[str, Any]]] = {}
         for r in data[key]:
-            cells.setdefault(f"{r['pipeline']}\n{r['slo_ms']} ms, CV {r['cv']:g}", []).append(r)
+            cells.setdefault(
+                f"{SHORT.get(r['pipeline'], r['pipeline'])}\n{r['slo_ms']} ms\nCV {r['cv']:g}", []
+            ).append(r)
         names = list(cells)
         x = np.arange(len(names))
         for j, (base, colour) in enumerate(
@@ -250,23 +292,31 @@ def inferline(data: dict[str, Any], path: Path, note: str) -> Path:
         axes[row][0].axhline(1, color="black", linewidth=0.8)
         axes[row][0].set_xticks(x, names, fontsize=6)
         axes[row][0].set_ylabel("cost relative to the plan")
-        axes[row][0].set_title(f"{key} profiles: cost (median, min-max over seeds)", fontsize=9)
+        what = "assumed GPU-like profiles" if key == "assumed" else "profiles measured here (CPU)"
+        axes[row][0].set_title(f"{what}: cost (median, min-max over seeds)", fontsize=9)
         axes[row][0].legend(fontsize=7)
-        for j, (who, colour) in enumerate((("planner", COLOURS["headway"]), ("cg_mean", COLOURS["exp4"]),
-                                           ("cg_peak", COLOURS["clipper"]))):  # fmt: skip
-            misses = [
-                [100 * r[who]["miss_rate"] for r in cells[n] if "miss_rate" in r.get(who, {})]
-                for n in names
-            ]
-            med = [np.median(v) if v else np.nan for v in misses]
-            hi = [max(v) - np.median(v) if v else 0 for v in misses]
-            lo = [np.median(v) - min(v) if v else 0 for v in misses]
-            axes[row][1].bar(x + (j - 1) * 0.27, med, 0.27, yerr=[lo, hi], color=colour, capsize=2,
-                             label={"planner": "planner", "cg_mean": "CG-Mean", "cg_peak": "CG-Peak"}[who])  # fmt: skip
-        axes[row][1].set_xticks(x, names, fontsize=6)
-        axes[row][1].set_ylabel("queries over the SLO (%)")
-        axes[row][1].set_title(f"{key} profiles: SLO misses on the held-out trace", fontsize=9)
-        axes[row][1].legend(fontsize=7)
+        if key == "assumed":
+            _misses(
+                axes[row][1], cells, names, "assumed profiles: SLO misses on the held-out trace"
+            )
+    ax = axes[1][1]
+    table = data.get("measured_profiles_ms", {})
+    series: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    for label, entry in table.items():
+        model, kind, batch = label.split("|")
+        series.setdefault((model, kind), []).append((int(batch), entry["mean_ms"]))
+    for k, ((model, kind), points) in enumerate(sorted(series.items())):
+        points.sort()
+        ax.plot([b for b, _ in points], [v for _, v in points], "o-" if kind == "cpu1" else "s--",
+                color=MODEL_COLOURS[k // 2], label=f"{model} on {kind}")  # fmt: skip
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    sizes = sorted({b for points in series.values() for b, _ in points})
+    ax.set_xticks(sizes, [str(b) for b in sizes])
+    ax.set_xlabel("batch size")
+    ax.set_ylabel("mean time per batch (ms)")
+    ax.set_title("the measured profiles: cpu1 = 1 thread, cpu2 = 2 threads", fontsize=9)
+    ax.legend(fontsize=7)
     return _save(fig, path, note)
 
 

@@ -61,6 +61,10 @@ def note(meta: dict[str, Any]) -> str:
             f"{m['load_average_start']:.1f} → {m['load_average_end']:.1f} · {meta['command']}")  # fmt: skip
 
 
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
 def stripped(value: Any) -> Any:
     """The figures without per-answer lists (kept in the raw file only)."""
     if isinstance(value, dict):
@@ -74,7 +78,7 @@ def run_paper(paper: str, args: argparse.Namespace) -> Path:
     started = time.perf_counter()
     meta: dict[str, Any] = {
         "machine": machine(),
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": _now(),
         "command": "python bench/evidence/run.py " + paper + (" --quick" if args.quick else "")
                    + (f" --parts {args.parts}" if paper == "clipper" and args.parts else ""),
         "quick": args.quick,
@@ -87,16 +91,19 @@ def run_paper(paper: str, args: argparse.Namespace) -> Path:
     target = out / f"{paper}.json"
     if paper == "clipper":
         parts = tuple(args.parts.split(",")) if args.parts else clipper.PARTS
-        data = clipper.experiment(work, args.quick, parts, log)
+        data, measured = {}, {}
+        for part in parts:  # each part's own machine, date and load (parts can be rerun alone)
+            own = {"machine": machine(), "date": _now(), "quick": args.quick,
+                   "command": f"python bench/evidence/run.py clipper --parts {part}"
+                   + (" --quick" if args.quick else "")}  # fmt: skip
+            data.update(clipper.experiment(work, args.quick, (part,), log))
+            own["machine"]["load_average_end"] = round(os.getloadavg()[0], 2)
+            measured[part] = own
         if target.exists() and args.parts:  # keep the other parts' last figures
             old = json.loads(target.read_text())
-            data = {**{k: v for k, v in old.items() if k not in ("meta",)}, **data}
-            meta["parts"] = {
-                **old.get("meta", {}).get("parts", {}),
-                **{p: meta["date"] for p in parts},
-            }
-        else:
-            meta["parts"] = {p: meta["date"] for p in parts}
+            data = {**{k: v for k, v in old.items() if k != "meta"}, **data}
+            measured = {**old.get("meta", {}).get("parts", {}), **measured}
+        meta["parts"] = measured
     elif paper == "cloudflow":
         data = cloudflow.experiment(work, args.quick, log)
         data["summary"] = cloudflow.summary(data)
@@ -125,7 +132,9 @@ def draw(paper: str, data: dict[str, Any], out: Path) -> list[Path]:
     if paper == "clipper":
         makers = {"ensemble": plots.ensemble, "recovery": plots.recovery, "personal": plots.personal,
                   "stragglers": plots.stragglers, "batching": plots.batching}  # fmt: skip
-        return [make(data[part], out / f"clipper-{part}.png", text)
+        parts = data["meta"].get("parts", {})
+        return [make(data[part], out / f"clipper-{part}.png",
+                     note(parts[part]) if isinstance(parts.get(part), dict) else text)
                 for part, make in makers.items() if part in data]  # fmt: skip
     if paper == "cloudflow":
         return [plots.cloudflow(data, data["summary"], out / "cloudflow.png", text)]

@@ -185,7 +185,9 @@ def latency_draw(rng: random.Random) -> float:
     return FLOOR + SCALE * ((1.0 - rng.random()) ** (-1.0 / ALPHA) - 1.0)
 
 
-def stragglers(size: int, deadline: bool, seed: int, queries: int) -> dict[str, Any]:
+def stragglers(
+    size: int, deadline: bool, seed: int, queries: int, slo_ms: float = SLO_MS
+) -> dict[str, Any]:
     x, y = pools.dataset("digits")
     fit, stream = pools.split(y, 0.5, seed)
     members: list[Any] = []
@@ -197,7 +199,7 @@ def stragglers(size: int, deadline: bool, seed: int, queries: int) -> dict[str, 
     labels = y[order]
     rng = random.Random(seed)
     controller = StubController(list(table), _answers(table), lambda _m: latency_draw(rng))
-    slo = SLO_MS if deadline else 1e7  # without: wait for every member
+    slo = slo_ms if deadline else 1e7  # without: wait for every member
     app = application(controller, seed, models=list(table), policy="exp4", slo_ms=slo)
 
     async def serve() -> tuple[list[dict[str, Any]], list[float]]:
@@ -218,7 +220,8 @@ def stragglers(size: int, deadline: bool, seed: int, queries: int) -> dict[str, 
     correct = [a["output"] == t and not a["default"] for a, t in zip(answers, labels, strict=True)]
     missing = [len(a.get("missing", [])) / size for a in answers]
     ms = np.asarray(latencies) * 1e3
-    return {"size": size, "deadline": deadline, "seed": seed, "queries": queries,
+    return {"size": size, "deadline": deadline, "slo_ms": slo_ms if deadline else None,
+            "seed": seed, "queries": queries,
             "p50_ms": float(np.percentile(ms, 50)), "p99_ms": float(np.percentile(ms, 99)),
             "accuracy": float(np.mean(correct)), "missing": float(np.mean(missing)),
             "defaults": int(sum(a["default"] for a in answers))}  # fmt: skip
