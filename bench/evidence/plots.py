@@ -321,29 +321,36 @@ def inferline(data: dict[str, Any], path: Path, note: str) -> Path:
 
 
 def clockwork(data: dict[str, Any], path: Path, note: str) -> Path:
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.8))
     loads = data["loads"]
+
     for policy in ("headway", "clipper"):
-        for ax, key, scale in ((left, "slo_attainment", 100.0), (right, "goodput_rps", 1.0)):
-            found = [[r[key] * scale for r in data["runs"] if r["policy"] == policy and r["load"] == load]
-                     for load in loads]  # fmt: skip
-            med = [float(np.median(v)) for v in found]
-            ax.errorbar([100 * f for f in loads], med, marker="o", capsize=3, color=COLOURS[policy],
-                        yerr=[np.subtract(med, [min(v) for v in found]), np.subtract([max(v) for v in found], med)],
-                        label="Headway" if policy == "headway" else "Clipper-style baseline")  # fmt: skip
-    late = {
-        p: sum(r["late"] for r in data["runs"] if r["policy"] == p) for p in ("headway", "clipper")
-    }
-    total = {
-        p: sum(r["requests"] for r in data["runs"] if r["policy"] == p)
-        for p in ("headway", "clipper")
-    }
-    left.set_xlabel("offered load (% of Headway's capacity)")
-    left.set_ylabel("answered within 100 ms (%)")
-    left.set_title(f"SLO attainment; late answers: Headway {late['headway']:,} of {total['headway']:,},\n"
-                   f"baseline {late['clipper']:,} of {total['clipper']:,}", fontsize=8)  # fmt: skip
-    left.legend(fontsize=7)
-    right.set_xlabel("offered load (% of Headway's capacity)")
-    right.set_ylabel("goodput (answers within SLO / s)")
-    right.set_title("Goodput", fontsize=9)
+        found = [[100.0 * r["slo_attainment"] for r in data["runs"] if r["policy"] == policy and r["load"] == load]
+                 for load in loads]  # fmt: skip
+        med = [float(np.median(v)) for v in found]
+        left.errorbar([100 * f for f in loads], med, marker="o", capsize=3, color=COLOURS[policy],
+                      yerr=[np.subtract(med, [min(v) for v in found]), np.subtract([max(v) for v in found], med)],
+                      label="Headway" if policy == "headway" else "Clipper-style baseline")  # fmt: skip
+        for load, m in zip(loads, med, strict=True):
+            late = sum(
+                r["late"] for r in data["runs"] if r["policy"] == policy and r["load"] == load
+            )
+            left.annotate(f"{late:,} late", (100 * load, m), fontsize=7, color=COLOURS[policy],
+                          textcoords="offset points", xytext=(0, 6 if policy == "headway" else -12),
+                          ha="center")  # fmt: skip
+        for k, seed in enumerate(sorted({r["seed"] for r in data["runs"]})):
+            runs = sorted((r for r in data["runs"] if r["policy"] == policy and r["seed"] == seed),
+                          key=lambda r: r["load"])  # fmt: skip
+            right.plot([r["offered_rps"] for r in runs], [r["goodput_rps"] for r in runs],
+                       ("o-", "s--", "^:")[k % 3], color=COLOURS[policy],
+                       label=f"{'Headway' if policy == 'headway' else 'baseline'}, trace {seed}")  # fmt: skip
+    left.set_xlabel("offered load (% of Headway's capacity on that trace)")
+    left.set_ylabel("requests answered within 100 ms (%)")
+    left.set_title("SLO attainment (median, min-max over traces; late answers summed)", fontsize=8)
+    left.set_ylim(-8, 110)
+    left.legend(fontsize=7, loc="center left")
+    right.set_xlabel("offered (requests/s)")
+    right.set_ylabel("goodput (answers within 100 ms / s)")
+    right.set_title("Goodput per trace (50%, 90%, 120% of its capacity)", fontsize=9)
+    right.legend(fontsize=6)
     return _save(fig, path, note)
