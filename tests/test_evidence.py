@@ -69,5 +69,10 @@ def test_a_planner_cell_is_judged_with_both_baselines_and_drawn(tmp_path: Path) 
     for who in ("planner", "cg_mean", "cg_peak"):
         assert row[who]["cost_per_hour"] > 0 and 0.0 <= row[who]["miss_rate"] <= 1.0
     assert row["seed"] == 1 and row["test_queries"] > 0
-    drawn = plots.inferline({"assumed": [row], "measured": [row]}, tmp_path / "i.png", "note")
+    profiles_ms = {
+        "m|cpu1|1": {"mean_ms": 1.0, "p99_ms": 2.0},
+        "m|cpu1|2": {"mean_ms": 1.5, "p99_ms": 3.0},
+    }
+    data = {"assumed": [row], "measured": [row], "measured_profiles_ms": profiles_ms}
+    drawn = plots.inferline(data, tmp_path / "i.png", "note")
     assert drawn.read_bytes()[:4] == b"\x89PNG"

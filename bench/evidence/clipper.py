@@ -31,7 +31,7 @@ def _band(series: list[np.ndarray]) -> dict[str, list[float]]:
 
 
 def ensemble(quick: bool, log: Any = print) -> dict[str, Any]:
-    seeds = range(2) if quick else range(8)
+    seeds = range(1) if quick else range(8)
     datasets = ("digits", "wine") if quick else DATASETS
     rows = []
     for dataset in datasets:
@@ -45,8 +45,8 @@ def ensemble(quick: bool, log: Any = print) -> dict[str, Any]:
 
 
 def recovery(quick: bool, log: Any = print) -> dict[str, Any]:
-    seeds = range(2) if quick else range(8)
-    events = 1200 if quick else 4000
+    seeds = range(1) if quick else range(8)
+    events = 800 if quick else 4000
     at = events // 2
     out: dict[str, Any] = {"events": events, "at": at, "step": STEP, "variants": []}
     for policy in ("exp3", "exp4"):
@@ -71,8 +71,8 @@ def recovery(quick: bool, log: Any = print) -> dict[str, Any]:
 
 
 def personal(quick: bool, log: Any = print) -> dict[str, Any]:
-    seeds = range(2) if quick else range(8)
-    events = 1200 if quick else 4000
+    seeds = range(1) if quick else range(8)
+    events = 800 if quick else 4000
     eta = 0.1
     out: dict[str, Any] = {"events": events, "eta": eta, "users": 20, "step": STEP, "variants": []}
     for policy in ("exp3", "exp4"):

@@ -196,14 +196,33 @@ def batching(data: dict[str, Any], path: Path, note: str) -> Path:
         if adaptive["mean_batch"]:
             ax.plot([adaptive["mean_batch"]], [adaptive["throughput_rps"]], "*", markersize=12,
                     color=COLOURS["clipper"], label="20 ms SLO, cap 64: its choice")  # fmt: skip
-        gain = served[-1] / served[0] if served[0] else float("nan")
+        pairs = zip(m["served"][f"b{caps[-1]}"].get("throughput_rounds", [served[-1]]),
+                    m["served"]["b1"].get("throughput_rounds", [served[0]]), strict=False)  # fmt: skip
+        gain = float(np.median([a / b for a, b in pairs if b]))
         ax.set_title(f"{name} ({m['framework']}): {gain:.1f}x", fontsize=9)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(caps, [str(c) for c in caps], fontsize=7)
         ax.set_xlabel("max batch size (1 = no batching)", fontsize=8)
-    for ax in list(axes.flat)[len(models) :]:
+    spare = list(axes.flat)[len(models) :]
+    for ax in spare[1:]:
         ax.axis("off")
+    if spare:  # the gain of batching per round (cap 64 over no batching, the same round)
+        ax = spare[0]
+        names = list(models)
+        gains = [[a / b for a, b in zip(models[n]["served"][f"b{caps[-1]}"].get("throughput_rounds", []),
+                                         models[n]["served"]["b1"].get("throughput_rounds", []), strict=False)]
+                 for n in names]  # fmt: skip
+        med = [float(np.median(g)) if g else np.nan for g in gains]
+        ax.barh(range(len(names)), med, color=COLOURS["headway"],
+                xerr=[np.subtract(med, [min(g) if g else np.nan for g in gains]),
+                      np.subtract([max(g) if g else np.nan for g in gains], med)], capsize=2)  # fmt: skip
+        ax.set_yticks(
+            range(len(names)), [f"{n} ({models[n]['framework']})" for n in names], fontsize=6
+        )
+        ax.invert_yaxis()
+        ax.set_xlabel(f"cap {caps[-1]} / no batching, per round", fontsize=8)
+        ax.set_title("gain per round (median, min-max)", fontsize=8)
     axes[0][0].set_ylabel("throughput")
     axes[0][0].legend(fontsize=6, loc="upper left")
     return _save(fig, path, note)
@@ -316,7 +335,8 @@ def inferline(data: dict[str, Any], path: Path, note: str) -> Path:
     ax.set_xlabel("batch size")
     ax.set_ylabel("mean time per batch (ms)")
     ax.set_title("the measured profiles: cpu1 = 1 thread, cpu2 = 2 threads", fontsize=9)
-    ax.legend(fontsize=7)
+    if series:
+        ax.legend(fontsize=7)
     return _save(fig, path, note)
 
 
