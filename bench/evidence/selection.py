@@ -1,6 +1,6 @@
-"""Clipper's model-selection experiments on real models, through Headway's `Application`.
+"""Clipper's model-selection experiments on real models, through Headway's `SelectionApplication`.
 
-Each run serves a stream of queries through a real `headway.apps.Application` (`virtual.py`:
+Each run serves a stream of queries through a real `headway.apps.SelectionApplication` (`virtual.py`:
 its selection, deadline and feedback code, unchanged, in virtual time) over members trained
 here (`members.py`), and sends the true label back as feedback after every answer, as
 Clipper's evaluation did. Accuracy is the share of answers that were right when given

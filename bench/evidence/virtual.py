@@ -1,4 +1,4 @@
-"""A real `Application` (`headway.apps`) over a stub controller, in virtual time.
+"""A real `SelectionApplication` (`headway.apps`) over a stub controller, in virtual time.
 
 Model selection and straggler mitigation are pure logic over an event loop: the application
 asks the policy which models to call, calls them at once, waits with `asyncio.wait` until its
@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from headway.apps import Application, parse_app
+from headway.apps import SelectionApplication, parse_app
 from headway.control.controller import READY
 from headway.control.models import Prediction
 from headway.repository import TensorSpec
@@ -79,7 +79,7 @@ def run(main: Coroutine[Any, Any, T]) -> T:
 
 
 class _LoopClock:
-    """The controller's clock as the Application reads it: the running loop's time."""
+    """The controller's clock as the SelectionApplication reads it: the running loop's time."""
 
     @staticmethod
     def now() -> float:
@@ -93,7 +93,7 @@ Latency = Callable[[str], float]
 
 
 class StubController:
-    """What an `Application` needs of a controller: a clock, the models' states and configs,
+    """What an `SelectionApplication` needs of a controller: a clock, the models' states and configs,
     and `infer`, which sleeps a drawn latency and answers the model's precomputed class."""
 
     def __init__(self, models: list[str], answers: Answers, latency: Latency | None = None):
@@ -119,7 +119,7 @@ class StubController:
         return Prediction(name, 1, {"label": np.array([self.answers(name, row)])})
 
 
-def application(controller: StubController, seed: int, **raw: Any) -> Application:
+def application(controller: StubController, seed: int, **raw: Any) -> SelectionApplication:
     """An application over the stub controller, as `headway serve` builds one from its config."""
     config = parse_app("evidence", raw)
-    return Application(config, controller, rng=random.Random(seed))  # type: ignore[arg-type]
+    return SelectionApplication(config, controller, rng=random.Random(seed))  # type: ignore[arg-type]
