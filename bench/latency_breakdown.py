@@ -127,6 +127,7 @@ async def frontend(args: argparse.Namespace) -> dict[str, Any]:
 
     from headway.api import oip
     from headway.control.controller import Controller
+    from headway.control.request import InferenceRequest
     from headway.repository import Repository
     from headway.runtime.engines import local
 
@@ -246,7 +247,7 @@ async def frontend(args: argparse.Namespace) -> dict[str, Any]:
         request = oip.decode_infer(body)
         t1 = ns()
         prediction = await controller.infer(
-            "lr", request.inputs, outputs=request.outputs, waited=0.0
+            InferenceRequest("lr", inputs=request.inputs, outputs=request.outputs)
         )
         t2 = ns()
         oip.encode_infer(prediction.model, prediction.version, prediction.outputs, request)

@@ -22,7 +22,7 @@ import numpy as np
 
 from headway.apps import SelectionApplication, parse_app
 from headway.control.controller import READY
-from headway.control.models import Prediction
+from headway.control.request import InferenceRequest, Prediction
 from headway.repository import TensorSpec
 
 T = TypeVar("T")
@@ -107,12 +107,15 @@ class StubController:
     def model(self, name: str) -> Any:
         return self.models[name]
 
+    def served(self, name: str, version: int | None = None) -> Any:
+        return self.models.get(name) if version in (None, 1) else None
+
     def shares_workers(self, name: str) -> bool:
         return False  # each member on workers of its own: a straggler finishes late
 
-    async def infer(
-        self, name: str, inputs: dict[str, np.ndarray], *, version: Any, timeout: float
-    ) -> Prediction:
+    async def infer(self, request: InferenceRequest) -> Prediction:
+        name, inputs = request.model, request.inputs
+        assert inputs is not None
         if self.latency is not None:
             await asyncio.sleep(self.latency(name))
         row = int(inputs["input-0"][0, 0])

@@ -48,6 +48,7 @@ sys.path.insert(0, str(ROOT))  # bench.flows and the example flows, as bench/flo
 
 
 from headway.control.controller import Controller  # noqa: E402
+from headway.control.request import InferenceRequest  # noqa: E402
 from headway.planning import (  # noqa: E402
     Catalogue,
     Configuration,
@@ -98,15 +99,17 @@ async def replay(
     try:
         for model in ("digits-fast", "digits-forest"):  # warm both
             for _ in range(20):
-                await controller.infer(model, {"input-0": rows[:1]}, timeout=10)
+                await controller.infer(
+                    InferenceRequest(model, inputs={"input-0": rows[:1]}, timeout=10)
+                )
         loop = asyncio.get_running_loop()
         start = loop.time() + 0.2
 
         async def query(i: int) -> None:
             row = {"input-0": rows[i % len(rows)][None, :]}
-            await controller.infer("digits-fast", row, timeout=30)
+            await controller.infer(InferenceRequest("digits-fast", inputs=row, timeout=30))
             if unsure[i % len(rows)]:
-                await controller.infer("digits-forest", row, timeout=30)
+                await controller.infer(InferenceRequest("digits-forest", inputs=row, timeout=30))
             latencies[i] = loop.time() - (start + arrivals[i])
 
         tasks = []

@@ -38,6 +38,7 @@ MODULES = (
     "headway.control.dispatch",
     "headway.control.drops",
     "headway.control.infer_choice",
+    "headway.control.jobs",
     "headway.control.making",
     "headway.control.messages",
     "headway.control.model_stats",

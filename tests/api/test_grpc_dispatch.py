@@ -73,6 +73,7 @@ def test_inferences_read_together_batch_and_a_late_one_is_refused_unread(tmp_pat
         connection.data_received(infer(9, encoder, 50_000))
         status, message = statuses(wire)[9]
         assert status == b"4" and b"waited too long to be read" in message
+        controller.count_refusals()  # counted in bulk, at the turn's end or when asked
         assert controller.stats["m@1"].errors["deadline"] == 1 and server.unanswered == 0
         await app.stop()
 

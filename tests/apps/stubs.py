@@ -14,7 +14,7 @@ import numpy as np
 
 from headway.clock import ManualClock
 from headway.control.controller import READY
-from headway.control.models import Prediction
+from headway.control.request import InferenceRequest, Prediction
 from headway.repository import TensorSpec
 
 
@@ -46,9 +46,9 @@ class StubController:
     def shares_workers(self, name: str) -> bool:
         return False  # each model on a worker of its own: a straggler finishes late
 
-    async def infer(
-        self, name: str, inputs: dict[str, np.ndarray], *, version: Any, timeout: float
-    ) -> Prediction:
+    async def infer(self, request: InferenceRequest) -> Prediction:
+        name, inputs = request.model, request.inputs
+        assert inputs is not None and request.timeout is not None
         model = self.models[name]
         if model.gate is not None:
             await model.gate.wait()

@@ -4,20 +4,79 @@ carries."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from collections.abc import Callable, Sequence
 from types import SimpleNamespace
 
 import numpy as np
 
 from headway.clock import ManualClock
 from headway.control.actions import LOAD, Dispatch
+from headway.control.controller import Controller
+from headway.control.jobs import Job
 from headway.control.model_stats import ModelStats
 from headway.control.models import READY, ModelState
 from headway.control.profiles import LatencyEstimator
-from headway.control.request import DEFAULT_PRIORITY, Request
+from headway.control.request import (
+    DEFAULT_PRIORITY,
+    FutureReceiver,
+    InferenceRequest,
+    Prediction,
+    Tensors,
+)
 from headway.control.scheduler import Scheduler
 from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
 from headway.control.unread import UnreadRefusals
+
+
+class Tag(str):
+    """A job's receiver in the scheduler's tests: a name to tell jobs apart; nobody hears its
+    answer."""
+
+    def part(self, outputs: Tensors) -> None:
+        pass
+
+    def done(self, prediction: Prediction) -> None:
+        pass
+
+    def fail(self, error: Exception) -> None:
+        pass
+
+
+def submit(
+    controller: Controller,
+    name: str,
+    inputs: Tensors,
+    *,
+    then: Callable[[asyncio.Future[Prediction]], None] | None = None,
+    version: str | None = None,
+    outputs: Sequence[str] | None = None,
+    timeout: float | None = None,
+    priority: int | None = None,
+) -> asyncio.Future[Prediction]:
+    """`Controller.submit` of a request for `name` arriving now, its answer a future
+    (`then(future)` the moment it is settled)."""
+    future: asyncio.Future[Prediction] = asyncio.get_running_loop().create_future()
+    request = InferenceRequest(
+        name, version=version, timeout=timeout, priority=priority, inputs=inputs, outputs=outputs
+    )
+    controller.submit(request, FutureReceiver(future, then))
+    return future
+
+
+async def infer(
+    controller: Controller,
+    name: str,
+    inputs: Tensors,
+    *,
+    version: str | None = None,
+    timeout: float | None = None,
+) -> Prediction:
+    """`Controller.infer` of a request for `name` arriving now."""
+    return await controller.infer(
+        InferenceRequest(name, version=version, timeout=timeout, inputs=inputs)
+    )
 
 
 def scheduler(
@@ -112,15 +171,22 @@ def request(
     *,
     rows: int = 1,
     priority: int = DEFAULT_PRIORITY,
-) -> Request:
+) -> Job:
     """A request arriving now, due `deadline_in` seconds from now, whose token is `tag`."""
     now = clock.now()
     inputs = {"x": np.zeros((rows, 1), np.float32)}
-    return Request(model, inputs, rows, now, now + deadline_in, priority, token=tag)
+    return Job(model, inputs, rows, now, now + deadline_in, priority, receiver=Tag(tag))
+
+
+def awaited(job: Job) -> asyncio.Future[Prediction]:
+    """The future `job`'s answer settles, from now on (its receiver)."""
+    future: asyncio.Future[Prediction] = asyncio.get_running_loop().create_future()
+    job.receiver = FutureReceiver(future)
+    return future
 
 
 def tags(dispatch: Dispatch) -> list[str]:
-    return [r.token for r in dispatch.requests]
+    return [str(r.receiver) for r in dispatch.requests]
 
 
 def over(s: Scheduler, clock: ManualClock, *, inline: bool) -> UnreadRefusals:

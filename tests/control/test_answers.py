@@ -21,6 +21,7 @@ from headway.control.engine import Action, Tensors
 from headway.errors import ModelError
 from headway.repository import Repository
 from headway.testing import FakeEngine
+from tests.control.helpers import submit
 
 YAML = (
     "framework: python\nentrypoint: m.py:M\nmax_batch_size: 8\n"
@@ -67,10 +68,10 @@ def test_then_runs_inside_the_reply_and_the_next_batch_goes_out_on_the_next_turn
             value = float(future.result().outputs["y"][0, 0])
             seen.append((value, future.done(), engine.infers()))
 
-        first = controller.submit("m", row(1.0), then=then)
+        first = submit(controller, "m", row(1.0), then=then)
         await asyncio.sleep(0)  # the pump sends it: the worker is busy from now on
         assert engine.infers() == [1]
-        later = [controller.submit("m", row(v), then=then) for v in (2.0, 3.0, 4.0)]
+        later = [submit(controller, "m", row(v), then=then) for v in (2.0, 3.0, 4.0)]
         await asyncio.sleep(0)
         assert engine.infers() == [1]  # queued behind the busy worker (not a full batch)
 
@@ -97,11 +98,11 @@ def test_catch_up_answers_waiting_replies_and_sends_the_next_batch_without_a_loo
         def then(future: asyncio.Future[Any]) -> None:
             answered.append(float(future.result().outputs["y"][0, 0]))
 
-        controller.submit("m", row(1.0), then=then)
+        submit(controller, "m", row(1.0), then=then)
         await asyncio.sleep(0)
         assert engine.infers() == [1]
-        controller.submit("m", row(2.0), then=then)
-        controller.submit("m", row(3.0), then=then)
+        submit(controller, "m", row(2.0), then=then)
+        submit(controller, "m", row(3.0), then=then)
         controller.catch_up()  # as a long turn of reads would, with no await in between
         assert answered == [10.0]
         assert engine.infers() == [2]  # the two queued rows went out at once
@@ -125,10 +126,10 @@ def test_a_then_that_raises_is_logged_and_the_batch_is_still_answered(
         def then(future: asyncio.Future[Any]) -> None:
             answered.append(float(future.result().outputs["y"][0, 0]))
 
-        controller.submit("m", row(1.0), then=then)
+        submit(controller, "m", row(1.0), then=then)
         await asyncio.sleep(0)
-        controller.submit("m", row(2.0), then=broken)
-        controller.submit("m", row(3.0), then=then)
+        submit(controller, "m", row(2.0), then=broken)
+        submit(controller, "m", row(3.0), then=then)
         await asyncio.sleep(0)
         engine.release()
         await asyncio.sleep(0)
@@ -145,9 +146,11 @@ def test_then_runs_for_requests_failed_when_the_server_stops(repository: Reposit
     async def scenario() -> list[str]:
         controller, _ = await started(repository)
         errors: list[str] = []
-        controller.submit("m", row(1.0))
+        submit(controller, "m", row(1.0))
         await asyncio.sleep(0)
-        controller.submit("m", row(2.0), then=lambda future: errors.append(str(future.exception())))
+        submit(
+            controller, "m", row(2.0), then=lambda future: errors.append(str(future.exception()))
+        )
         await controller.stop()
         return errors
 
@@ -162,11 +165,11 @@ def test_requests_that_cannot_form_one_batch_fail_and_free_the_worker(tmp_path: 
 
     async def scenario() -> None:
         controller, engine = await started(Repository.scan(tmp_path))
-        first = controller.submit("m", row(1.0))
+        first = submit(controller, "m", row(1.0))
         await asyncio.sleep(0)  # the worker is busy with it
         mixed = [
-            controller.submit("m", {"x": np.ones((1, 2), np.float32)}),
-            controller.submit("m", {"z": np.ones((1, 2), np.float32)}),
+            submit(controller, "m", {"x": np.ones((1, 2), np.float32)}),
+            submit(controller, "m", {"z": np.ones((1, 2), np.float32)}),
         ]
         engine.release()
         await asyncio.sleep(0)  # the pump's turn: the two go out as one batch, which fails
@@ -176,7 +179,7 @@ def test_requests_that_cannot_form_one_batch_fail_and_free_the_worker(tmp_path: 
             ):
                 await asyncio.wait_for(future, 1)
         assert first.done()
-        last = controller.submit("m", row(4.0))
+        last = submit(controller, "m", row(4.0))
         await asyncio.sleep(0)
         engine.release()
         assert (await asyncio.wait_for(last, 1)).outputs["y"][0, 0] == 40.0
@@ -208,14 +211,14 @@ def test_the_reply_watch_hears_each_infer_sent_and_the_reply_that_leaves_no_work
     async def scenario() -> None:
         controller, engine = await started(repository)
         watch = Watch(engine)
-        controller.dispatch.reply_watch = watch
+        controller.watch_replies(watch)
         run = controller.scheduler.estimator.estimate("m@1", 1)
         assert run is not None
-        controller.submit("m", row(1.0))
+        submit(controller, "m", row(1.0))
         await asyncio.sleep(0)
         assert watch.told == [("expect", (run, 1, [1]))]  # after the send
         for v in (2.0, 3.0):
-            controller.submit("m", row(v))
+            submit(controller, "m", row(v))
         engine.release()
         assert watch.told[1:] == [("in", [])]
         await asyncio.sleep(0)  # the two queued rows go out as one batch
@@ -244,13 +247,13 @@ def test_each_request_of_a_batch_gets_its_rows_of_the_outputs_it_asked_for(
     async def scenario() -> None:
         controller, engine = await started(repository)
         engine.compute = compute
-        controller.submit("m", row(0.0))  # keeps the worker busy while the batch queues
+        submit(controller, "m", row(0.0))  # keeps the worker busy while the batch queues
         await asyncio.sleep(0)
         wanted: list[tuple[str, ...] | None] = [None, ("y",), ("z",), ("y", "z"), None]
         two_rows = {"x": np.array([[4.0, 4.0], [5.0, 5.0]], np.float32)}
         futures = [
-            controller.submit("m", row(float(n + 1)), outputs=w) for n, w in enumerate(wanted[:-1])
-        ] + [controller.submit("m", two_rows)]
+            submit(controller, "m", row(float(n + 1)), outputs=w) for n, w in enumerate(wanted[:-1])
+        ] + [submit(controller, "m", two_rows)]
         engine.release()
         await asyncio.sleep(0)
         assert engine.infers() == [6]  # the five requests went out as one batch

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from headway.clock import ManualClock
+from headway.control.jobs import Job
 from headway.control.probes import PROBE_PRIORITY, next_sweep_size
 from headway.control.profiles import LatencyEstimator
-from headway.control.request import Request
 from headway.control.scheduler import Scheduler
 from headway.errors import DeadlineUnmeetable
-from tests.control.helpers import ms, scheduler
+from tests.control.helpers import Tag, ms, scheduler
 
 
 def forest(rows: int) -> float:
@@ -26,10 +26,10 @@ def forest(rows: int) -> float:
     return ms(40) + ms(0.4) * rows
 
 
-def request(clock: ManualClock, rows: int, deadline_in: float, **options: int) -> Request:
+def request(clock: ManualClock, rows: int, deadline_in: float, **options: int) -> Job:
     now = clock.now()
     inputs = {"x": np.zeros((rows, 4))}
-    return Request("forest", inputs, rows, now, now + deadline_in, **options)  # type: ignore[arg-type]
+    return Job("forest", inputs, rows, now, now + deadline_in, **options)  # type: ignore[arg-type]
 
 
 def server(clock: ManualClock, *models: str) -> Scheduler:
@@ -163,9 +163,9 @@ def test_probes_wait_behind_queued_work_of_any_model(clock: ManualClock) -> None
             s.estimator.observe(key, 1, seconds)
     s.submit(request(clock, 8, 30.0, priority=PROBE_PRIORITY))
     now = clock.now()
-    s.submit(Request("fast", {"x": np.zeros((1, 4))}, 1, now, now + ms(150), token="query"))
+    s.submit(Job("fast", {"x": np.zeros((1, 4))}, 1, now, now + ms(150), receiver=Tag("query")))
     [first] = s.poll().dispatches
-    assert first.model == "fast" and [r.token for r in first.requests] == ["query"]
+    assert first.model == "fast" and [r.receiver for r in first.requests] == ["query"]
 
 
 def test_simultaneous_requests_to_a_slow_model_are_batched_not_refused(

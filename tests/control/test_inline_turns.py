@@ -18,11 +18,12 @@ from headway.api.turns import BACK_TO_BACK_S, ReadTurns
 from headway.clock import LoopClock, ManualClock
 from headway.control.dispatch import Dispatcher
 from headway.control.engine import Reply, Tensors
+from headway.control.request import FutureReceiver
 from headway.control.scheduler import Scheduler
 from headway.errors import Backlogged, ModelError
 from headway.runtime.engines.inline import LOOP, InlineEngine
 from headway.testing import FakeEngine
-from tests.control.helpers import ms, over, request, scheduler, seed
+from tests.control.helpers import awaited, ms, over, request, scheduler, seed
 
 
 def inline_model(clock: ManualClock) -> Scheduler:
@@ -153,7 +154,7 @@ def test_inline_a_batch_chosen_once_a_turn_of_reads_ends_runs_before_the_next_tu
         engine.on_message = dispatcher.on_reply
         answered = loop.create_future()
         read = request(clock, "read", ms(500))  # type: ignore[arg-type]
-        read.token = answered
+        read.receiver = FutureReceiver(answered)
         reader, writer = socket.socketpair()
         ran_before_the_next_read: asyncio.Future[bool] = loop.create_future()
 
@@ -211,8 +212,7 @@ def test_inline_a_brief_full_batch_runs_inside_the_read_that_filled_it(
         try:
             for i in range(10):  # ten reads of one turn: no loop turn between them
                 read = request(clock, f"r{i}", ms(500))  # type: ignore[arg-type]
-                read.token = loop.create_future()
-                futures.append(read.token)
+                futures.append(awaited(read))
                 s.submit(read)
                 dispatcher.run_full_batch("m")
             done = sum(f.done() for f in futures)
@@ -257,7 +257,7 @@ def test_inline_a_read_late_after_a_run_dates_its_bytes_from_before_the_run() ->
         turns = ReadTurns()
         turns.loop, turns.app = loop, Host(engine)  # type: ignore[assignment]
         read = request(clock, "read", ms(500))  # type: ignore[arg-type]
-        read.token = loop.create_future()
+        answer = awaited(read)
         dated: asyncio.Future[tuple[float, float]] = loop.create_future()
 
         def read_late() -> None:
@@ -280,8 +280,8 @@ def test_inline_a_read_late_after_a_run_dates_its_bytes_from_before_the_run() ->
             reader.close()
             writer.close()
             await engine.stop()
-        if read.token.done():
-            read.token.exception()  # the batch's failure: its worker holds no model `m`
+        if answer.done():
+            answer.exception()  # the batch's failure: its worker holds no model `m`
         assert now - before > 4 * BACK_TO_BACK_S
         return before, since, later, later_since
 
@@ -316,25 +316,26 @@ def test_inline_a_request_read_before_a_runs_follow_up_is_queued_not_run_alone()
             reader.recv(1)
             time.sleep(ms(3))  # answering the batch took longer than half a 5 ms run
             fresh = request(clock, "read after the run", ms(500))  # type: ignore[arg-type]
-            in_the_turn.set_result((engine.idle(), dispatcher.run_alone(fresh) is None))
+            in_the_turn.set_result((engine.idle(), not dispatcher.run_alone(fresh)))
 
         engine.on_message = replied
         batch = [request(clock, f"batch {i}", ms(500)) for i in range(2)]  # type: ignore[arg-type]
         try:
+            answers = [awaited(r) for r in batch]
             for r in batch:
-                r.token = loop.create_future()
                 s.submit(r)
             dispatcher.kick()  # this turn of reads is over: its batch runs
             idle_then, queued = await in_the_turn
             engine.on_message = dispatcher.on_reply
             await asyncio.sleep(0.02)  # the follow-up came, nothing more to run: idle
-            lone = dispatcher.run_alone(request(clock, "after a pause", ms(500)))  # type: ignore[arg-type]
-            ran_inside_its_read = lone is not None and lone.done()
+            alone = request(clock, "after a pause", ms(500))  # type: ignore[arg-type]
+            lone = awaited(alone)
+            ran_inside_its_read = dispatcher.run_alone(alone) and lone.done()
         finally:
             reader.close()
             writer.close()
             await engine.stop()
-        for future in [r.token for r in batch] + ([lone] if lone is not None else []):
+        for future in [*answers, lone]:
             if future.done():
                 future.exception()  # the run's failure: its worker holds no model `m`
         return idle_then, queued, ran_inside_its_read

@@ -219,7 +219,7 @@ def test_a_model_larger_than_a_workers_share_is_never_loaded_there(clock: Manual
     assert decisions.wakeup == pytest.approx(ms(100))  # nothing measured: its deadline
     clock.set(ms(100))
     [(dropped, error)] = s.poll().rejected
-    assert dropped.token == "r1"
+    assert dropped.receiver == "r1"
     assert isinstance(error, ColdStartTooSlow)
     assert error.message == (
         "model 'big': rejected before running: the model could not be loaded in time"
@@ -352,7 +352,7 @@ def test_queued_cold_request_is_dropped_at_deadline_minus_service_minus_load(
     clock.set(decisions.wakeup)
     decisions = s.poll()
     [(dropped, error)] = decisions.rejected
-    assert dropped.token == "m1"
+    assert dropped.receiver == "m1"
     assert error.message == (
         "model 'm': rejected before running: the model could not be loaded in time"
     )
@@ -380,7 +380,7 @@ def test_a_load_measured_later_moves_queued_cold_requests_drop_times(clock: Manu
     s.complete(busy.id, ms(60))
     loaded(s, load_y, ms(60))  # loads take 60 ms: r1 had to start loading by 30 ms
     decisions = s.poll()
-    assert [(r.token, type(e)) for r, e in decisions.rejected] == [("r1", ColdStartTooSlow)]
+    assert [(r.receiver, type(e)) for r, e in decisions.rejected] == [("r1", ColdStartTooSlow)]
     # r2 can still make it (60 + 60 + 10 <= 300): m is loaded for it now, not once r1 expires.
     assert actions(decisions.dispatches) == [(1, LOAD, "m"), (2, INFER, "y")]
 
@@ -405,7 +405,7 @@ def test_an_evicted_models_queued_requests_count_the_reload(clock: ManualClock) 
     s.complete(infer_c.id, ms(10))
     # m must be loaded again: m1 needed to start that by 115 - 10 - 50 = 55 ms; m2 can wait.
     decisions = s.poll()
-    assert [r.token for r, _ in decisions.rejected] == ["m1"]
+    assert [r.receiver for r, _ in decisions.rejected] == ["m1"]
     [reload] = decisions.dispatches
     assert (reload.model, reload.evict) == ("m", ["c"])
 
@@ -421,12 +421,12 @@ def test_a_lost_workers_models_queued_requests_count_the_reload(clock: ManualClo
     s.submit(request(clock, "m2", ms(130), model="m"))  # queued behind m1: 120 ms to start
     clock.set(ms(5))
     retried, failed = s.worker_lost(1)
-    assert ([r.token for r in retried], failed) == (["m1"], [])
+    assert ([r.receiver for r in retried], failed) == (["m1"], [])
     decisions = s.poll()
     assert decisions.dispatches == []
     assert decisions.wakeup == pytest.approx(ms(130 - 10 - 50))  # m2 now needs a load first
     clock.set(decisions.wakeup)
-    assert [r.token for r, _ in s.poll().rejected] == ["m2"]
+    assert [r.receiver for r, _ in s.poll().rejected] == ["m2"]
 
 
 # -- timed windows: earliest and latest ---------------------------------------------------------
@@ -463,7 +463,7 @@ def test_a_refused_infer_is_requeued_and_the_next_poll_drops_what_cannot_make_it
     assert s.queue_length("m") == 2
     decisions = s.poll()
     [(dropped, error)] = decisions.rejected  # r1 needed to start by 20 ms
-    assert (dropped.token, type(error)) == ("r1", DeadlineUnmeetable)
+    assert (dropped.receiver, type(error)) == ("r1", DeadlineUnmeetable)
     [retry] = decisions.dispatches  # r2 alone still makes it
     assert (tags(retry), retry.earliest) == (["r2"], ms(25))
     assert retry.latest == pytest.approx(ms(90))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from headway.clock import ManualClock
-from headway.control.request import Request
+from headway.control.jobs import Job
 from headway.control.scheduler import Scheduler
 from headway.errors import DeadlineUnmeetable
 from tests.control.helpers import ms, scheduler
@@ -29,9 +29,9 @@ def server(clock: ManualClock) -> Scheduler:
     return scheduler(clock, {1: ["mlp"]}, max_batch=64)
 
 
-def request(clock: ManualClock, rows: int, deadline_in: float) -> Request:
+def request(clock: ManualClock, rows: int, deadline_in: float) -> Job:
     now = clock.now()
-    return Request("mlp", {"x": np.zeros((rows, 4))}, rows, now, now + deadline_in)
+    return Job("mlp", {"x": np.zeros((rows, 4))}, rows, now, now + deadline_in)
 
 
 def swept(s: Scheduler, *, stalled: int) -> None:

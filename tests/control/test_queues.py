@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from headway.control.jobs import Job
 from headway.control.queues import DeadlineQueue
-from headway.control.request import DEFAULT_PRIORITY, Request, priority_level
+from headway.control.request import DEFAULT_PRIORITY, priority_level
+from tests.control.helpers import Tag
 
 
-def req(tag: str, deadline: float, *, rows: int = 1, priority: int = DEFAULT_PRIORITY) -> Request:
-    return Request("m", {"x": np.zeros((rows, 1))}, rows, 0.0, deadline, priority, token=tag)
+def req(tag: str, deadline: float, *, rows: int = 1, priority: int = DEFAULT_PRIORITY) -> Job:
+    return Job("m", {"x": np.zeros((rows, 1))}, rows, 0.0, deadline, priority, receiver=Tag(tag))
 
 
 def drain(queue: DeadlineQueue) -> list[str]:
-    return [queue.pop().token for _ in range(len(queue))]
+    return [queue.pop().receiver for _ in range(len(queue))]
 
 
 def test_earliest_deadline_first() -> None:
     queue = DeadlineQueue(10)
     for tag, deadline in [("c", 3.0), ("a", 1.0), ("d", 4.0), ("b", 2.0)]:
         queue.push(req(tag, deadline))
-    assert queue.peek().token == "a"
+    assert queue.peek().receiver == "a"
     assert queue.min_deadline() == 1.0
     assert drain(queue) == ["a", "b", "c", "d"]
 

@@ -29,14 +29,16 @@ from headway.control.overload import (
     TARGET_S,
     Backlog,
     FrontendLag,
+    Refusal,
     quick_refusal,
 )
-from headway.control.request import DEFAULT_PRIORITY
+from headway.control.request import DEFAULT_PRIORITY, InferenceRequest
 from headway.control.scheduler import Scheduler
+from headway.control.unread import UnreadRefusals
 from headway.errors import Backlogged, DeadlineUnmeetable
 from headway.repository import Repository
 from headway.testing import FakeEngine
-from tests.control.helpers import ms, over, request, scheduler, seed
+from tests.control.helpers import ms, over, request, scheduler, seed, submit
 
 # -- FrontendLag: CoDel on the frontend's read wait ------------------------------------------
 
@@ -149,7 +151,7 @@ def verdict(
     backlog: Backlog = NONE,
     shedding: bool = False,
     share: float = SHARE,
-) -> str | None:
+) -> Refusal | None:
     arrived = 100.0
     return quick_refusal(
         waited=waited,
@@ -301,41 +303,44 @@ def test_the_controller_counts_each_quick_refusal_by_model_and_reason(tmp_path: 
         await controller.start()
         for _ in range(200):  # the warm-up runs answer on their own
             await asyncio.sleep(0)
-        assert controller.quick_refusal("nope", None, timeout=None, priority=None,
-                                        waited=ms(1)) is None  # fmt: skip
+
+        def screen(
+            name: str, waited: float, timeout: float, priority: int | None = None
+        ) -> Refusal | None:
+            request = InferenceRequest(
+                name, timeout=timeout, priority=priority, arrival=clock.now() - waited
+            )
+            return controller.screen(request)
+
+        assert screen("nope", ms(1), ms(50)) is None
         # keeping up: a fresh request is left to admission, even one that cannot make its
         # deadline (admission says why); a stale one is refused unread
-        assert controller.refuse_read("m", None, ms(0.2), ms(0.3), None) is None
-        assert controller.refuse_read("m", None, ms(60), ms(50), None) == LATE
-        late = controller.quick_refusal("m", None, timeout=ms(50), priority=None, waited=ms(60))
-        assert late == LATE
-        assert controller.quick_refusal("m", None, timeout=ms(50), priority=None,
-                                        waited=ms(1)) is None  # fmt: skip
+        assert screen("m", ms(0.2), ms(0.3)) is None
+        assert screen("m", ms(60), ms(50)) is LATE
+        assert screen("m", ms(60), ms(50)) is LATE
+        assert screen("m", ms(1), ms(50)) is None
         # the frontend falls behind for longer than an interval: requests that waited long
         # are shed, at once
         for _ in range(3):
             clock.advance(INTERVAL_S / 2)
-            last = controller.quick_refusal("m", None, timeout=ms(50), priority=None,
-                                            waited=ms(40))  # fmt: skip
-        assert last == SHED
+            last = screen("m", ms(40), ms(50))
+        assert last is SHED
         # behind for longer still: a request that waited a fifth of its deadline is shed too
-        assert controller.quick_refusal("m", None, timeout=ms(50), priority=None,
-                                        waited=ms(10)) is None  # fmt: skip
+        assert screen("m", ms(10), ms(50)) is None
         for _ in range(4):
             clock.advance(INTERVAL_S / 2)
-            last = controller.quick_refusal("m", None, timeout=ms(50), priority=None,
-                                            waited=ms(10))  # fmt: skip
-        assert last == SHED
+            last = screen("m", ms(10), ms(50))
+        assert last is SHED
         # a priority of its own is left to admission
-        assert controller.quick_refusal("m", None, timeout=ms(50), priority=1,
-                                        waited=ms(60)) is None  # fmt: skip
-        stats = controller.stats["m@1"]
-        assert stats.errors["deadline"] == 2 and stats.errors["shed"] == 2
+        assert screen("m", ms(60), ms(50), priority=1) is None
+        counted = controller.statistics()["models"]["m"]
+        assert counted["errors"] == {"deadline": 2, "shed": 2}
         events = controller.scheduler.events
-        assert events["m@1", "refused_unread", LATE] == 2
-        assert events["m@1", "refused_unread", SHED] == 2
-        assert controller.submit("m", {"x": np.zeros((1, 2), np.float32)}) is not None
+        assert events["m@1", "refused_unread", LATE.reason] == 2
+        assert events["m@1", "refused_unread", SHED.reason] == 2
+        submitted = submit(controller, "m", {"x": np.zeros((1, 2), np.float32)})
         await controller.stop()
+        submitted.exception()
 
     asyncio.run(scenario())
 
@@ -343,8 +348,8 @@ def test_the_controller_counts_each_quick_refusal_by_model_and_reason(tmp_path: 
 def test_the_transports_refusals_are_counted_in_bulk_before_any_read_and_each_turn(
     tmp_path: Path,
 ) -> None:
-    """What the HTTP transport refuses (`refuse_read`) is counted
-    once per loop turn, not per request, yet every one is counted before the statistics are
+    """What the transports refuse (`Controller.screen`) is counted once per loop turn, not
+    per request, yet every one is counted before the statistics are
     read, and none twice."""
     (tmp_path / "m" / "1").mkdir(parents=True)
     (tmp_path / "m" / "model.yaml").write_text(YAML)
@@ -356,15 +361,17 @@ def test_the_transports_refusals_are_counted_in_bulk_before_any_read_and_each_tu
         for _ in range(200):
             await asyncio.sleep(0)
 
-        def refuse() -> str | None:
-            return controller.refuse_read("m", None, ms(60), ms(50), None)
+        def refuse() -> Refusal | None:
+            return controller.screen(
+                InferenceRequest("m", timeout=ms(50), arrival=clock.now() - ms(60))
+            )
 
         stats = controller.stats["m@1"]
         assert [refuse() for _ in range(3)] == [LATE] * 3
         assert stats.requests == 0  # not counted yet: in bulk
         counted = controller.statistics()["models"]["m"]
         assert counted["requests"] == 3 and counted["errors"] == {"deadline": 3}
-        assert controller.scheduler.events["m@1", "refused_unread", LATE] == 3
+        assert controller.scheduler.events["m@1", "refused_unread", LATE.reason] == 3
         assert refuse() == LATE
         clock.advance(0.0)  # the end of the turn it was refused in: counted
         assert stats.requests == 4 and stats.errors["deadline"] == 4
@@ -373,6 +380,14 @@ def test_the_transports_refusals_are_counted_in_bulk_before_any_read_and_each_tu
         await controller.stop()
 
     asyncio.run(scenario())
+
+
+def screened(
+    unread: UnreadRefusals, clock: ManualClock, waited: float, timeout: float
+) -> Refusal | None:
+    """`screen` of a request for `m` that waited `waited` s to be read, due `timeout` s after
+    it arrived."""
+    return unread.screen(InferenceRequest("m", timeout=timeout, arrival=clock.now() - waited))
 
 
 # -- inline: admission's check of the work ahead, asked before decoding ----------------------
@@ -417,11 +432,10 @@ def test_the_frontend_sheds_harder_the_longer_it_stays_behind_unless_runs_hold_t
         unread.lag.observe(ms(20), clock.now())
         clock.advance(INTERVAL_S + ms(1))
     assert unread.lag.shedding and unread.lag.share == MIN_SHARE  # 1/8 of 50 ms: 6.25 ms
-    ask = dict(timeout=ms(50), priority=None)
-    assert unread.quick_refusal("m", None, waited=ms(6), **ask) is None
-    assert unread.quick_refusal("m", None, waited=ms(8), **ask) == (SHED if shed_at_8_ms else None)
-    assert unread.quick_refusal("m", None, waited=ms(24), **ask) == (SHED if shed_at_8_ms else None)
-    assert unread.quick_refusal("m", None, waited=ms(26), **ask) == SHED
+    assert screened(unread, clock, ms(6), ms(50)) is None
+    assert screened(unread, clock, ms(8), ms(50)) is (SHED if shed_at_8_ms else None)
+    assert screened(unread, clock, ms(24), ms(50)) is (SHED if shed_at_8_ms else None)
+    assert screened(unread, clock, ms(26), ms(50)) is SHED
 
 
 def test_inline_a_request_admission_would_refuse_for_the_work_ahead_is_refused_unread(
@@ -433,10 +447,10 @@ def test_inline_a_request_admission_would_refuse_for_the_work_ahead_is_refused_u
     decode, and the reads between two runs grow by it."""
     s, _ = backlogged_model(clock)  # 8 rows queued behind a running batch of 10 ms
     unread = over(s, clock, inline=True)
-    ask = dict(timeout=ms(30), priority=None, waited=ms(2))
-    assert unread.quick_refusal("m", None, **ask) == BACKLOG  # 8 rows and the batch ahead
+    assert screened(unread, clock, ms(2), ms(30)) is BACKLOG  # 8 rows and the batch ahead
+    unread.count()
     assert unread.stats["m"].errors[DeadlineUnmeetable.reason] == 1
-    assert s.events["m", "refused_unread", BACKLOG] == 1
-    assert unread.quick_refusal("m", None, timeout=ms(200), priority=None, waited=ms(2)) is None
+    assert s.events["m", "refused_unread", BACKLOG.reason] == 1
+    assert screened(unread, clock, ms(2), ms(200)) is None
     worker = over(backlogged_model(clock)[0], clock, inline=False)  # left to admission
-    assert worker.quick_refusal("m", None, **ask) is None
+    assert screened(worker, clock, ms(2), ms(30)) is None

@@ -1,48 +1,81 @@
-"""`Request` is a plain class with a hand-written `__init__` (one is made per request, and a
-dataclass's generated `__init__` runs interpreted even where its module is compiled): its
-arguments, defaults and attributes are those the dataclass had."""
+"""The seam's records: `InferenceRequest` (the caller's, read-only), `Job` (the scheduler's,
+one per admitted request or measuring run) and `Prediction`. Plain classes with hand-written
+`__init__`s (one of each is made per request, and a dataclass's generated `__init__` runs
+interpreted even where its module is compiled)."""
 
 from __future__ import annotations
+
+import asyncio
 
 import numpy as np
 import pytest
 
-from headway.control.models import Prediction
-from headway.control.request import DEFAULT_PRIORITY, Request
+from headway.control.jobs import Job
+from headway.control.request import (
+    DEFAULT_PRIORITY,
+    FutureReceiver,
+    InferenceRequest,
+    Prediction,
+    priority_level,
+)
+from headway.errors import InvalidInput
+from tests.control.helpers import Tag
 
 
-def test_a_request_made_with_the_five_required_arguments_has_the_former_defaults() -> None:
+def test_a_request_names_its_model_and_leaves_the_rest_to_the_controller() -> None:
+    request = InferenceRequest("m")
+    assert (request.model, request.version, request.timeout, request.priority) == (
+        "m", None, None, None,
+    )  # fmt: skip
+    assert (request.arrival, request.inputs, request.outputs, request.trace) == (
+        None, None, None, None,
+    )  # fmt: skip
+
+
+def test_a_request_not_yet_decoded_is_decoded_into_a_new_one() -> None:
+    unread = InferenceRequest("m", version="2", timeout=0.5, priority=3, arrival=7.0)
+    inputs = {"x": np.zeros((1, 2))}
+    decoded = unread.decoded(inputs, ["y"], trace="t")
+    assert unread.inputs is None and decoded.inputs is inputs
+    assert (decoded.model, decoded.version, decoded.timeout, decoded.priority) == ("m", "2", 0.5, 3)
+    assert (decoded.arrival, decoded.outputs, decoded.trace) == (7.0, ["y"], "t")
+    assert "x" in repr(decoded) and "'m'" in repr(decoded)
+    with pytest.raises(AttributeError):
+        decoded.timeouts = 2.0  # type: ignore[attr-defined]  # a typo is an error (__slots__)
+
+
+def test_triton_priorities_become_sort_levels() -> None:
+    assert priority_level(None) == priority_level(0) == priority_level(-3) == DEFAULT_PRIORITY
+    assert priority_level(1) == 1
+
+
+def test_a_job_made_with_the_five_required_arguments_has_the_former_defaults() -> None:
     inputs = {"x": np.zeros((2, 3))}
-    request = Request("m@1", inputs, 2, 1.0, 3.5)
-    assert (request.model, request.inputs, request.rows) == ("m@1", inputs, 2)
-    assert (request.arrival, request.deadline) == (1.0, 3.5)
-    assert request.priority == DEFAULT_PRIORITY
-    assert request.outputs is None and request.token is None and request.then is None
-    assert (request.attempts, request.seq) == (0, 0)
-    assert request.measured is True and request.counted is False and request.trace is None
-    assert request.sort_key() == (DEFAULT_PRIORITY, 3.5, 0)
+    job = Job("m@1", inputs, 2, 1.0, 3.5)
+    assert (job.model, job.inputs, job.rows) == ("m@1", inputs, 2)
+    assert (job.arrival, job.deadline) == (1.0, 3.5)
+    assert job.priority == DEFAULT_PRIORITY
+    assert job.outputs is None and job.receiver is None
+    assert (job.attempts, job.seq) == (0, 0)
+    assert job.measured is True and job.counted is False and job.trace is None
 
 
-def test_every_field_can_be_given_by_position_or_by_name() -> None:
-    def then(token: object) -> None:
-        pass
-
-    by_position = Request("m@1", {}, 1, 0.0, 1.0, 3, ("y",), "tag", then, 2, 7, False, "t", True)
-    by_name = Request(
-        "m@1", {}, 1, 0.0, 1.0, priority=3, outputs=("y",), token="tag", then=then,
+def test_every_field_of_a_job_can_be_given_by_position_or_by_name() -> None:
+    tag = Tag("tag")
+    by_position = Job("m@1", {}, 1, 0.0, 1.0, 3, ("y",), tag, 2, 7, False, "t", True)
+    by_name = Job(
+        "m@1", {}, 1, 0.0, 1.0, priority=3, outputs=("y",), receiver=tag,
         attempts=2, seq=7, measured=False, trace="t", counted=True,
     )  # fmt: skip
-    for request in (by_position, by_name):
-        assert (request.priority, request.outputs, request.token, request.then) == (
-            3, ("y",), "tag", then,
-        )  # fmt: skip
-        assert (request.attempts, request.seq, request.measured) == (2, 7, False)
-        assert (request.trace, request.counted) == ("t", True)
+    for job in (by_position, by_name):
+        assert (job.priority, job.outputs, job.receiver) == (3, ("y",), tag)
+        assert (job.attempts, job.seq, job.measured) == (2, 7, False)
+        assert (job.trace, job.counted) == ("t", True)
 
 
-def test_requests_compare_by_identity_and_take_no_unknown_attribute() -> None:
-    first, second = Request("m@1", {}, 1, 0.0, 1.0), Request("m@1", {}, 1, 0.0, 1.0)
-    assert first == first and first != second  # eq=False, as the dataclass was
+def test_jobs_compare_by_identity_and_take_no_unknown_attribute() -> None:
+    first, second = Job("m@1", {}, 1, 0.0, 1.0), Job("m@1", {}, 1, 0.0, 1.0)
+    assert first == first and first != second
     assert "m@1" in repr(first)
     with pytest.raises(AttributeError):
         first.deadlines = 2.0  # type: ignore[attr-defined]  # a typo is an error (__slots__)
@@ -53,3 +86,27 @@ def test_a_prediction_holds_its_model_version_and_outputs() -> None:
     prediction = Prediction("m", 3, outputs)
     assert (prediction.model, prediction.version, prediction.outputs) == ("m", 3, outputs)
     assert "'m'" in repr(prediction) and "['y']" in repr(prediction)
+
+
+def test_a_future_receiver_settles_its_future_once_and_then_says_so() -> None:
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        settled: list[asyncio.Future[Prediction]] = []
+        answered: asyncio.Future[Prediction] = loop.create_future()
+        receiver = FutureReceiver(answered, settled.append)
+        prediction = Prediction("m", 1, {})
+        receiver.done(prediction)
+        receiver.fail(InvalidInput("too late: answered already"))
+        assert answered.result() is prediction and settled == [answered]
+        failed: asyncio.Future[Prediction] = loop.create_future()
+        FutureReceiver(failed).fail(InvalidInput("no"))
+        with pytest.raises(InvalidInput):
+            failed.result()
+        gone: asyncio.Future[Prediction] = loop.create_future()
+        gone.cancel()  # its awaiter gave up: nothing comes to it, nothing is said
+        FutureReceiver(gone, settled.append).done(prediction)
+        assert settled == [answered]
+        with pytest.raises(NotImplementedError):
+            receiver.part({})
+
+    asyncio.run(scenario())

@@ -13,13 +13,14 @@ import pytest
 
 from headway.clock import ManualClock
 from headway.control.actions import INFER, LOAD, UNLOAD, Dispatch
-from headway.control.request import Request, priority_level
+from headway.control.jobs import Job
+from headway.control.request import priority_level
 from headway.control.scheduler import Scheduler
 from headway.errors import DeadlineUnmeetable, Overloaded
 from tests.control.helpers import ms, request, scheduler, seed, tags
 
 
-def submit(s: Scheduler, *requests: Request) -> None:
+def submit(s: Scheduler, *requests: Job) -> None:
     for r in requests:
         s.submit(r)
 
@@ -268,7 +269,7 @@ def test_hopeless_request_is_dropped_at_deadline_minus_estimate(clock: ManualClo
     clock.set(ms(20))
     decisions = s.poll()
     [(dropped, error)] = decisions.rejected
-    assert dropped.token == "r1"
+    assert dropped.receiver == "r1"
     assert isinstance(error, DeadlineUnmeetable)
     assert error.message == (
         "model 'm': rejected before running: its deadline passed while queued "
@@ -289,7 +290,7 @@ def test_hopeless_multi_row_request_is_dropped_by_its_own_estimate(clock: Manual
     assert s.poll().wakeup == pytest.approx(ms(20))
     clock.set(ms(25))
     decisions = s.poll()
-    assert [r.token for r, _ in decisions.rejected] == ["big"]
+    assert [r.receiver for r, _ in decisions.rejected] == ["big"]
     assert "needs ~40.00 ms to run" in decisions.rejected[0][1].message
 
 
@@ -300,7 +301,7 @@ def test_only_hopeless_requests_are_dropped(clock: ManualClock) -> None:
     submit(s, request(clock, "soon", ms(30)), request(clock, "later", ms(80)))
     clock.set(ms(20))
     decisions = s.poll()
-    assert [r.token for r, _ in decisions.rejected] == ["soon"]
+    assert [r.receiver for r, _ in decisions.rejected] == ["soon"]
     assert decisions.wakeup == pytest.approx(ms(70))  # next: the last start for "later"
     s.complete(blocker.id, ms(10))
     assert [tags(d) for d in s.poll().dispatches] == [["later"]]
@@ -314,14 +315,14 @@ def test_request_without_a_ready_replica_is_dropped_at_its_deadline(clock: Manua
     assert decisions.wakeup == pytest.approx(ms(30))  # no estimate: the deadline itself
     clock.set(ms(30))
     [(dropped, error)] = s.poll().rejected
-    assert dropped.token == "r1"
+    assert dropped.receiver == "r1"
     assert error.message == "model 'm': rejected before running: no replica became ready in time"
 
 
 def test_submit_rejects_a_request_that_is_already_late(clock: ManualClock) -> None:
     s = scheduler(clock, {1: ["m"]})
     clock.set(1.0)
-    late = Request("m", {"x": np.zeros((1, 1))}, 1, 0.5, 1.0)
+    late = Job("m", {"x": np.zeros((1, 1))}, 1, 0.5, 1.0)
     with pytest.raises(DeadlineUnmeetable) as info:
         s.submit(late)
     assert info.value.message == (
@@ -488,7 +489,7 @@ def test_losing_an_idle_or_unknown_worker(clock: ManualClock) -> None:
 def test_removed_model_returns_its_queue(clock: ManualClock) -> None:
     s = scheduler(clock, {1: ["m"]}, place=False)
     submit(s, request(clock, "r1", 1.0), request(clock, "r2", 1.0))
-    assert sorted(r.token for r in s.remove_model("m")) == ["r1", "r2"]
+    assert sorted(r.receiver for r in s.remove_model("m")) == ["r1", "r2"]
     assert not s.placement.has_model("m")
     assert s.remove_model("m") == []
     assert s.poll().dispatches == []

@@ -98,15 +98,15 @@ def test_drop_times_follow_the_queue_heads_after_batches_and_drops(clock: Manual
         s.estimator.observe("m", 2, ms(60))
     first = s.poll()
     [run] = first.dispatches
-    assert [r.token for r in run.requests] == ["r2"]
+    assert [r.receiver for r in run.requests] == ["r2"]
     assert first.wakeup == pytest.approx(ms(50) - ms(10))  # r1's drop time, not r2's
     clock.set(ms(45))  # the worker is still busy; r1 can no longer make it
     decisions = s.poll()
-    assert [r.token for r, _ in decisions.rejected] == ["r1"]
+    assert [r.receiver for r, _ in decisions.rejected] == ["r1"]
     assert decisions.wakeup == pytest.approx(ms(80) - ms(10))  # r3's
     s.complete(run.id, ms(40))
     [nxt] = s.poll().dispatches
-    assert [r.token for r in nxt.requests] == ["r3"]
+    assert [r.receiver for r in nxt.requests] == ["r3"]
     assert s.poll().wakeup is None
 
 
@@ -122,13 +122,14 @@ def test_a_drop_time_is_the_queues_earliest_whatever_its_order(clock: ManualCloc
     for _ in range(3):
         s.estimator.observe("m", 3, ms(40))  # three rows: 40 ms; one: 10 ms
     s.submit(request(clock, "one", ms(50), "m"))  # drop time 40 ms
-    s.submit(request(clock, "three", ms(60), "m", rows=3))  # behind it, drop time 20 ms
+    three = request(clock, "three", ms(60), "m", rows=3)
+    s.submit(three)  # behind it, drop time 20 ms
     s.submit(request(clock, "later", ms(90), "m"))
     model = s._models["m"]
     assert not model.queue.uniform
     s._queued.refresh_drop(model)
     assert model.drop_at == pytest.approx(ms(20))  # the three rows', not the head's
-    assert s.withdraw("m", "three") is not None
+    assert s.withdraw(three)
     assert model.queue.uniform
     assert model.drop_at == pytest.approx(ms(40))  # the head's again
 

@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 
 from headway.clock import ManualClock
-from headway.control.request import Request
+from headway.control.jobs import Job
 from headway.control.scheduler import Scheduler
 from headway.errors import DeadlineUnmeetable
-from tests.control.helpers import ms, scheduler, seed
+from tests.control.helpers import Tag, ms, scheduler, seed
 
 
-def request(clock: ManualClock, model: str, deadline_in: float) -> Request:
+def request(clock: ManualClock, model: str, deadline_in: float) -> Job:
     now = clock.now()
-    return Request(model, {"x": np.zeros((1, 4))}, 1, now, now + deadline_in, token=model)
+    return Job(model, {"x": np.zeros((1, 4))}, 1, now, now + deadline_in, receiver=Tag(model))
 
 
 def shared(

@@ -23,6 +23,7 @@ from headway.control.models import READY, UNAVAILABLE
 from headway.errors import ConfigError, InvalidInput, ModelNotFound, ModelNotReady
 from headway.repository import Repository
 from headway.testing import FakeEngine
+from tests.control.helpers import infer
 
 YAML = (
     "framework: python\nentrypoint: m.py:M\n"
@@ -98,13 +99,13 @@ def test_each_version_answers_and_is_counted_under_its_own_key(repository: Repos
         controller = Controller(repository, engine)
         await controller.start()
         answers = {
-            "default": answered(await controller.infer("clf", ROW)),
-            "3": answered(await controller.infer("clf", ROW, version="3")),
-            "1": answered(await controller.infer("clf", ROW, version="1")),
-            "2": answered(await controller.infer("clf", ROW, version="2")),
-            "1 again": answered(await controller.infer("clf", ROW, version="1")),
+            "default": answered(await infer(controller, "clf", ROW)),
+            "3": answered(await infer(controller, "clf", ROW, version="3")),
+            "1": answered(await infer(controller, "clf", ROW, version="1")),
+            "2": answered(await infer(controller, "clf", ROW, version="2")),
+            "1 again": answered(await infer(controller, "clf", ROW, version="1")),
         }
-        prediction = await controller.infer("clf", ROW, version="2")
+        prediction = await infer(controller, "clf", ROW, version="2")
         stats = controller.statistics()["models"]
         metrics = render(controller).decode()
         loads = sent_loads(engine)
@@ -141,11 +142,11 @@ def test_a_version_that_fails_to_load_fails_its_waiting_requests_at_once(
         await controller.start()
         error: BaseException | None = None
         try:  # the first request waits for the load; the load fails
-            await asyncio.wait_for(controller.infer("clf", ROW, version="2", timeout=30), 10)
+            await asyncio.wait_for(infer(controller, "clf", ROW, version="2", timeout=30), 10)
         except ModelNotReady as exc:
             error = exc
         state = controller.model("clf", "2")
-        answer = answered(await controller.infer("clf", ROW))
+        answer = answered(await infer(controller, "clf", ROW))
         await controller.stop()
         return error, f"{state.state}: {state.reason}", str(answer)
 
@@ -165,7 +166,7 @@ def test_under_a_memory_budget_versions_load_on_demand_and_are_evicted(
         await controller.start()
         answers = []
         for version in (None, "1", None, "2", "1"):
-            prediction = await controller.infer("clf", ROW, version=version, timeout=30)
+            prediction = await infer(controller, "clf", ROW, version=version, timeout=30)
             answers.append(answered(prediction))
         counters = vars(controller.scheduler.counters).copy()
         loads = [key for _, key, _ in sent_loads(engine)]
@@ -212,9 +213,9 @@ def test_each_client_request_is_counted_once_as_it_is_settled_and_probes_are_not
     async def scenario() -> dict[str, Any]:
         controller = Controller(repository, versioned_engine(fail=("clf@2",)))
         await controller.start()
-        await asyncio.gather(*(controller.infer("clf", ROW) for _ in range(5)))
+        await asyncio.gather(*(infer(controller, "clf", ROW) for _ in range(5)))
         with pytest.raises(ModelNotReady):
-            await asyncio.wait_for(controller.infer("clf", ROW, version="2", timeout=30), 10)
+            await asyncio.wait_for(infer(controller, "clf", ROW, version="2", timeout=30), 10)
         counted = {key: controller.stats[key] for key in ("clf@3", "clf@2")}
         out = {
             key: (s.requests, s.successes, s.latency.count, dict(s.errors), s.failure_seconds)

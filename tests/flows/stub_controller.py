@@ -9,13 +9,12 @@ import asyncio
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 import numpy as np
 
 from headway.adapters import adapter_class
 from headway.clock import ManualClock
-from headway.control.models import Prediction
+from headway.control.request import InferenceRequest, Prediction, Receiver, Ticket
 from headway.errors import DeadlineUnmeetable
 from headway.repository import ModelConfig
 
@@ -45,61 +44,56 @@ class StubController:
         self.refuses = refuses
         #: Each call: the model, when it was made, and the seconds it was given.
         self.calls: list[tuple[str, float, float]] = []
-        #: The calls withdrawn (`Controller.cancel`): the model of each.
+        #: The calls withdrawn (`Controller.withdraw`): the model of each.
         self.withdrawn: list[str] = []
 
-    def cancel(self, future: asyncio.Future[Prediction], name: str, version: Any = None) -> bool:
-        self.withdrawn.append(name)
-        future.cancel()
+    def withdraw(self, ticket: Ticket) -> bool:
+        assert isinstance(ticket, StubTicket)
+        self.withdrawn.append(ticket.model)
+        ticket.receiver = None
         return True
 
     def served(self, name: str, version: int | None = None) -> None:
         return None
 
-    def submit(
-        self,
-        name: str,
-        tensors: dict[str, np.ndarray],
-        *,
-        version: Any,
-        timeout: float,
-        then: Any = None,
-    ) -> asyncio.Future[Prediction]:
-        assert then is None, "the served flow awaits its calls"
+    def submit(self, request: InferenceRequest, receiver: Receiver) -> Ticket:
+        name, timeout, tensors = request.model, request.timeout, request.inputs
+        assert timeout is not None and tensors is not None
         self.calls.append((name, self.clock.now(), timeout))
         seconds = self.seconds[name]
         if name in self.refuses and seconds > timeout:
             raise DeadlineUnmeetable(f"model {name!r} takes {seconds * 1000:g} ms")
-        future: asyncio.Future[Prediction] = asyncio.get_running_loop().create_future()
+        ticket = StubTicket(name, receiver)
         rows = len(next(iter(tensors.values())))
 
         def finish() -> None:
             self.clock.advance(seconds)  # runs the app's deadline timer if it falls due
-            if not future.done():
-                future.set_result(Prediction(name, 1, {"y": np.full((rows, 1), 2.0)}))
+            if ticket.receiver is not None:
+                ticket.receiver.done(Prediction(name, 1, {"y": np.full((rows, 1), 2.0)}))
 
         asyncio.get_running_loop().call_soon(finish)
-        return future
+        return ticket
+
+
+class StubTicket:
+    """A call the stub answers: its model, and where the answer goes (None: withdrawn)."""
+
+    def __init__(self, model: str, receiver: Receiver | None) -> None:
+        self.model = model
+        self.receiver = receiver
 
 
 class WorkerStub(StubController):
     """The stub's models as it answers them; a flow's stage model run by the worker's own
     adapter (`FlowStageAdapter`), so a call to it is a worker's action."""
 
-    def submit(
-        self,
-        name: str,
-        tensors: dict[str, np.ndarray],
-        *,
-        version: Any = None,
-        timeout: float,
-        then: Any = None,
-    ) -> asyncio.Future[Prediction]:
+    def submit(self, request: InferenceRequest, receiver: Receiver) -> Ticket:
+        name = request.model
         if name in self.seconds:
-            return super().submit(name, tensors, version=version, timeout=timeout)
-        self.calls.append((name, self.clock.now(), timeout))
+            return super().submit(request, receiver)
+        assert request.timeout is not None and request.inputs is not None
+        self.calls.append((name, self.clock.now(), request.timeout))
         adapter = adapter_class("flow")(self.repository.models[name].to_wire())
         adapter.load()
-        future: asyncio.Future[Prediction] = asyncio.get_running_loop().create_future()
-        future.set_result(Prediction(name, 1, adapter.predict(tensors)))
-        return future
+        receiver.done(Prediction(name, 1, adapter.predict(request.inputs)))
+        return StubTicket(name, None)

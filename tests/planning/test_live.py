@@ -20,6 +20,7 @@ from headway.planning.live import LiveTuner
 from headway.planning.plan_file import PlanFile, PlannedStage, write_plan
 from headway.repository import Repository
 from headway.runtime.engines.local import LocalEngine
+from tests.control.helpers import infer
 from tests.integration import models
 from tests.integration.oip_client import infer_json
 
@@ -48,12 +49,12 @@ def test_scale_starts_and_retires_worker_processes(tmp_path: Path) -> None:
             await until(lambda: len(model.workers) == 3)
             assert len(engine.pids()) == 3
             answers = await asyncio.gather(
-                *(controller.infer("digits-logreg", ROWS) for _ in range(20))
+                *(infer(controller, "digits-logreg", ROWS) for _ in range(20))
             )
             assert len(answers) == 20
             assert controller.scale("digits-logreg", 1) == 1
             assert len(model.workers) == 1 and len(engine.pids()) == 1
-            assert (await controller.infer("digits-logreg", ROWS)).outputs
+            assert (await infer(controller, "digits-logreg", ROWS)).outputs
             assert controller.scale("digits-logreg", 0) == 1  # never fewer than one
         finally:
             await controller.stop()
@@ -75,7 +76,7 @@ def test_the_live_tuner_scales_up_on_a_burst_and_shows_it_in_metrics(tmp_path: P
         try:
             clock.set(0.1)
             assert tuner.step() == []  # the counter's starting point
-            await asyncio.gather(*(controller.infer("digits-logreg", ROWS) for _ in range(30)))
+            await asyncio.gather(*(infer(controller, "digits-logreg", ROWS) for _ in range(30)))
             clock.set(0.2)
             (change,) = tuner.step()  # 30 queries in 0.1 s against 8/s planned
             assert (change.before, change.after) == (1, 2)

@@ -27,7 +27,7 @@ from headway.runtime.engines.inline import (
     THREAD,
     InlineEngine,
 )
-from tests.control.helpers import ms, request, scheduler, seed
+from tests.control.helpers import awaited, ms, request, scheduler, seed
 from tests.runtime.workers import model_config
 
 NAPPER = textwrap.dedent(
@@ -211,14 +211,14 @@ def test_a_short_batch_that_finds_the_worker_idle_runs_in_the_pump_a_long_one_in
         dispatcher.loop = loop
         engine.on_message = dispatcher.on_reply
         read = request(clock, "read", ms(500))  # type: ignore[arg-type]
-        read.token = loop.create_future()
+        answer = awaited(read)
         s.submit(read)
         dispatcher._pump()
-        in_the_pump = read.token.done()
+        in_the_pump = answer.done()
         with contextlib.suppress(ModelError):  # its worker holds no model `m`: it fails
-            await read.token
+            await answer
         await engine.stop()
-        return in_the_pump, read.token.done()
+        return in_the_pump, answer.done()
 
     limit_ms = LOOP_RUN_LIMIT_S * 1000
     assert asyncio.run(scenario(limit_ms / 4)) == (True, True)

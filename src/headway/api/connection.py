@@ -31,7 +31,6 @@ from headway.api.limits import (
 )
 from headway.api.rendering import render
 from headway.api.turns import CATCH_UP_S
-from headway.control.overload import NOTICEABLE_WAIT_S
 from headway.errors import HeadwayError
 
 if TYPE_CHECKING:
@@ -313,12 +312,8 @@ class HttpConnection(asyncio.Protocol):
         refusals = self.server.refusals
         if refusals is not None and not self.pending:
             waited = self.last_active - self._received
-            scheduler = refusals.scheduler
-            if (  # a server that keeps up asks nothing more (see `QuickRefusals.lag`)
-                waited >= NOTICEABLE_WAIT_S
-                or not refusals.lag.calm
-                or scheduler.backlog_epoch == scheduler.epoch
-            ) and parser.get_method() == b"POST":
+            # a server that keeps up asks nothing more (`Controller.may_refuse`)
+            if refusals.controller.may_refuse(waited) and parser.get_method() == b"POST":
                 data = refusals.answer(url, self._headers, body, waited, keep_alive, http10)
                 if data is not None:  # overload's shortcut: its answer, rendered once
                     self._refuse_quickly(data, keep_alive)

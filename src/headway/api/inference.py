@@ -2,23 +2,23 @@
 prediction back to the connection.
 
 A request's JSON head is read first (its `parameters`: its deadline), so that one that waited
-too long to be read is refused before its tensors are decoded (`Controller.refuse_late`); then
-it is decoded and submitted with a `then` that encodes the answer and replies the moment the
-prediction is known: no task, no callback queue between the worker's answer and the write.
+too long to be read is refused before its tensors are decoded (`Controller.screen`, unless the
+HTTP server screened it on its way in); then it is decoded and submitted with a receiver that
+encodes the answer and replies the moment the prediction is known: no task, no callback queue
+between the worker's answer and the write.
 """
 
 from __future__ import annotations
 
-import asyncio
-from functools import partial
 from typing import Any
 
 from headway.api import oip
-from headway.api.errors import JSON, Reply, Response, failure, http_status, problem
+from headway.api.errors import JSON, Reply, Response, failure, http_status
 from headway.api.parameters import NO_POLICY, schedule_policy
 from headway.api.tracing import Trace, Tracing
 from headway.control.controller import Controller
 from headway.control.overload import NOTICEABLE_WAIT_S
+from headway.control.request import InferenceRequest, Prediction, Tensors
 from headway.errors import HeadwayError, InvalidInput
 
 
@@ -33,11 +33,13 @@ class InferRoute:
         self.tracing: Tracing | None = None
         #: The last infer body whose JSON head was parsed, its header length and the head.
         self._parsed: tuple[bytes, int | None, dict[str, Any]] | None = None
-        #: A request read sooner than this is not asked `Controller.refuse_late`: only a
-        #: deadline shorter than one row's run plus its wait could be late, and admission
-        #: refuses any such (the connection's quick refusal skips it alike). A policy that
-        #: does not reject early asks it of every request.
-        early = controller.scheduler.policy.early_reject
+        #: The last infer body the HTTP server screened on its way in (`parsed`): not again.
+        self._screened: bytes | None = None
+        #: A request read sooner than this is not screened here: only a deadline shorter than
+        #: one row's run plus its wait could be late, and admission refuses any such (the
+        #: connection's quick refusal skips it alike). A policy that does not reject early
+        #: asks it of every request.
+        early = controller.policy.early_reject
         self._late_after = NOTICEABLE_WAIT_S if early else 0.0
 
     def head(self, body: bytes, length: int | None) -> dict[str, Any]:
@@ -51,8 +53,10 @@ class InferRoute:
 
     def parsed(self, body: bytes, head: dict[str, Any]) -> None:
         """The transport's quick refusal (`api.refusals`) read this JSON body's `head` before
-        routing it, as `oip.infer_head` would have: the route uses it, not a second parse."""
+        routing it, as `oip.infer_head` would have, and screened it: the route uses the head,
+        not a second parse, and does not screen it again."""
         self._parsed = body, None, head
+        self._screened = body
 
     def infer(
         self,
@@ -82,11 +86,18 @@ class InferRoute:
         timeout, priority = schedule_policy(parameters) if parameters else NO_POLICY
         # its own wait since its bytes were read (not the loop's worst lag, which refused
         # everyone after one stall)
-        if received is not None:
+        if received is not None and body is not self._screened:
             now = controller.clock.now()
             waited = now - received
             if waited >= self._late_after and waited > 0.0:
-                controller.refuse_late(model, timeout=timeout, waited=waited, now=now)
+                refusal = controller.screen(
+                    InferenceRequest(
+                        name, version=version, timeout=timeout, priority=priority, arrival=received
+                    )
+                )
+                if refusal is not None:
+                    raise refusal.refuse(name, waited)
+        self._screened = None
         if head is None:
             specs = model.config.inputs
             if len(specs) != 1:
@@ -99,15 +110,17 @@ class InferRoute:
         if trace is not None:
             trace.mark_decoded(controller.clock.now())
         controller.submit(
-            name,
-            request.inputs,
-            version=version,
-            outputs=request.outputs,
-            timeout=timeout,
-            priority=priority,
-            waited=0.0 if received is None else controller.clock.now() - received,
-            then=partial(_reply_encoded, reply, request, name, self.max_answer),
-            trace=trace,
+            InferenceRequest(
+                name,
+                version=version,
+                timeout=timeout,
+                priority=priority,
+                arrival=received,
+                inputs=request.inputs,
+                outputs=request.outputs,
+                trace=trace,
+            ),
+            EncodedReply(reply, request, name, self.max_answer),
         )
 
     def traced(
@@ -137,30 +150,37 @@ class InferRoute:
             raise
 
 
-def _reply_encoded(
-    reply: Reply,
-    request: oip.InferRequest,
-    name: str,
-    limit: int,
-    prediction: asyncio.Future[Any],
-) -> None:
-    """The prediction (or its error) is known: encode it (within `limit` bytes) and reply."""
-    try:
-        result = prediction.result()
-        payload, header_length = oip.encode_infer(
-            result.model, result.version, result.outputs, request, limit
-        )
-    except asyncio.CancelledError:
-        reply(problem(503, "the server is stopping"))
-        return
-    except Exception as exc:
-        reply(failure(exc, "POST", f"/v2/models/{name}/infer"))
-        return
-    if header_length is None:
-        reply((200, payload, JSON))
-        return
-    binary = [
-        (b"content-type", b"application/octet-stream"),
-        (b"inference-header-content-length", str(header_length).encode()),
-    ]
-    reply((200, payload, binary))
+class EncodedReply:
+    """The receiver of one infer request: its prediction (or its error) encoded and replied."""
+
+    __slots__ = ("decoded", "limit", "name", "reply")
+
+    def __init__(self, reply: Reply, decoded: oip.InferRequest, name: str, limit: int) -> None:
+        self.reply = reply
+        self.decoded = decoded
+        self.name = name
+        #: The largest answer, in bytes (`--max-answer-mb`): larger is 400.
+        self.limit = limit
+
+    def part(self, outputs: Tensors) -> None:
+        raise NotImplementedError("the infer route answers whole: nothing streams to it")
+
+    def done(self, prediction: Prediction) -> None:
+        try:
+            payload, header_length = oip.encode_infer(
+                prediction.model, prediction.version, prediction.outputs, self.decoded, self.limit
+            )
+        except Exception as exc:
+            self.fail(exc)
+            return
+        if header_length is None:
+            self.reply((200, payload, JSON))
+            return
+        binary = [
+            (b"content-type", b"application/octet-stream"),
+            (b"inference-header-content-length", str(header_length).encode()),
+        ]
+        self.reply((200, payload, binary))
+
+    def fail(self, error: Exception) -> None:
+        self.reply(failure(error, "POST", f"/v2/models/{self.name}/infer"))

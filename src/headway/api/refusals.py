@@ -18,7 +18,8 @@ from headway.api.app import HeadwayApp
 from headway.api.errors import JSON
 from headway.api.parameters import NO_POLICY, schedule_policy
 from headway.api.rendering import render
-from headway.control.overload import BACKLOG, LATE, SHED
+from headway.control.overload import Refusal
+from headway.control.request import InferenceRequest
 from headway.errors import HeadwayError
 
 _PREFIX = b"/v2/models/"
@@ -26,14 +27,6 @@ _SUFFIX = b"/infer"
 #: Seconds a refused client is asked to wait before retrying (`Retry-After`).
 RETRY_AFTER_S = 1
 _HEADERS = [*JSON, (b"retry-after", str(RETRY_AFTER_S).encode())]
-_WHY = {
-    LATE: "deadline cannot be met: the request waited too long to be read (the server is "
-    "overloaded); retry with backoff, or raise the timeout or slo_ms",
-    BACKLOG: "deadline cannot be met: the work queued ahead of it would make it late (the "
-    "model is overloaded); retry with backoff, or raise the timeout or slo_ms",
-    SHED: "refused at once: the server is behind reading requests (overloaded) and refuses "
-    "those that waited longest; retry with backoff",
-}
 
 
 #: At most this many URLs' routes are kept (`QuickRefusals.route`): a server's models'.
@@ -46,17 +39,17 @@ class _Route:
 
     __slots__ = ("answers", "name", "version")
 
-    def __init__(self, name: str, version: int | None) -> None:
+    def __init__(self, name: str, version: str | None) -> None:
         self.name = name
         self.version = version
-        self.answers: dict[tuple[str, bool, bool], bytes] = {}
+        self.answers: dict[tuple[Refusal, bool, bool], bytes] = {}
 
-    def answer(self, reason: str, keep_alive: bool, http10: bool) -> bytes:
-        data = self.answers.get((reason, keep_alive, http10))
+    def answer(self, refusal: Refusal, keep_alive: bool, http10: bool) -> bytes:
+        data = self.answers.get((refusal, keep_alive, http10))
         if data is None:
-            body = orjson.dumps({"error": refusal_message(self.name, reason), "reason": reason})
+            body = orjson.dumps({"error": refusal.message(self.name), "reason": refusal.reason})
             data = render((503, body, _HEADERS), keep_alive, http10)
-            self.answers[reason, keep_alive, http10] = data
+            self.answers[refusal, keep_alive, http10] = data
         return data
 
 
@@ -68,13 +61,9 @@ class QuickRefusals:
 
     def __init__(self, app: HeadwayApp) -> None:
         self.app = app
-        controller = app.controller
-        #: Read by the connection before it asks `answer`: a request that waited less than
-        #: `overload.NOTICEABLE_WAIT_S`, while the lag is `calm` and no model's work refused
-        #: one since it last shrank (the scheduler's `backlog_epoch` is not its `epoch`), is
-        #: one `answer` would answer None and whose wait the lag need not observe.
-        self.lag = controller.lag
-        self.scheduler = controller.scheduler
+        #: Asked by the connection before it asks `answer` (`Controller.may_refuse`): while
+        #: the server keeps up, a request is not screened, and its wait not observed.
+        self.controller = app.controller
         self._routes: dict[bytes, _Route | None] = {}  # see `route`
 
     def answer(
@@ -87,8 +76,8 @@ class QuickRefusals:
         http10: bool,
     ) -> bytes | None:
         """The 503, as the bytes to write, for an infer POST to `url` that waited `waited` s
-        to be read, if the controller refuses it now (`Controller.refuse_read`, which counts
-        it); else None: serve it as usual. The bytes are rendered once per model, reason and
+        to be read, if the controller refuses it now (`Controller.screen`, which counts it);
+        else None: serve it as usual. The bytes are rendered once per model, reason and
         kind of connection. Its JSON head is read first: the connection asks only while the
         server may be behind, when most requests are refused, and a request served after all
         is routed with this read of its head, not a second."""
@@ -112,16 +101,23 @@ class QuickRefusals:
         except (orjson.JSONDecodeError, AttributeError, HeadwayError):
             self._observed(waited)  # answered with its 400 the usual way
             return None
-        reason = controller.refuse_read(route.name, route.version, waited, timeout, priority)
-        if reason is None:
+        refusal = controller.screen(
+            InferenceRequest(
+                route.name,
+                version=route.version,
+                timeout=timeout,
+                priority=priority,
+                arrival=controller.clock.now() - waited,
+            )
+        )
+        if refusal is None:
             app.inference.parsed(body, document)  # read as the route would: not parsed twice
             return None
-        return route.answer(reason, keep_alive, http10)
+        return route.answer(refusal, keep_alive, http10)
 
     def _observed(self, waited: float) -> None:
-        """A request left to the usual way unasked: the lag observes its wait all the same."""
-        controller = self.app.controller
-        controller.lag.observe(waited, controller.clock.now())
+        """A request left to the usual way unscreened: its wait counts all the same."""
+        self.app.controller.observe_wait(waited)
 
     def route(self, url: bytes) -> _Route | None:
         """The model name and version an infer `url` names, or None if it is not one this
@@ -134,13 +130,8 @@ class QuickRefusals:
                 len(parts) == 1 or (version and version.isdigit() and len(version) < 19)
             ):
                 route = _Route(
-                    parts[0].decode("latin-1"), None if version is None else int(version)
+                    parts[0].decode("latin-1"), None if version is None else version.decode()
                 )
         if len(self._routes) < MAX_ROUTES:
             self._routes[url] = route
         return route
-
-
-def refusal_message(model: str, reason: str) -> str:
-    """What a client refused for `reason` is told (REST's `error`, gRPC's `grpc-message`)."""
-    return f"model {model!r}: {_WHY[reason]}"

@@ -22,6 +22,7 @@ from headway.apps.records import Latencies, ModelCalls, QueryLog, QueryRecord
 from headway.apps.tensors import input_digest, model_inputs, selection_output
 from headway.control.controller import Controller
 from headway.control.models import READY, ModelState
+from headway.control.request import InferenceRequest
 from headway.errors import HeadwayError, InvalidInput, ModelError, ModelNotFound
 from headway.selection import NO_ANSWER, StateRegistry
 from headway.selection.losses import plain
@@ -248,9 +249,8 @@ class SelectionApplication:
             served = self.controller.model(ref.name)
             timeout = self._call_timeout(ref.name, served.config.slo_ms)
             version = None if ref.version is None else str(ref.version)
-            prediction = await self.controller.infer(
-                ref.name, inputs, version=version, timeout=timeout
-            )
+            request = InferenceRequest(ref.name, version=version, timeout=timeout, inputs=inputs)
+            prediction = await self.controller.infer(request)
             answer = selection_output(prediction.outputs, self.config.task)
             outcome = "answered"
         except Exception:

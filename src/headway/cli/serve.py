@@ -268,7 +268,7 @@ def run(settings: ServeSettings) -> None:
             write_timeout=settings.write_timeout,
             max_unread=int(settings.max_unread_mb * 2**20) if settings.max_unread_mb else None,
         )
-        app.controller.dispatch.reply_watch = server
+        app.controller.watch_replies(server)
     # A frontend makes a few dozen short-lived objects per request; with thousands of requests
     # queued under overload, the collector's default thresholds run full collections over all
     # of them often, each holding the event loop (bench/RESULTS.md, "Small choices in the

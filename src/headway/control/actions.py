@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from headway.control.request import Request
+from headway.control.jobs import Job
 from headway.errors import HeadwayError
 
 INFER, LOAD, UNLOAD = "infer", "load", "unload"
@@ -25,7 +25,7 @@ class Dispatch:
     worker: int
     kind: str
     model: str
-    requests: list[Request] = field(default_factory=list)
+    requests: list[Job] = field(default_factory=list)
     rows: int = 0
     sent_at: float = 0.0
     expected: float | None = None
@@ -46,7 +46,7 @@ class Decisions:
     """What one poll decided: actions to send, requests to reject, when to poll again."""
 
     dispatches: list[Dispatch] = field(default_factory=list)
-    rejected: list[tuple[Request, HeadwayError]] = field(default_factory=list)
+    rejected: list[tuple[Job, HeadwayError]] = field(default_factory=list)
     wakeup: float | None = None
 
 

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from headway.control.overload import read_too_late
+from headway.control.jobs import Job
 from headway.control.predictions import Predictions
-from headway.control.request import Request
 from headway.control.slots import ModelSlot
 from headway.errors import Backlogged, ColdStartTooSlow, DeadlineUnmeetable
 
 
 def admit(
     model: ModelSlot,
-    request: Request,
+    request: Job,
     *,
     now: float,
     predictions: Predictions,
@@ -106,24 +105,6 @@ def behind(
                     f"~{(busy + finish) * 1e3:.1f} ms, {left * 1e3:.1f} ms left"
                 )
     return None
-
-
-def admit_unread(
-    key: str, deadline: float, *, now: float, waited: float, predictions: Predictions
-) -> None:
-    """Raise DeadlineUnmeetable if a request not yet decoded cannot make `deadline` even with
-    one row (the least it can hold). Under overload requests wait to be read, and the frontend
-    asks this before decoding their tensors, so refusing a stale one costs a parse of its
-    parameters, not a decode and an admission. `waited`: how long it waited to be read."""
-    service = predictions.service_time(key, 1)
-    left = deadline - now
-    if read_too_late(left, left + waited, service):
-        need = f"needs ~{service * 1e3:.2f} ms" if service is not None else "is already late"
-        raise DeadlineUnmeetable(
-            f"model {key!r}: deadline cannot be met: the request waited {waited * 1e3:.1f} ms "
-            f"to be read (the server is overloaded) and {need}, {max(left, 0) * 1e3:.2f} ms "
-            "left; retry with backoff, or raise the timeout or slo_ms"
-        )
 
 
 def _finish_time(model: ModelSlot, predictions: Predictions, rows: int) -> float | None:

@@ -11,14 +11,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
 
 from headway.clock import Clock
 from headway.control.cache import PredictionCache, cache_key
+from headway.control.jobs import Job
 from headway.control.model_stats import ModelStats
-from headway.control.models import Prediction
-from headway.control.request import Request
-from headway.errors import HeadwayError
+from headway.control.request import Prediction
+from headway.errors import HeadwayError, Unavailable
 
 #: The size counted for an answer beside its outputs' bytes.
 ENTRY_OVERHEAD = 64
@@ -33,41 +32,42 @@ class CachedAnswers:
         self._in_flight: dict[bytes, asyncio.Future[Prediction]] = {}
 
     def submit(
-        self,
-        request: Request,
-        stats: ModelStats,
-        run: Callable[[Request], Awaitable[Prediction]],
-        started: float,
-        then: Callable[[asyncio.Future[Prediction]], None] | None = None,
-    ) -> asyncio.Future[Prediction]:
-        """The future of `request`'s prediction (`answer`), its outcome counted in `stats` once
-        it is done (the request's clock started at `started`); `then(future)`, if given, runs as
-        a done-callback after that."""
-        future = asyncio.ensure_future(self.answer(request, stats, run))
-        future.add_done_callback(partial(self._settled, stats, started))
-        if then is not None:
-            future.add_done_callback(then)
-        return future
+        self, job: Job, stats: ModelStats, run: Callable[[Job], Awaitable[Prediction]]
+    ) -> None:
+        """Answer `job` (through its receiver) by a task (`answer`), its outcome counted in
+        `stats` once it is done, unless the job was withdrawn meanwhile."""
+        task = asyncio.ensure_future(self.answer(job, stats, run))
+        task.add_done_callback(partial(self._settled, job, stats))
 
-    def _settled(self, stats: ModelStats, started: float, future: asyncio.Future[Any]) -> None:
-        """Count the outcome of a request answered through the cache."""
-        if future.cancelled():
+    def _settled(self, job: Job, stats: ModelStats, task: asyncio.Future[Prediction]) -> None:
+        """Count the outcome of a job answered through the cache, and answer it."""
+        receiver = job.receiver
+        if receiver is None:
+            return  # withdrawn
+        job.receiver = None
+        if task.cancelled():
+            receiver.fail(Unavailable("the server is stopping"))
             return
-        error = future.exception()
+        error = task.exception()
         if error is None:
-            stats.answered([self.clock.now() - started])
-        elif isinstance(error, HeadwayError):
-            stats.failed(error.reason, self.clock.now() - started)
+            stats.answered([self.clock.now() - job.arrival])
+            receiver.done(task.result())
+            return
+        if isinstance(error, HeadwayError):
+            stats.failed(error.reason, self.clock.now() - job.arrival)
+        if not isinstance(error, Exception):  # KeyboardInterrupt, SystemExit: not ours
+            raise error
+        receiver.fail(error)
 
     async def answer(
         self,
-        request: Request,
+        job: Job,
         stats: ModelStats,
-        run: Callable[[Request], Awaitable[Prediction]],
+        run: Callable[[Job], Awaitable[Prediction]],
     ) -> Prediction:
-        """The prediction for `request`: cached, shared with the same request in flight, or
-        from `run(request)` (kept in the cache once it succeeds)."""
-        key = cache_key(request.model, request.inputs, request.outputs)
+        """The prediction for `job`: cached, shared with the same request in flight, or from
+        `run(job)` (kept in the cache once it succeeds)."""
+        key = cache_key(job.model, job.inputs, job.outputs)
         hit = self.cache.get(key)
         if hit is not None:
             stats.cache_hits += 1
@@ -80,7 +80,7 @@ class CachedAnswers:
         future: asyncio.Future[Prediction] = asyncio.get_running_loop().create_future()
         self._in_flight[key] = future
         try:
-            prediction = await run(request)
+            prediction = await run(job)
         except HeadwayError as exc:
             future.set_exception(exc)
             future.exception()  # retrieved: sharers re-raise it, nobody else must

@@ -1,41 +1,52 @@
-"""The data plane every transport calls: admit, validate, cache, queue.
+"""The data plane every caller crosses: two doors for a request, and the model administration.
 
-The `Controller` turns a request into a future in the scheduler's deadline-ordered queue, and
-composes the parts that do the rest: `Dispatcher` (the pump that sends the scheduler's
-decisions through the engine, and the replies that resolve the futures), `ModelLifecycle`
-(what is loaded where), `Measuring` (warm-up runs and probes), `UnreadRefusals` (requests
-refused before they are decoded) and `CachedAnswers` (models with a prediction cache). It holds
-no sockets itself: the engine (runtime layer) moves the bytes.
+A caller hands the `Controller` an `InferenceRequest` (`request.py`) through one of two doors:
+`screen`, before its tensors are decoded (may overload refuse it now?), and `submit`, which
+admits it (or raises the HeadwayError that says why not) and answers it through a `Receiver`.
+Behind them the controller composes its parts: the `Scheduler` (what runs where next), the
+`Dispatcher` (its decisions sent through the engine, the replies that answer requests),
+`ModelLifecycle` (what is loaded where), `Measuring` (warm-up runs and probes),
+`UnreadRefusals` (refusals before decoding) and `CachedAnswers` (models with a prediction
+cache). It holds no sockets itself: the engine (runtime layer) moves the bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
-from typing import Any
-
-import numpy as np
+from typing import Any, cast
 
 from headway.clock import LoopClock, TimerClock
 from headway.control.cache import PredictionCache
 from headway.control.cached import CachedAnswers
-from headway.control.dispatch import Dispatcher
+from headway.control.dispatch import Dispatcher, ReplyWatch
 from headway.control.engine import Engine
+from headway.control.jobs import Job
 from headway.control.lifecycle import ModelLifecycle
 from headway.control.measuring import Measuring
-from headway.control.models import (
-    READY,
-    ModelState,
-    Prediction,
-)
+from headway.control.model_stats import ModelStats
+from headway.control.models import READY, ModelState
+from headway.control.overload import Refusal
 from headway.control.profiles import LatencyEstimator
-from headway.control.request import Request, priority_level
+from headway.control.request import (
+    FutureReceiver,
+    InferenceRequest,
+    Prediction,
+    Receiver,
+    Ticket,
+    priority_level,
+)
 from headway.control.scheduler import Scheduler
 from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
 from headway.control.unread import UnreadRefusals
 from headway.control.validate import check_inputs, check_outputs
-from headway.errors import DeadlineUnmeetable, HeadwayError, ModelNotReady, WorkerFailed
+from headway.errors import (
+    DeadlineUnmeetable,
+    HeadwayError,
+    InvalidInput,
+    ModelNotReady,
+    WorkerFailed,
+)
 from headway.repository import Repository
 from headway.store import Store
 
@@ -61,6 +72,7 @@ class Controller:
         self.engine = engine
         self.store = store
         self.clock: TimerClock = clock or LoopClock()
+        self.policy = policy
         #: With a memory budget, models load on demand and are evicted to fit it.
         self.on_demand = memory_budget_mb is not None
         self.scheduler = Scheduler(
@@ -77,13 +89,12 @@ class Controller:
         self._loop: asyncio.AbstractEventLoop | None = None
         #: The pump and the reply path (`control/dispatch.py`).
         self.dispatch = Dispatcher(self.scheduler, engine, self.clock)
-        self._kick = self.dispatch.kick
         self.measuring = Measuring(
             self.scheduler,
             self.clock,
             store,
             new_future=self._new_future,
-            kick=self._kick,
+            kick=self.dispatch.kick,
             inline=engine.runs_inline,
             # loaded at start, a model is ready once warm; loaded on demand, at once
             track_warming=not self.on_demand,
@@ -95,31 +106,20 @@ class Controller:
             self.measuring,
             store=store,
             memory_budget_mb=memory_budget_mb,
-            kick=self._kick,
+            kick=self.dispatch.kick,
             fail=self.dispatch.fail,
             new_future=self._new_future,
         )
         self.dispatch.serve(self.lifecycle)
-        #: The lifecycle's registry of models, under the names the transports use: default
-        #: versions by name, other versions by `name@version`, every state and its statistics
-        #: by `name@version`.
-        self.models = self.lifecycle.models
-        self.versions = self.lifecycle.versions
-        self.stats = self.lifecycle.stats
-        self._states = self.lifecycle.states
         self.ready_timeout = ready_timeout
-        #: Refusals before a request is decoded (`control/unread.py`), asked by the transports
-        #: of every request: bound here, so asking makes no call more.
+        #: Refusals before a request is decoded (`control/unread.py`): `screen`.
         self.unread = UnreadRefusals(
-            self.scheduler, self.clock, self.stats, self.served, inline=engine.holds_loop
+            self.scheduler,
+            self.clock,
+            self.lifecycle.stats,
+            self.served,
+            inline=engine.holds_loop,
         )
-        self.lag = self.unread.lag
-        self.refuse_late = self.unread.refuse_late
-        self.quick_refusal = self.unread.quick_refusal
-        self.refuse_read = self.unread.refuse_read
-        #: Counts what `refuse_read` refused and has not counted yet: ask before reading
-        #: `stats` or the scheduler's tally (`statistics` does).
-        self.count_refusals = self.unread.count
         self.started = False
         #: Whether the engine can run an action inside `submit` (it runs them in this process).
         self._runs_inline = engine.runs_inline
@@ -130,39 +130,67 @@ class Controller:
 
     @property
     def tracing(self) -> bool:
-        """Whether requests may carry traces (`submit(trace=...)`); off: not looked at."""
+        """Whether requests may carry traces (`InferenceRequest.trace`); off: not looked at."""
         return self.dispatch.tracing
 
     @tracing.setter
     def tracing(self, on: bool) -> None:
         self.dispatch.tracing = on
 
+    @property
+    def models(self) -> dict[str, ModelState]:
+        """The default (served) version of each model, by name: what unversioned routes
+        answer. Read-only: the lifecycle keeps it."""
+        return self.lifecycle.models
+
+    @property
+    def versions(self) -> dict[str, ModelState]:
+        """Other versions served beside the defaults, by `name@version`. Read-only."""
+        return self.lifecycle.versions
+
+    @property
+    def stats(self) -> dict[str, ModelStats]:
+        """Every model's statistics, by `name@version`: call `count_refusals` first (they are
+        counted in bulk). Read-only."""
+        return self.lifecycle.stats
+
+    def count_refusals(self) -> None:
+        """Count what `screen` refused and has not counted yet (`UnreadRefusals.count`): ask
+        before reading `stats` or the scheduler's tally (`statistics` does)."""
+        self.unread.count()
+
+    def watch_replies(self, watch: ReplyWatch | None) -> None:
+        """Tell `watch` of each INFER sent and of the reply that leaves no worker busy (the
+        HTTP server polls for a reply due soon instead of sleeping); None: nobody."""
+        self.dispatch.reply_watch = watch
+
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
         """Start the workers, then load every model the store does not mark unloaded."""
         self._loop = self.dispatch.loop = asyncio.get_running_loop()
         await self.engine.start()
-        if len(self.lifecycle.ready_workers) >= self.engine.size:
-            self.lifecycle.all_ready.set()  # none to wait for (Ray: workers come per model)
+        lifecycle = self.lifecycle
+        if len(lifecycle.ready_workers) >= self.engine.size:
+            lifecycle.all_ready.set()  # none to wait for (Ray: workers come per model)
         try:
-            await asyncio.wait_for(self.lifecycle.all_ready.wait(), self.ready_timeout)
+            await asyncio.wait_for(lifecycle.all_ready.wait(), self.ready_timeout)
         except TimeoutError:
             raise WorkerFailed(
                 f"workers did not start within {self.ready_timeout:.0f} s "
-                f"({len(self.lifecycle.ready_workers)} of {self.engine.size} ready)"
+                f"({len(lifecycle.ready_workers)} of {self.engine.size} ready)"
             ) from None
         for name, reason in self.repository.broken.items():
             log.warning("model %s cannot be served: %s", name, reason)
         if not self.on_demand:
             loads = [
-                self.load(name) for name in self.models if not self.lifecycle.user_unloaded(name)
+                self.load(name) for name in lifecycle.models if not lifecycle.user_unloaded(name)
             ]
             await asyncio.gather(*loads, return_exceptions=True)
         self.started = True
 
     async def stop(self) -> None:
         self.dispatch.stop()
-        for model in self._states.values():
+        for model in self.lifecycle.states.values():
             self.lifecycle.fail_all(
                 self.scheduler.remove_model(model.config.key), ModelNotReady("server stopping")
             )
@@ -179,7 +207,7 @@ class Controller:
         The unversioned lookup of a registered model is one dict lookup: it is on every
         request's path."""
         if version is None:
-            state = self.models.get(name)
+            state = self.lifecycle.models.get(name)
             if state is not None:
                 return state
         return self.lifecycle.model(name, version)
@@ -187,10 +215,10 @@ class Controller:
     def served(self, name: str, version: int | None = None) -> ModelState | None:
         """The state serving `name` (at `version`) if it is registered; registers nothing and
         never raises (for readiness checks that run on every query)."""
-        state = self.models.get(name)
+        state = self.lifecycle.models.get(name)
         if version is None or state is None or state.config.version == version:
             return state
-        return self.versions.get(f"{name}@{version}")
+        return self.lifecycle.versions.get(f"{name}@{version}")
 
     async def load(self, name: str, version: str | None = None) -> ModelState:
         """Load the model (its default version, or `version`) on its replicas; waits until
@@ -219,127 +247,134 @@ class Controller:
 
     def shares_workers(self, name: str) -> bool:
         """Whether the model `name` (its default version) shares a worker with another model."""
-        state = self.models.get(name)
+        state = self.lifecycle.models.get(name)
         return state is not None and self.scheduler.placement.shares_workers(state.config.key)
 
-    # -- inference ---------------------------------------------------------------------------
-    async def infer(
-        self,
-        name: str,
-        inputs: dict[str, np.ndarray],
-        *,
-        version: str | None = None,
-        outputs: Sequence[str] | None = None,
-        timeout: float | None = None,
-        priority: int | None = None,
-        waited: float = 0.0,
-    ) -> Prediction:
-        """Answer one request within its deadline, or raise a HeadwayError saying why not.
+    # -- the two doors -----------------------------------------------------------------------
+    def may_refuse(self, waited: float) -> bool:
+        """Whether `screen` may refuse a request that waited `waited` s to be read; False while
+        the server keeps up, when a transport need not ask (`UnreadRefusals.may_refuse`)."""
+        return self.unread.may_refuse(waited)
 
-        `timeout` (seconds) overrides the model's slo_ms as the deadline. `waited` is how long
-        the request already waited in the transport (its clock starts at arrival).
-        """
-        return await self.submit(
-            name,
-            inputs,
-            version=version,
-            outputs=outputs,
-            timeout=timeout,
-            priority=priority,
-            waited=waited,
-        )
+    def observe_wait(self, waited: float) -> None:
+        """A request the frontend read after waiting `waited` s, and leaves unscreened (it
+        cannot read its deadline cheaply): its wait still tells how far behind the frontend
+        is (`overload.FrontendLag`)."""
+        self.unread.lag.observe(waited, self.clock.now())
 
-    def submit(
-        self,
-        name: str,
-        inputs: dict[str, np.ndarray],
-        *,
-        version: str | None = None,
-        outputs: Sequence[str] | None = None,
-        timeout: float | None = None,
-        priority: int | None = None,
-        waited: float = 0.0,
-        then: Callable[[asyncio.Future[Prediction]], None] | None = None,
-        trace: Any = None,
-    ) -> asyncio.Future[Prediction]:
-        """`infer` without awaiting: admit the request now (a HeadwayError at once if it
-        cannot be), and return the future of its prediction, which fails with a HeadwayError
-        when it cannot be answered in time. With an engine that runs actions in this process,
-        a request that finds its model idle runs inside this call (`Scheduler.start_now`): the
-        future is done when it returns, with no loop turn between.
+    def screen(self, request: InferenceRequest) -> Refusal | None:
+        """The first door, before the request's tensors are decoded: why overload refuses it
+        now (`overload.LATE`, `BACKLOG` or `SHED`, counted as a refusal of its model), or None:
+        decode it and `submit` it. See `UnreadRefusals.screen`."""
+        return self.unread.screen(request)
 
-        `then(future)`, if given, is called once the future is done, at that very moment
-        (possibly inside this call), not a loop turn later as a done-callback would be: under
-        load a turn is a full round of reads (docs/decisions.md). The HTTP server answers
-        through it. Not called when this raises. (For a model with a prediction cache, it
-        runs as a done-callback.)"""
-        model = self.model(name, version)
-        stats = self.stats[model.config.key]
+    def submit(self, request: InferenceRequest, receiver: Receiver) -> Ticket:
+        """The second door: admit the decoded `request` now, or raise the HeadwayError that says
+        why not; its answer goes to `receiver` (`done` or `fail`, once) when it is known.
+        Returns its ticket, to `withdraw` it.
+
+        `receiver` is called at the very moment the answer is known (possibly inside this
+        call), not a loop turn later as a future's done-callback would be: under load a turn
+        is a full round of reads (docs/decisions.md). With an engine that runs actions in this
+        process, a request that finds its model idle runs inside this call
+        (`Scheduler.start_now`). (For a model with a prediction cache, the answer comes from a
+        task.)"""
+        model = self.model(request.model, request.version)
+        config = model.config
+        stats = self.lifecycle.stats[config.key]
         stats.requests += 1
-        started = self.clock.now() - waited
+        arrival = request.arrival
+        started = self.clock.now() if arrival is None else arrival
         try:
             if model.state != READY:
                 raise ModelNotReady(
-                    f"model {name!r} is {model.state.lower()}"
+                    f"model {request.model!r} is {model.state.lower()}"
                     + (f": {model.reason}" if model.reason else "")
                 )
-            config = model.config
-            rows = check_inputs(name, config.inputs, inputs)
+            inputs = request.inputs
+            if inputs is None:
+                raise InvalidInput(f"model {request.model!r}: the request has no inputs")
+            rows = check_inputs(request.model, config.inputs, inputs)
+            outputs = request.outputs
             wanted = tuple(outputs) if outputs else None
-            check_outputs(name, config.outputs, wanted)
+            check_outputs(request.model, config.outputs, wanted)
+            timeout = request.timeout
             deadline = started + (timeout if timeout is not None else config.slo_ms / 1000.0)
-            request = Request(
-                config.key, inputs, rows, started, deadline, priority_level(priority), wanted
+            job = Job(
+                config.key,
+                inputs,
+                rows,
+                started,
+                deadline,
+                priority_level(request.priority),
+                wanted,
+                receiver,
             )
-            future: asyncio.Future[Prediction]
             if config.cache:
-                future = self._cached.submit(request, stats, self._enqueue, started, then)
+                self._cached.submit(job, stats, self._run)
             else:
-                request.then = then
-                request.trace = trace
-                request.counted = True  # the dispatcher counts its outcome as it settles it
-                if self._runs_inline:
-                    future = self.dispatch.run_alone(request) or self._enqueue(request)
-                else:
-                    future = self._enqueue(request)
+                job.trace = request.trace
+                job.counted = True  # the dispatcher counts its outcome as it settles it
+                if not (self._runs_inline and self.dispatch.run_alone(job)):
+                    self._enqueue(job)
         except HeadwayError as exc:
             stats.errors[exc.reason] += 1
             raise
-        return future
+        return job
 
-    def cancel(
-        self, future: asyncio.Future[Prediction], name: str, version: str | None = None
-    ) -> bool:
-        """Withdraw a request that `submit(name, version=version)` made and that is no longer
-        wanted (a competing copy that lost, a query cut off at its deadline): its future is
-        cancelled, and if the request is still queued it leaves the queue and never runs. One
-        already sent runs on its worker, and its answer is ignored. Whether it was still queued.
-        """
-        if future.done() and not future.cancelled():
-            return False  # answered already
-        future.cancel()
-        state = self.served(name, None if version is None else int(version))
-        if state is None:
-            return False
-        return self.scheduler.withdraw(state.config.key, future) is not None
+    def withdraw(self, ticket: Ticket) -> bool:
+        """Withdraw a request that `submit` admitted and that is no longer wanted (a competing
+        copy that lost, a query cut off at its deadline): it is never answered, and if it is
+        still queued it leaves the queue and never runs. One already sent runs on its worker,
+        and its answer is dropped. Whether it was still queued."""
+        job = cast(Job, ticket)
+        if job.receiver is None:
+            return False  # answered already (or withdrawn)
+        job.receiver = None
+        return self.scheduler.withdraw(job)
 
-    def _enqueue(self, request: Request) -> asyncio.Future[Prediction]:
-        """Queue `request` with the scheduler; its token is the future of its prediction."""
+    async def infer(self, request: InferenceRequest) -> Prediction:
+        """`submit`, awaited: the prediction, or the HeadwayError that says why not. An awaiter
+        that gives up leaves the request to run, unanswered and uncounted."""
+        assert self._loop is not None, "the controller has not started"
+        future: asyncio.Future[Prediction] = self._loop.create_future()
+        ticket = self.submit(request, FutureReceiver(future))
+        try:
+            return await future
+        except asyncio.CancelledError:
+            cast(Job, ticket).receiver = None
+            raise
+
+    def _run(self, job: Job) -> asyncio.Future[Prediction]:
+        """Queue a copy of `job` and return the future of its answer (a cached model's run)."""
         assert self._loop is not None
         future: asyncio.Future[Prediction] = self._loop.create_future()
-        request.token = future
+        run = Job(
+            job.model,
+            job.inputs,
+            job.rows,
+            job.arrival,
+            job.deadline,
+            job.priority,
+            job.outputs,
+            FutureReceiver(future),
+        )
+        self._enqueue(run)
+        return future
+
+    def _enqueue(self, job: Job) -> None:
+        """Queue `job` with the scheduler (DeadlineUnmeetable or Overloaded if it cannot be)."""
         try:
-            self.scheduler.submit(request)
+            self.scheduler.submit(job)
         except DeadlineUnmeetable:
-            state = self._states.get(request.model)
-            self.measuring.refresh_estimate(request, state.config if state else None)
+            state = self.lifecycle.states.get(job.model)
+            self.measuring.refresh_estimate(job, state.config if state else None)
             if self.scheduler.load_probes.pending:
-                self._kick()  # a refused cold start may be measured by a probe load
+                self.dispatch.kick()  # a refused cold start may be measured by a probe load
             raise
         if self._runs_on_loop:
-            self.dispatch.run_full_batch(request.model)
-        self._kick()
-        return future
+            self.dispatch.run_full_batch(job.model)
+        self.dispatch.kick()
 
     @property
     def loop_held_until(self) -> float:
@@ -350,15 +385,17 @@ class Controller:
         """Hear the workers' waiting replies now, and send what they free up.
 
         For a frontend deep in a long turn of reads (under overload, many milliseconds): the
-        replies' requests are answered at once (their `then` runs inside the reply) and a
-        freed worker gets its next batch, instead of both waiting for the turn to end. A no-op
-        for an engine that has nothing to catch up on (the inline one)."""
+        replies' requests are answered at once (their receivers are called inside the reply)
+        and a freed worker gets its next batch, instead of both waiting for the turn to end. A
+        no-op for an engine that has nothing to catch up on (the inline one)."""
         self.dispatch.catch_up()
 
     def statistics(self) -> dict[str, Any]:
         """A snapshot for metrics, the dashboard and tests."""
         self.count_refusals()
         scheduling = self.scheduler.statistics()["models"]
+
+        stats = self.lifecycle.stats
 
         def describe(m: ModelState, default: bool) -> dict[str, Any]:
             return {
@@ -371,14 +408,14 @@ class Controller:
                 "memory_mb": m.memory_mb,
                 "queue": self.scheduler.queue_length(m.config.key),
                 "scheduling": scheduling.get(m.config.key, {}),
-                **self.stats[m.config.key].to_dict(),
+                **stats[m.config.key].to_dict(),
             }
 
         return {
             # default versions by name (as the unversioned routes), other versions by name@version
             "models": {
-                **{name: describe(m, True) for name, m in self.models.items()},
-                **{key: describe(m, False) for key, m in self.versions.items()},
+                **{name: describe(m, True) for name, m in self.lifecycle.models.items()},
+                **{key: describe(m, False) for key, m in self.lifecycle.versions.items()},
             },
             "cache": {
                 "entries": len(self.cache),

@@ -16,11 +16,12 @@ from typing import Protocol
 from headway.clock import Timer, TimerClock
 from headway.control.actions import INFER, LOAD, Dispatch
 from headway.control.engine import Engine, Reply, Tensors
+from headway.control.jobs import Job
 from headway.control.lifecycle import ModelLifecycle
 from headway.control.messages import message
 from headway.control.model_stats import ModelStats
-from headway.control.models import ModelState, Prediction
-from headway.control.request import Request
+from headway.control.models import ModelState
+from headway.control.request import Prediction
 from headway.control.scheduler import Scheduler
 from headway.errors import HeadwayError, ModelError
 
@@ -170,28 +171,25 @@ class Dispatcher:
             if run is not None:
                 self.reply_watch.expect_reply(run, len(dispatch.requests))
 
-    def run_alone(self, request: Request) -> asyncio.Future[Prediction] | None:
-        """Run `request` now, inside this call, when the engine runs actions in this process
-        and the scheduler lets it start alone (`Scheduler.start_now`); else None. Not while
+    def run_alone(self, job: Job) -> bool:
+        """Run `job` now, inside this call, when the engine runs actions in this process and
+        the scheduler lets it start alone (`Scheduler.start_now`); False: queue it. Not while
         the engine is busy: inline, right after a run on the loop, the reads of what came
         during it find the model's queue empty and its worker idle to the scheduler, but one
         started alone then would wait for that turn of reads (counted as a round trip in every
         prediction) and run as a batch of one; queued, it is batched with them."""
         if not self.engine.idle():
-            return None
-        dispatch = self.scheduler.start_now(request)
+            return False
+        dispatch = self.scheduler.start_now(job)
         if dispatch is None:
-            return None
-        assert self.loop is not None
-        future: asyncio.Future[Prediction] = self.loop.create_future()
-        request.token = future
+            return False
         action, tensors = message(dispatch)
         answer = self.engine.run_now(dispatch.worker, action, tensors, seconds=dispatch.expected)
         if answer is None:  # busy after all, or too long to run here: sent as usual
             self.engine.send(dispatch.worker, action, tensors)
         else:
             self.on_reply(dispatch.worker, *answer)
-        return future
+        return True
 
     def catch_up(self) -> None:
         """Hear the workers' waiting replies now, and send what they free up (see
@@ -260,50 +258,39 @@ class Dispatcher:
         # the usual batch's one output, sliced without a comprehension per request
         single = next(iter(tensors.items())) if len(tensors) == 1 else None
         start = 0
-        for request in dispatch.requests:
-            end = start + request.rows
-            future: asyncio.Future[Prediction] = request.token
-            if not future.done():
+        for job in dispatch.requests:
+            end = start + job.rows
+            receiver = job.receiver
+            if receiver is not None:
+                job.receiver = None
                 if alone:
                     mine = tensors
                 elif single is not None:
                     mine = {single[0]: single[1][start:end]}
                 else:
                     mine = {k: v[start:end] for k, v in tensors.items()}
-                wanted = request.outputs
+                wanted = job.outputs
                 if wanted is not None and (single is None or single[0] not in wanted):
                     mine = {k: v for k, v in mine.items() if k in wanted}
-                future.set_result(Prediction(name, number, mine))
-                if request.counted:
-                    latencies.append(now - request.arrival)
-                then = request.then
-                if then is not None:  # `_call`, inline: once per request
-                    try:
-                        then(future)
-                    except Exception:
-                        log.exception("answering a request failed")
+                if job.counted:
+                    latencies.append(now - job.arrival)
+                try:  # inline: once per request
+                    receiver.done(Prediction(name, number, mine))
+                except Exception:
+                    log.exception("answering a request failed")
             start = end
         if latencies:
             stats.answered(latencies)
 
-    def fail(self, request: Request, error: HeadwayError) -> None:
-        """Fail `request` with `error`, unless it has its answer already."""
-        future: asyncio.Future[Prediction] | None = request.token
-        if future is not None and not future.done():
-            stats = self.stats.get(request.model) if request.counted else None
+    def fail(self, job: Job, error: HeadwayError) -> None:
+        """Fail `job` with `error`, unless it has its answer already (or was withdrawn)."""
+        receiver = job.receiver
+        if receiver is not None:
+            job.receiver = None
+            stats = self.stats.get(job.model) if job.counted else None
             if stats is not None:
-                stats.failed(error.reason, self.clock.now() - request.arrival)
-            future.set_exception(error)
-            if request.then is not None:
-                _call(request.then, future)
-
-
-def _call(
-    then: Callable[[asyncio.Future[Prediction]], None], future: asyncio.Future[Prediction]
-) -> None:
-    """Run a submitter's `then`: a failure in it is logged, and the batch's other requests
-    are still answered."""
-    try:
-        then(future)
-    except Exception:
-        log.exception("answering a request failed")
+                stats.failed(error.reason, self.clock.now() - job.arrival)
+            try:
+                receiver.fail(error)
+            except Exception:
+                log.exception("answering a request failed")

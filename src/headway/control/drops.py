@@ -11,13 +11,13 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator, Mapping
 
+from headway.control.jobs import Job
 from headway.control.predictions import Predictions
-from headway.control.request import Request
 from headway.control.slots import ModelSlot
 from headway.errors import ColdStartTooSlow, DeadlineUnmeetable, HeadwayError
 
 
-def latest_start(predictions: Predictions, model: ModelSlot, request: Request) -> float:
+def latest_start(predictions: Predictions, model: ModelSlot, request: Job) -> float:
     """The last moment `request` can start and still be predicted to meet its deadline."""
     return request.deadline - (predictions.service_time(model.key, request.rows) or 0.0)
 
@@ -56,7 +56,7 @@ class DropTimes:
         self._demand_loading = demand_loading
         self._heap: list[tuple[float, str]] = []
 
-    def time(self, model: ModelSlot, request: Request, service: float | None = None) -> float:
+    def time(self, model: ModelSlot, request: Job, service: float | None = None) -> float:
         """When `request` must be dropped if it has not started (counting a LOAD it still
         needs); `service`, if known, is its predicted seconds now (else they are asked)."""
         if service is None:
@@ -67,7 +67,7 @@ class DropTimes:
             latest -= self._predictions.load_time(model.key) or 0.0
         return latest
 
-    def pushed(self, model: ModelSlot, request: Request, service: float | None = None) -> None:
+    def pushed(self, model: ModelSlot, request: Job, service: float | None = None) -> None:
         """`request` joined `model`'s queue: it may bring the model's drop time forward
         (`service`: its predicted seconds, when admission has just asked them)."""
         when = self.time(model, request, service)
@@ -87,16 +87,16 @@ class DropTimes:
         else:
             self._set(model, min((self.time(model, r) for r in queue), default=float("inf")))
 
-    def take_doomed(self, model: ModelSlot, now: float) -> list[tuple[Request, HeadwayError]]:
+    def take_doomed(self, model: ModelSlot, now: float) -> list[tuple[Job, HeadwayError]]:
         """Remove from `model`'s queue the requests to drop by `now`, each with its error."""
         queue = model.queue
         if queue.uniform:  # the doomed are the first in line (see `refresh`)
-            found: list[Request] = []
+            found: list[Job] = []
             while (head := queue.peek()) is not None and self.time(model, head) <= now:
                 found.append(queue.pop())
         else:
             found = queue.remove_if({id(r) for r in queue if self.time(model, r) <= now})
-        rejected: list[tuple[Request, HeadwayError]] = []
+        rejected: list[tuple[Job, HeadwayError]] = []
         for request in found:
             service = self._predictions.service_time(model.key, request.rows) or 0.0
             rejected.append(

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 
 from headway.control.batching import largest_batch
 from headway.control.drops import latest_start
+from headway.control.jobs import Job
 from headway.control.predictions import Predictions
-from headway.control.request import DEFAULT_PRIORITY, Request
+from headway.control.request import DEFAULT_PRIORITY
 from headway.control.scheduling_policy import SchedulingPolicy
 from headway.control.slots import ModelSlot, WorkerSlot
 
@@ -77,7 +78,7 @@ def hold_until(model: ModelSlot, now: float, predictions: Predictions) -> float 
 
 def take_batch(
     model: ModelSlot, start: float, *, predictions: Predictions, policy: SchedulingPolicy
-) -> tuple[list[Request], int]:
+) -> tuple[list[Job], int]:
     """Pop the batch to run at `start` from `model`'s (non-empty) queue: (requests, rows)."""
     head = model.queue.peek()
     assert head is not None
@@ -112,7 +113,7 @@ def take_batch(
 
 def start_alone(
     models: Mapping[str, ModelSlot],
-    request: Request,
+    request: Job,
     now: float,
     predictions: Predictions,
     workers: Mapping[int, WorkerSlot],
@@ -124,7 +125,7 @@ def start_alone(
     recently than that is likely in a wave of requests (clients answered together send again
     together): those are queued, to be batched. (Half: one client's own turnaround, answer to
     next request, is about one run of a small model.) So is a request that may have arrived
-    no later than the last one started alone (`Request.arrival`: read in the same turn of
+    no later than the last one started alone (`Job.arrival`: read in the same turn of
     the loop): both were waiting at once. Reading one request can take longer than half a
     run, so the idle time alone would let each of a turn's requests run alone, one run each,
     and never batch them, once the size-1 estimate is low (measured at low load)."""
@@ -149,7 +150,7 @@ def start_alone(
 
 def take_doomed_heads(
     model: ModelSlot, start: float, *, predictions: Predictions, policy: SchedulingPolicy
-) -> list[Request]:
+) -> list[Job]:
     """Under overload, pop the most urgent queued requests that only a batch smaller than
     `model`'s largest could still serve by their deadlines, starting at `start`: the caller
     drops them, and the batch taken next is full.

@@ -11,6 +11,7 @@ from typing import Any
 
 from headway.control.actions import LOAD, UNLOAD
 from headway.control.engine import Engine, Reply
+from headway.control.jobs import Job
 from headway.control.measuring import WARMUP_RUNS, Measuring
 from headway.control.model_stats import ModelStats
 from headway.control.models import (
@@ -21,7 +22,6 @@ from headway.control.models import (
     ModelState,
     size_estimate,
 )
-from headway.control.request import Request
 from headway.control.scheduler import Scheduler
 from headway.errors import HeadwayError, InvalidInput, ModelNotFound, ModelNotReady, WorkerFailed
 from headway.repository import MAX_VERSION_DIGITS, ModelConfig, Repository, TensorSpec
@@ -45,7 +45,7 @@ class ModelLifecycle:
         store: Store | None,
         memory_budget_mb: float | None,
         kick: Callable[[], None],
-        fail: Callable[[Request, HeadwayError], None],
+        fail: Callable[[Job, HeadwayError], None],
         new_future: Callable[[], asyncio.Future[Any]],
     ) -> None:
         self.repository = repository
@@ -105,7 +105,7 @@ class ModelLifecycle:
             return known
         return self.register_version(self.repository.version(name, number))
 
-    def fail_all(self, requests: list[Request], error: HeadwayError) -> None:
+    def fail_all(self, requests: list[Job], error: HeadwayError) -> None:
         for request in requests:
             self._fail(request, error)
 

@@ -17,9 +17,9 @@ from headway.clock import Clock
 from headway.control.actions import INFER, LOAD, Decisions, Dispatch, Tally
 from headway.control.drops import drop_error
 from headway.control.infer_choice import take_batch, take_doomed_heads
+from headway.control.jobs import Job
 from headway.control.predictions import DEFAULT_LOAD_SECONDS, Predictions
 from headway.control.queued import QueuedWork
-from headway.control.request import Request
 from headway.control.scheduling_policy import SchedulingPolicy
 from headway.control.slots import ModelSlot, WorkerSlot
 
@@ -80,7 +80,7 @@ class ActionMaker:
         return self.infer(model, requests, rows, expected)
 
     def infer(
-        self, model: ModelSlot, requests: list[Request], rows: int, expected: float | None
+        self, model: ModelSlot, requests: list[Job], rows: int, expected: float | None
     ) -> Dispatch:
         """An INFER of `requests`, expected to take `expected` s; with early rejection, the
         latest start that still meets every deadline in it."""

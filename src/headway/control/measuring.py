@@ -13,9 +13,9 @@ from collections.abc import Callable
 import numpy as np
 
 from headway.clock import Clock
-from headway.control.models import Prediction
+from headway.control.jobs import Job
 from headway.control.probes import PROBE_PRIORITY, next_sweep_size
-from headway.control.request import Request
+from headway.control.request import FutureReceiver, Prediction
 from headway.control.scheduler import Scheduler
 from headway.datatypes import numpy_dtype
 from headway.errors import HeadwayError
@@ -116,10 +116,6 @@ class Measuring:
             return False
         inputs = {s.name: np.zeros((rows, *s.shape[1:]), numpy_dtype(s.datatype)) for s in specs}
         now = self.clock.now()
-        request = Request(
-            config.key, inputs, rows, now, now + WARMUP_DEADLINE_S, priority=PROBE_PRIORITY
-        )
-        request.measured = not cold
         future = self._new_future()
 
         def ended(future: asyncio.Future[Prediction]) -> None:
@@ -128,16 +124,25 @@ class Measuring:
             elif failed is not None:
                 failed()
 
-        future.add_done_callback(ended)
-        request.token = future
+        future.add_done_callback(ended)  # a loop turn after the run, as for any awaiter
+        job = Job(
+            config.key,
+            inputs,
+            rows,
+            now,
+            now + WARMUP_DEADLINE_S,
+            priority=PROBE_PRIORITY,
+            receiver=FutureReceiver(future),
+            measured=not cold,
+        )
         try:
-            self.scheduler.submit(request)
+            self.scheduler.submit(job)
         except HeadwayError:
             return False
         self._kick()
         return True
 
-    def refresh_estimate(self, request: Request, config: ModelConfig | None) -> None:
+    def refresh_estimate(self, request: Job, config: ModelConfig | None) -> None:
         """Measure the size of a request refused on its estimate, when the estimate may be
         wrong (`Scheduler.probe_size`): a size never measured, or an estimate inflated by
         one slow run, would otherwise turn such requests away for ever, as a refused request

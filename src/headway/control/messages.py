@@ -12,7 +12,7 @@ import numpy as np
 
 from headway.control.actions import INFER, LOAD, Dispatch
 from headway.control.engine import Action, Message, Tensors
-from headway.control.request import Request
+from headway.control.jobs import Job
 
 
 def message(dispatch: Dispatch, config: dict[str, Any] | None = None) -> Message:
@@ -38,7 +38,7 @@ def message(dispatch: Dispatch, config: dict[str, Any] | None = None) -> Message
     return header, tensors
 
 
-def union_outputs(requests: list[Request]) -> list[str] | None:
+def union_outputs(requests: list[Job]) -> list[str] | None:
     """The outputs a batch must compute: every one asked for (None: one request wants all)."""
     wanted: set[str] = set()
     for request in requests:

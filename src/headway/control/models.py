@@ -1,12 +1,10 @@
-"""What the controller knows of each model it serves, and what an answer is."""
+"""What the controller knows of each model it serves."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from headway.repository import ModelConfig
 
@@ -30,23 +28,6 @@ class ModelState:
     memory_mb: float = 0.0
     loading: set[int] = field(default_factory=set)
     waiters: list[asyncio.Future[None]] = field(default_factory=list)
-
-
-class Prediction:
-    """One request's answer: its rows of each output.
-
-    A plain class, not a dataclass: one is made per request, and a dataclass's generated
-    `__init__` is interpreted even where this module is compiled (`headway.speedups`)."""
-
-    __slots__ = ("model", "outputs", "version")
-
-    def __init__(self, model: str, version: int, outputs: dict[str, np.ndarray]) -> None:
-        self.model = model
-        self.version = version
-        self.outputs = outputs
-
-    def __repr__(self) -> str:
-        return f"Prediction({self.model!r}, {self.version}, outputs={sorted(self.outputs)})"
 
 
 def size_estimate(config: ModelConfig) -> float:

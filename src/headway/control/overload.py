@@ -22,11 +22,57 @@ second policy, except `SHED`, which keeps the frontend's own queue short.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Final, NamedTuple, final
 
-LATE = "late"
-BACKLOG = "backlog"
-SHED = "shed"
+from headway.errors import DeadlineUnmeetable, HeadwayError, Shed
+
+
+@final
+class Refusal:
+    """One reason a request is refused before it is decoded: its name (the `reason` label of
+    `/metrics`' `headway_refused_unread` and of REST's answer), the error a caller raises for
+    it, and what the client is told."""
+
+    __slots__ = ("error", "reason", "why")
+
+    def __init__(self, reason: str, error: type[HeadwayError], why: str) -> None:
+        self.reason: Final = reason
+        self.error: Final = error
+        #: The message after the model's name; `{waited}` is how long the request waited.
+        self.why: Final = why
+
+    def message(self, model: str, waited: float | None = None) -> str:
+        """What a client refused for this reason is told (REST's `error`, gRPC's message);
+        `waited`: how long the request waited to be read, when the answer may say it."""
+        wait = "too long" if waited is None else f"{waited * 1e3:.1f} ms"
+        return f"model {model!r}: " + self.why.replace("{waited}", wait)
+
+    def refuse(self, model: str, waited: float | None = None) -> HeadwayError:
+        """The error that says so (`DeadlineUnmeetable`, or `Shed`)."""
+        return self.error(self.message(model, waited))
+
+    def __repr__(self) -> str:
+        return f"Refusal({self.reason!r})"
+
+
+LATE = Refusal(
+    "late",
+    DeadlineUnmeetable,
+    "deadline cannot be met: the request waited {waited} to be read (the server is "
+    "overloaded); retry with backoff, or raise the timeout or slo_ms",
+)
+BACKLOG = Refusal(
+    "backlog",
+    DeadlineUnmeetable,
+    "deadline cannot be met: the work queued ahead of it would make it late (the model is "
+    "overloaded); retry with backoff, or raise the timeout or slo_ms",
+)
+SHED = Refusal(
+    "shed",
+    Shed,
+    "refused at once: the server is behind reading requests (overloaded) and refuses those "
+    "that waited longest; retry with backoff",
+)
 
 #: The frontend's read wait it tries to keep under (CoDel's target).
 TARGET_S = 0.005
@@ -158,7 +204,7 @@ def quick_refusal(
     shedding: bool,
     share: float = SHARE,
     target: float = TARGET_S,
-) -> str | None:
+) -> Refusal | None:
     """Why a request read `waited` s after it arrived, with `timeout` s from arrival to its
     `deadline`, is refused before it is decoded (`LATE`, `BACKLOG`, `SHED`), or None.
 

@@ -7,8 +7,8 @@ away for ever. Batches of zeros measure instead (`next_sweep_size`, `Probes`).
 
 from __future__ import annotations
 
+from headway.control.jobs import Job
 from headway.control.predictions import Predictions
-from headway.control.request import Request
 from headway.control.slots import ModelSlot
 
 #: The priority level of measuring runs: after every request's (Triton's levels are small).
@@ -59,7 +59,7 @@ class Probes:
         self._predictions = predictions
         self._next: dict[str, float] = {}  # model -> the earliest time of its next probe
 
-    def after_refusal(self, model: ModelSlot | None, request: Request, now: float) -> int | None:
+    def after_refusal(self, model: ModelSlot | None, request: Job, now: float) -> int | None:
         """After `request` was refused at admission: how many rows to measure `model` with
         (`size`), or None, because the refusal does not rest on its estimate alone, something of
         its model is queued, or even the fastest measured run confirms it."""

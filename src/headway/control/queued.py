@@ -9,13 +9,12 @@ those three stay in step with the queues.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from headway.control.actions import Dispatch
 from headway.control.cold_starts import ColdModels
 from headway.control.drops import DropTimes
+from headway.control.jobs import Job
 from headway.control.predictions import Predictions
-from headway.control.request import Request
 from headway.control.scheduling_policy import SchedulingPolicy
 from headway.control.slots import ModelSlot
 from headway.errors import HeadwayError
@@ -44,7 +43,7 @@ class QueuedWork:
         self.drops = DropTimes(models, self.waiting, predictions, demand_loading=demand_loading)
         self.cold = ColdModels()
 
-    def push(self, model: ModelSlot, request: Request, service: float | None = None) -> None:
+    def push(self, model: ModelSlot, request: Job, service: float | None = None) -> None:
         """Queue `request` (`service`: its predicted seconds as admission just found them;
         None: asked afresh)."""
         model.queue.push(request)
@@ -77,12 +76,12 @@ class QueuedWork:
 
     def worker_lost(
         self, inflight: Iterable[Dispatch], held: list[ModelSlot], retries: int
-    ) -> tuple[list[Request], list[Request]]:
+    ) -> tuple[list[Job], list[Job]]:
         """A worker died with `inflight` actions, holding or loading `held`: requeue the
         requests it was sent that have had no more than `retries` attempts and whose model is
         still served; returns (requeued, the rest). What `held` wait for changed."""
-        retried: list[Request] = []
-        failed: list[Request] = []
+        retried: list[Job] = []
+        failed: list[Job] = []
         for request in (r for dispatch in inflight for r in dispatch.requests):
             request.attempts += 1
             home = self._models.get(request.model)
@@ -95,7 +94,7 @@ class QueuedWork:
             self.unplaced(model)
         return retried, failed
 
-    def requeue(self, key: str, requests: list[Request]) -> None:
+    def requeue(self, key: str, requests: list[Job]) -> None:
         """Queue `requests` of `key` again (a worker refused them), if it is still served."""
         model = self._models.get(key)
         if model is not None:
@@ -110,28 +109,26 @@ class QueuedWork:
             if model.unplaced and not self._predictions.trusts_own_load(key):
                 self.refresh_drop(model)
 
-    def forget(self, key: str, model: ModelSlot | None) -> list[Request]:
+    def forget(self, key: str, model: ModelSlot | None) -> list[Job]:
         """`key` is no longer served: its queued requests, for the caller to fail."""
         self.waiting.discard(key)
         if model is None:
             return []
         return [model.queue.pop() for _ in range(len(model.queue))]
 
-    def withdraw(self, model: ModelSlot, token: Any) -> Request | None:
-        """Take the queued request whose token is `token` out of `model`'s queue (None: not
-        queued)."""
-        found = next((r for r in model.queue if r.token is token), None)
-        if found is None:
-            return None
-        model.queue.remove_if({id(found)})
+    def withdraw(self, model: ModelSlot, job: Job) -> bool:
+        """Take `job` out of `model`'s queue; False if it is not queued there."""
+        if not any(queued is job for queued in model.queue):
+            return False
+        model.queue.remove_if({id(job)})
         if not model.queue:
             self.waiting.discard(model.key)
             model.drop_at = float("inf")
         else:
             self.refresh_drop(model)
-        return found
+        return True
 
-    def drop_hopeless(self, model: ModelSlot, now: float) -> list[tuple[Request, HeadwayError]]:
+    def drop_hopeless(self, model: ModelSlot, now: float) -> list[tuple[Job, HeadwayError]]:
         """Take out of `model`'s queue the requests that can no longer make their deadlines,
         each with its error."""
         rejected = self.drops.take_doomed(model, now)

@@ -6,7 +6,7 @@ import heapq
 import itertools
 from collections.abc import Iterator
 
-from headway.control.request import Request
+from headway.control.jobs import Job
 
 
 class DeadlineQueue:
@@ -15,7 +15,7 @@ class DeadlineQueue:
     def __init__(self, capacity: int, *, fifo: bool = False) -> None:
         self.capacity = capacity
         self.fifo = fifo
-        self._heap: list[tuple[int, float, int, Request]] = []
+        self._heap: list[tuple[int, float, int, Job]] = []
         self._seq = itertools.count()
         self.rows = 0
         #: No queued request orders after this (priority, deadline): the largest pushed since
@@ -30,7 +30,7 @@ class DeadlineQueue:
     def __len__(self) -> int:
         return len(self._heap)
 
-    def __iter__(self) -> Iterator[Request]:
+    def __iter__(self) -> Iterator[Job]:
         return (entry[3] for entry in self._heap)
 
     @property
@@ -42,7 +42,7 @@ class DeadlineQueue:
     def full(self) -> bool:
         return len(self._heap) >= self.capacity
 
-    def push(self, request: Request) -> None:
+    def push(self, request: Job) -> None:
         request.seq = next(self._seq)
         if self.fifo:
             entry = (0, request.arrival, request.seq, request)
@@ -57,14 +57,14 @@ class DeadlineQueue:
         if self._last is None or key > self._last:
             self._last = key
 
-    def peek(self) -> Request | None:
+    def peek(self) -> Job | None:
         return self._heap[0][3] if self._heap else None
 
     def head_key(self) -> tuple[int, float, int] | None:
         """The order key of the first request (to compare heads across models)."""
         return self._heap[0][:3] if self._heap else None
 
-    def pop(self) -> Request:
+    def pop(self) -> Job:
         request = heapq.heappop(self._heap)[3]
         self.rows -= request.rows
         self._left(request)
@@ -72,7 +72,7 @@ class DeadlineQueue:
             self._last = None
         return request
 
-    def _left(self, request: Request) -> None:
+    def _left(self, request: Job) -> None:
         if request.rows != 1:
             self._multi_row -= 1
         count = self._levels[request.priority] - 1
@@ -97,10 +97,10 @@ class DeadlineQueue:
             entry[3].rows for entry in self._heap if (entry[3].priority, entry[3].deadline) <= key
         )
 
-    def remove_if(self, doomed: set[int]) -> list[Request]:
+    def remove_if(self, doomed: set[int]) -> list[Job]:
         """Remove the requests whose id() is in `doomed`; returns them."""
-        kept: list[tuple[int, float, int, Request]] = []
-        removed: list[tuple[int, float, int, Request]] = []
+        kept: list[tuple[int, float, int, Job]] = []
+        removed: list[tuple[int, float, int, Job]] = []
         for entry in self._heap:
             (removed if id(entry[3]) in doomed else kept).append(entry)
         if removed:

@@ -1,91 +1,165 @@
-"""What the control layer knows of one inference request."""
+"""The seam between the control layer and everything that calls it: one typed request in,
+one answer out.
+
+A transport, an application, a flow, the profiler and the simulator describe a call as an
+`InferenceRequest` and hand it to the controller's two doors: `Controller.screen` (may it be
+refused before its tensors are decoded?) and `Controller.submit` (admit it, and answer it
+through a `Receiver`). Nothing else about a request crosses the seam, so the layers above
+never see how the controller queues, batches or places it (MLServer's typed
+`InferenceRequest` into one `DataPlane`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Protocol, final
 
 import numpy as np
+
+Tensors = dict[str, np.ndarray]
 
 #: Triton's priority levels: 1 is the highest; 0 (unset) means the default level.
 DEFAULT_PRIORITY = 10
 
 
-class Request:
-    """One request for one model: its rows, its deadline and how to answer it.
+def priority_level(priority: int | None) -> int:
+    """Triton's `priority` parameter as a sort level (lower runs first)."""
+    return DEFAULT_PRIORITY if not priority or priority < 0 else int(priority)
 
-    `token` belongs to whoever submitted the request (the async driver keeps a future there);
-    the scheduler never looks inside it. `then`, if set, is called with the token the moment
-    the driver settles it (see `Controller.submit`).
 
-    A plain class, not a dataclass: one is made per request, and a dataclass's generated
-    `__init__` is interpreted even where this module is compiled (`headway.speedups`).
-    """
+@final
+class InferenceRequest:
+    """One call of one model, as its caller knows it.
 
-    __slots__ = (
-        "arrival",
-        "attempts",
-        "counted",
-        "deadline",
-        "inputs",
-        "measured",
-        "model",
-        "outputs",
-        "priority",
-        "rows",
-        "seq",
-        "then",
-        "token",
-        "trace",
-    )
+    `model` and `version` (None: the default version) name what to run; the deadline is
+    `timeout` seconds after `arrival` (None: the model's `slo_ms`), and `arrival` is when the
+    request reached the server on the controller's clock (None: when the controller is handed
+    it). `priority` is Triton's (None or 0: the default level). `inputs` are the decoded
+    tensors, None while the request is not decoded yet (what `Controller.screen` sees);
+    `outputs` the outputs wanted (None: all). `trace` is the transport's trace of it
+    (`api.tracing.Trace`), read only when tracing is on.
+
+    Read-only, and a plain class: one is made per call on the request path, where a
+    dataclass's generated `__init__` would stay interpreted under `headway.speedups`."""
+
+    __slots__ = ("arrival", "inputs", "model", "outputs", "priority", "timeout", "trace", "version")
 
     def __init__(
         self,
         model: str,
-        inputs: dict[str, np.ndarray],
-        rows: int,
-        arrival: float,
-        deadline: float,
-        priority: int = DEFAULT_PRIORITY,
-        outputs: tuple[str, ...] | None = None,
-        token: Any = None,
-        then: Callable[[Any], None] | None = None,
-        attempts: int = 0,
-        seq: int = 0,
-        measured: bool = True,
+        *,
+        version: str | None = None,
+        timeout: float | None = None,
+        priority: int | None = None,
+        arrival: float | None = None,
+        inputs: Tensors | None = None,
+        outputs: Sequence[str] | None = None,
         trace: Any = None,
-        counted: bool = False,
     ) -> None:
-        self.model = model
-        self.inputs = inputs
-        self.rows = rows
-        self.arrival = arrival
-        self.deadline = deadline
-        self.priority = priority
-        self.outputs = outputs
-        self.token = token
-        self.then = then
-        self.attempts = attempts
-        self.seq = seq
-        #: False for a cold run (the first after a load) whose duration must not shape
-        #: estimates.
-        self.measured = measured
-        #: The transport's trace of this request (`api.tracing.Trace`), when tracing is on.
-        self.trace = trace
-        #: Count its outcome in its model's statistics when it is settled (a client's
-        #: request, not a probe's; `Dispatcher` counts it, with no callback per request).
-        self.counted = counted
+        self.model: Final = model
+        self.version: Final = version
+        self.timeout: Final = timeout
+        self.priority: Final = priority
+        self.arrival: Final = arrival
+        self.inputs: Final = inputs
+        self.outputs: Final = outputs
+        self.trace: Final = trace
 
-    def __repr__(self) -> str:
-        return (
-            f"Request(model={self.model!r}, rows={self.rows}, arrival={self.arrival}, "
-            f"deadline={self.deadline}, priority={self.priority}, seq={self.seq})"
+    def decoded(
+        self, inputs: Tensors, outputs: Sequence[str] | None = None, trace: Any = None
+    ) -> InferenceRequest:
+        """The same request with its decoded tensors (and its trace, once it has one)."""
+        return InferenceRequest(
+            self.model,
+            version=self.version,
+            timeout=self.timeout,
+            priority=self.priority,
+            arrival=self.arrival,
+            inputs=inputs,
+            outputs=outputs,
+            trace=trace if trace is not None else self.trace,
         )
 
-    def sort_key(self) -> tuple[int, float, int]:
-        return (self.priority, self.deadline, self.seq)
+    def __repr__(self) -> str:
+        inputs = None if self.inputs is None else sorted(self.inputs)
+        return (
+            f"InferenceRequest({self.model!r}, version={self.version!r}, "
+            f"timeout={self.timeout!r}, priority={self.priority!r}, arrival={self.arrival!r}, "
+            f"inputs={inputs})"
+        )
 
 
-def priority_level(priority: int | None) -> int:
-    """Triton's `priority` parameter as a sort level (lower runs first)."""
-    return DEFAULT_PRIORITY if not priority or priority < 0 else int(priority)
+class Prediction:
+    """One request's answer: its rows of each output.
+
+    A plain class, not a dataclass: one is made per request, and a dataclass's generated
+    `__init__` is interpreted even where this module is compiled (`headway.speedups`)."""
+
+    __slots__ = ("model", "outputs", "version")
+
+    def __init__(self, model: str, version: int, outputs: Tensors) -> None:
+        self.model = model
+        self.version = version
+        self.outputs = outputs
+
+    def __repr__(self) -> str:
+        return f"Prediction({self.model!r}, {self.version}, outputs={sorted(self.outputs)})"
+
+
+class Receiver(Protocol):
+    """Where one submitted request's answer goes: the transport's reply, a future, a flow's
+    stage. Exactly one of `done` or `fail` is called, once, at the moment the answer is known
+    (inside the worker's reply: no loop turn in between), unless the request is withdrawn.
+
+    An answer may come in several parts: `part` is called with each part's rows of each
+    output before `done`, and `done`'s prediction then holds the last part. No model streams
+    yet, so today every answer is one part and `part` is never called; a receiver that cannot
+    stream says so when it is."""
+
+    def part(self, outputs: Tensors) -> None: ...
+
+    def done(self, prediction: Prediction) -> None: ...
+
+    def fail(self, error: Exception) -> None: ...
+
+
+class Ticket(Protocol):
+    """What `Controller.submit` gives back: the submitted request, to withdraw it
+    (`Controller.withdraw`) when it is no longer wanted."""
+
+    @property
+    def model(self) -> str: ...
+
+
+class FutureReceiver:
+    """A `Receiver` that settles a future, for callers that `await` their answer (apps, flows,
+    the profiler); `then(future)`, if given, runs the moment this settles it. Once the future
+    is done (cancelled by its awaiter), what comes later is dropped."""
+
+    __slots__ = ("future", "then")
+
+    def __init__(
+        self,
+        future: asyncio.Future[Prediction],
+        then: Callable[[asyncio.Future[Prediction]], None] | None = None,
+    ) -> None:
+        self.future = future
+        self.then = then
+
+    def part(self, outputs: Tensors) -> None:
+        raise NotImplementedError("an awaited answer is taken whole: nothing streams to it")
+
+    def done(self, prediction: Prediction) -> None:
+        future = self.future
+        if not future.done():
+            future.set_result(prediction)
+            if self.then is not None:
+                self.then(future)
+
+    def fail(self, error: Exception) -> None:
+        future = self.future
+        if not future.done():
+            future.set_exception(error)
+            if self.then is not None:
+                self.then(future)

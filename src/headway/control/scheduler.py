@@ -21,6 +21,7 @@ from headway.control.infer_choice import (
     most_urgent,
     start_alone,
 )
+from headway.control.jobs import Job
 from headway.control.load_probes import LoadProbes
 from headway.control.making import ActionMaker
 from headway.control.outcomes import learn
@@ -30,7 +31,6 @@ from headway.control.predictions import Predictions
 from headway.control.probes import Probes
 from headway.control.profiles import LatencyEstimator
 from headway.control.queued import QueuedWork
-from headway.control.request import Request
 from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
 from headway.control.slots import ModelSlot, WorkerSlot
 from headway.errors import Backlogged, ColdStartTooSlow, DeadlineUnmeetable, Overloaded
@@ -111,7 +111,7 @@ class Scheduler:
         self.backlog_epoch = -1
 
     # -- topology: the placement, and what it changes for the queues ------------------------
-    def remove_model(self, key: str) -> list[Request]:
+    def remove_model(self, key: str) -> list[Job]:
         """Forget a model; returns its queued requests for the caller to fail."""
         self.probes.forget(key)
         self.load_probes.forget(key)
@@ -131,7 +131,7 @@ class Scheduler:
         """A LOAD did not succeed: release what it reserved."""
         self.unplaced(key, worker)
 
-    def worker_lost(self, worker: int) -> tuple[list[Request], list[Request]]:
+    def worker_lost(self, worker: int) -> tuple[list[Job], list[Job]]:
         """A worker died: requeue what it held (once), fail the rest. Returns (retried, failed)."""
         lost = self.placement.remove_worker(worker)
         if lost is None:
@@ -147,7 +147,7 @@ class Scheduler:
         self.placement.control(dispatch)
         return dispatch
 
-    def submit(self, request: Request) -> None:
+    def submit(self, request: Job) -> None:
         """Admit a request or raise at once: Overloaded (queue full) or DeadlineUnmeetable."""
         model = self._models[request.model]
         if model.queue.full:
@@ -180,7 +180,7 @@ class Scheduler:
                 raise
         self._push(model, request, service)
 
-    def _note_backlog(self, model: ModelSlot, request: Request) -> None:
+    def _note_backlog(self, model: ModelSlot, request: Job) -> None:
         """Admission refused `request` for the work ahead of it: keep what the same work
         refuses (`backlogged`), when every queued row was ahead of it (`backlog_floor`)."""
         floor = model.backlog_floor(request)
@@ -208,23 +208,22 @@ class Scheduler:
             return NO_BACKLOG
         return model.backlog
 
-    def withdraw(self, key: str, token: Any) -> Request | None:
-        """Take the queued request of `key` whose token is `token` out of its queue: its
-        submitter no longer wants it, and it must not take a worker. None if it is not queued
-        (sent already, answered or dropped)."""
-        model = self._models.get(key)
-        found = None if model is None else self._queued.withdraw(model, token)
-        if found is not None:
+    def withdraw(self, job: Job) -> bool:
+        """Take `job` out of its model's queue: its submitter no longer wants it, and it must
+        not take a worker. False if it is not queued (sent already, answered or dropped)."""
+        model = self._models.get(job.model)
+        found = model is not None and self._queued.withdraw(model, job)
+        if found:
             self.epoch += 1
         return found
 
-    def probe_size(self, request: Request) -> int | None:
+    def probe_size(self, request: Job) -> int | None:
         """After `request` was refused at admission: how many rows to measure its model with
         (`Probes.after_refusal`), or None."""
         model = self._models.get(request.model)
         return self.probes.after_refusal(model, request, self.clock.now())
 
-    def start_now(self, request: Request) -> Dispatch | None:
+    def start_now(self, request: Job) -> Dispatch | None:
         """Start `request` alone at once when `infer_choice.start_alone` finds it an idle
         worker: the path of a request that finds the server idle (no queue, no poll); else
         None (submit it)."""

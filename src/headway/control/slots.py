@@ -13,10 +13,11 @@ from typing import Any
 
 from headway.control.actions import Dispatch
 from headway.control.batching import AIMD
+from headway.control.jobs import Job
 from headway.control.memory import WorkerMemory
 from headway.control.overload import NO_BACKLOG, Backlog
 from headway.control.queues import DeadlineQueue
-from headway.control.request import DEFAULT_PRIORITY, Request
+from headway.control.request import DEFAULT_PRIORITY
 
 #: At most this many actions are in flight on one worker, whatever `schedule_ahead` allows.
 MAX_IN_FLIGHT = 4
@@ -114,7 +115,7 @@ class ModelSlot:
             "estimates_s": estimates,
         }
 
-    def backlog_floor(self, request: Request) -> float | None:
+    def backlog_floor(self, request: Job) -> float | None:
         """For a request admission refused for the work ahead of it: the deadline of the last
         queued request (-inf: none queued), when that request is one row of the default
         priority due no earlier than anything queued (so every queued row was ahead of it);

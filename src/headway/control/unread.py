@@ -1,10 +1,11 @@
 """The controller's refusals of a request before it is decoded, counted as refusals of its model.
 
-The transport asks these with what it knows before decoding a request's tensors (its model,
-how long it waited to be read, its timeout): `refuse_read` (HTTP) or `quick_refusal` (gRPC)
-of every request, cheaply; `refuse_late` before admitting one that waited. The
-decisions are `overload`'s and `admission`'s; this part looks up the model, asks them, and
-counts what they refuse as `Controller.submit` would have.
+The transports ask `screen` with what they know before decoding a request's tensors (its
+model, how long it waited to be read, its timeout and priority): the HTTP server of each infer
+request it reads while `may_refuse` says the server may be behind, the gRPC server of each
+call, and the infer route of one that waited and was not screened on its way in. The decisions
+are `overload`'s and `admission`'s; this part looks up the model, asks them, and counts what
+they refuse as `Controller.submit` would have.
 """
 
 from __future__ import annotations
@@ -13,23 +14,21 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 
 from headway.clock import TimerClock
-from headway.control.admission import admit_unread, behind
+from headway.control.admission import behind
 from headway.control.model_stats import ModelStats
 from headway.control.models import READY, ModelState
 from headway.control.overload import (
     BACKLOG,
     BRIEF_RUN_S,
-    NO_BACKLOG,
     NOTICEABLE_WAIT_S,
     SHARE,
-    SHED,
     Backlog,
     FrontendLag,
+    Refusal,
     quick_refusal,
 )
-from headway.control.request import DEFAULT_PRIORITY, priority_level
+from headway.control.request import DEFAULT_PRIORITY, InferenceRequest, priority_level
 from headway.control.scheduler import Scheduler
-from headway.errors import DeadlineUnmeetable, Shed
 from headway.repository import ModelConfig
 
 #: The state serving a model name (at a version), or None: `Controller.served`.
@@ -64,88 +63,51 @@ class UnreadRefusals:
         #: Refusals made by `_refuse` and not yet counted in the model's statistics and the
         #: scheduler's tally, by (model key, reason): counted in bulk by `count`, at the end of
         #: the loop turn they were made in or when the statistics are read, whichever is first.
-        self._uncounted: Counter[tuple[str, str]] = Counter()
+        self._uncounted: Counter[tuple[str, Refusal]] = Counter()
 
-    def refuse_late(
-        self, model: ModelState, *, timeout: float | None, waited: float, now: float
-    ) -> None:
-        """Raise DeadlineUnmeetable, counted as `submit` counts it, if a request for `model`
-        (as `Controller.model()` found it) that `waited` seconds to be read, until `now` on the
-        clock, cannot make its deadline even with one row (`admission.admit_unread`): the
-        frontend asks before decoding its tensors. A model not ready, or with a prediction
-        cache, is left to `submit`."""
-        config = model.config
-        if model.state != READY or config.cache:
-            return
-        timeout = timeout if timeout is not None else config.slo_ms / 1000.0
-        try:
-            admit_unread(
-                config.key,
-                now - waited + timeout,
-                now=now,
-                waited=waited,
-                predictions=self.scheduler.predictions,
-            )
-        except DeadlineUnmeetable as exc:
-            stats = self.stats[config.key]
-            stats.requests += 1
-            stats.errors[exc.reason] += 1
-            raise
+    def may_refuse(self, waited: float) -> bool:
+        """Whether `screen` may refuse a request that waited `waited` s to be read: not while
+        the frontend keeps up (its lag is calm, no model's queued work refused a request since
+        it last shrank) and the wait is below the noticeable one. Then the HTTP server does not
+        ask (nor need the lag observe the wait): one comparison per request while it keeps up."""
+        scheduler = self.scheduler
+        return (
+            waited >= NOTICEABLE_WAIT_S
+            or not self.lag.calm
+            or scheduler.backlog_epoch == scheduler.epoch
+        )
 
-    def refuse_read(
-        self,
-        name: str,
-        version: int | None,
-        waited: float,
-        timeout: float | None,
-        priority: int | None,
-    ) -> str | None:
-        """`quick_refusal` for the HTTP transport, which asks it of every infer request it has
-        read while the server may be behind (`api.refusals`): its wait observed by the lag,
-        refused (counted in bulk, by `count`) only if the frontend is shedding, the request
-        waited long enough to be late, or its model's queued work refused one since it last
-        shrank, so that a request read at once is left to admission as before. One call, one
-        look at the clock, the model and its backlog: under overload the frontend asks it of
-        most of what it reads."""
+    def screen(self, request: InferenceRequest) -> Refusal | None:
+        """Why `request`, not decoded yet, is refused now (`overload.LATE`, `BACKLOG` or
+        `SHED`), counted as a refusal of its model (in bulk, by `count`); None: decode and
+        submit it. Its wait to be read (from its `arrival` until now) is observed by the lag
+        whatever the verdict. A model not registered or not ready, or with a prediction cache,
+        and a request with a priority of its own, are left to `submit`. One look at the clock,
+        the model and its backlog: under overload the frontend asks it of most of what it
+        reads."""
         now = self.clock.now()
-        shedding = self.lag.observe(waited, now)
-        config = self._refusable(name, version, priority)
-        if config is None:
-            return None
-        backlog = self.scheduler.backlogged(config.key)
-        if not shedding and waited < NOTICEABLE_WAIT_S and backlog is NO_BACKLOG:
-            return None
-        return self._refuse(config, timeout, waited, now, backlog)
-
-    def quick_refusal(
-        self,
-        name: str,
-        version: int | None,
-        *,
-        timeout: float | None,
-        priority: int | None,
-        waited: float,
-    ) -> str | None:
-        """Why a request for `name` that `waited` s to be read is refused before it is decoded
-        (`overload.LATE`, `BACKLOG` or `SHED`), counted as a refusal of its model; None: decode
-        and submit it, counted at once. A model not registered or not ready, or with a prediction
-        cache, and a request with a priority of its own, are left to `submit`."""
-        now = self.clock.now()
+        arrival = request.arrival
+        waited = 0.0 if arrival is None else now - arrival
         self.lag.observe(waited, now)
-        config = self._refusable(name, version, priority)
+        config = self._refusable(request.model, request.version, request.priority)
         if config is None:
             return None
-        reason = self._refuse(config, timeout, waited, now, self.scheduler.backlogged(config.key))
-        self.count()
-        return reason
+        return self._refuse(
+            config, request.timeout, waited, now, self.scheduler.backlogged(config.key)
+        )
 
     def _refusable(
-        self, name: str, version: int | None, priority: int | None
+        self, name: str, version: str | None, priority: int | None
     ) -> ModelConfig | None:
         """The config of the model a request for `name` is for, if a refusal before decoding
         may apply to it: ready, with no prediction cache, and the request at the default
-        priority (else None: left to `submit`)."""
-        model = self.served(name, version)
+        priority (else None: left to `submit`, as is a version that is not a number)."""
+        number: int | None = None
+        if version is not None:
+            if not (version.isascii() and version.isdigit() and len(version) < 19):
+                return None
+            number = int(version)
+        model = self.served(name, number)
         if model is None or model.state != READY or model.config.cache:
             return None
         if priority is not None and priority_level(priority) != DEFAULT_PRIORITY:
@@ -159,7 +121,7 @@ class UnreadRefusals:
         waited: float,
         now: float,
         backlog: Backlog,
-    ) -> str | None:
+    ) -> Refusal | None:
         """The refusal of a default-priority request for the model of `config`
         (`overload.quick_refusal`), with its `backlog` looked up already. O(1): a few lookups
         and comparisons."""
@@ -203,8 +165,8 @@ class UnreadRefusals:
             stats = self.stats.get(key)
             if stats is not None:
                 stats.requests += n
-                stats.errors[Shed.reason if reason == SHED else DeadlineUnmeetable.reason] += n
-            scheduler.count(key, "refused_unread", reason, n)
+                stats.errors[reason.error.reason] += n
+            scheduler.count(key, "refused_unread", reason.reason, n)
         uncounted.clear()
 
     def behind(self, key: str, deadline: float, now: float) -> bool:

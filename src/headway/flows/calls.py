@@ -3,7 +3,7 @@
 Each call is given what is left of its query's deadline (`call`), and is withdrawn once it is
 no longer wanted (`withdraw`: the copies of a competing stage once the first good answer won,
 `race`; the calls of a query cut off at its deadline): still queued, it never takes a worker;
-already sent, it runs and its answer is ignored.
+already sent, it runs and its answer is ignored (`Controller.withdraw`).
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from typing import Any
 import numpy as np
 
 from headway.control.controller import Controller
-from headway.control.models import Prediction
+from headway.control.request import FutureReceiver, InferenceRequest, Prediction, Ticket
 from headway.errors import HeadwayError
 from headway.flows.deadline import QueryDeadline
 
-#: A call in flight: (model name, version or None, the future `Controller.submit` gave).
-Call = tuple[str, str | None, asyncio.Future[Prediction]]
-#: What `call` runs once the call's future is done (`Controller.submit`'s `then`).
+#: A call in flight: its ticket (`Controller.submit`) and the future of its answer.
+Call = tuple[Ticket, asyncio.Future[Prediction]]
+#: What `call` runs the moment the call's future is settled (`FutureReceiver`'s `then`).
 Then = Callable[[asyncio.Future[Prediction]], None]
 
 
@@ -32,8 +32,9 @@ def call(
     """Ask model `name` (at `version`; None: its default) for `tensors` with what is left of
     the query's `deadline` (FlowDeadlinePassed, naming `where`, when nothing is)."""
     timeout = deadline.remaining(where)
-    future = controller.submit(name, tensors, version=version, timeout=timeout, then=then)
-    return name, version, future
+    future: asyncio.Future[Prediction] = asyncio.get_running_loop().create_future()
+    request = InferenceRequest(name, version=version, timeout=timeout, inputs=tensors)
+    return controller.submit(request, FutureReceiver(future, then)), future
 
 
 async def first(futures: list[asyncio.Future[Any]]) -> Any:
@@ -66,9 +67,10 @@ def retrieve(future: asyncio.Future[Any]) -> None:
 def withdraw(controller: Controller, calls: list[Call]) -> None:
     """Withdraw the calls not answered (still pending, or cancelled with the task that
     awaited them)."""
-    for name, version, future in calls:
+    for ticket, future in calls:
         if not future.done() or future.cancelled():
-            controller.cancel(future, name, version)
+            future.cancel()
+            controller.withdraw(ticket)
 
 
 async def race(
@@ -85,11 +87,11 @@ async def race(
 
     def won(future: asyncio.Future[Prediction]) -> None:
         if not future.cancelled() and future.exception() is None:
-            withdraw(controller, [c for c in calls if c[2] is not future])
+            withdraw(controller, [c for c in calls if c[1] is not future])
 
     try:
         for _ in range(copies):
-            if any(c[2].done() and not c[2].cancelled() and not c[2].exception() for c in calls):
+            if any(c[1].done() and not c[1].cancelled() and not c[1].exception() for c in calls):
                 break  # answered inside `submit` (an engine that runs in this process)
             try:
                 calls.append(call(controller, name, None, tensors, deadline, where, then=won))
@@ -99,7 +101,7 @@ async def race(
         if not calls:
             assert refused is not None
             raise refused
-        winner: Prediction = await first([c[2] for c in calls])
+        winner: Prediction = await first([c[1] for c in calls])
         return winner
     finally:
         withdraw(controller, calls)

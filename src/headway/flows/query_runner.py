@@ -16,7 +16,8 @@ import numpy as np
 
 from headway.apps.config import ModelRef
 from headway.control.controller import Controller
-from headway.control.models import READY, Prediction
+from headway.control.models import READY
+from headway.control.request import Prediction
 from headway.errors import HeadwayError, ModelError
 from headway.flows.calls import Call, call, race, withdraw
 from headway.flows.deadline import QueryDeadline
@@ -232,7 +233,7 @@ class QueryRunner:
                 tensors = op.encode(sent, label)
                 made = self._call(op.model, tensors, deadline, label)
                 try:
-                    prediction = await made[2]
+                    prediction = await made[1]
                 finally:
                     withdraw(self.controller, [made])  # cut off at the deadline: not run
                 out = op.decode(sent, prediction.outputs, label)
@@ -270,7 +271,7 @@ class QueryRunner:
             calls = {m: self._call(m, tensors, deadline, label) for m in selection.models}
             answers: dict[str, Any] = {}
             try:
-                for model, (_, _, future) in calls.items():
+                for model, (_, future) in calls.items():
                     try:
                         answers[model] = op.answer((await future).outputs)
                     except HeadwayError:

@@ -33,6 +33,7 @@ import numpy as np
 
 from headway.control.controller import Controller
 from headway.control.models import READY
+from headway.control.request import InferenceRequest
 from headway.errors import ConfigError
 from headway.launcher import ServerProcess
 from headway.loadgen import arrivals
@@ -110,7 +111,7 @@ async def profile_kind(
                 seconds: list[float] = []
                 for i in range(warmup + iterations):
                     start = time.perf_counter()
-                    await controller.infer(name, inputs, timeout=60.0)
+                    await controller.infer(InferenceRequest(name, inputs=inputs, timeout=60.0))
                     if i >= warmup:
                         seconds.append(time.perf_counter() - start)
                 row = summarise(name, kind.name, batch, seconds)

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from headway.control.models import Prediction
+from headway.control.request import Prediction
 from headway.errors import HeadwayError
 from headway.flows.calls import call
 from headway.flows.deadline import QueryDeadline

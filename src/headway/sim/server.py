@@ -9,7 +9,6 @@ jumps from one event to the next; between two, the event loop runs only what is 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import gc
 import random
@@ -23,8 +22,8 @@ import numpy as np
 from headway.clock import ManualClock
 from headway.control.actions import INFER, LOAD
 from headway.control.controller import Controller
-from headway.control.engine import Action
-from headway.control.models import Prediction
+from headway.control.engine import Action, Tensors
+from headway.control.request import InferenceRequest, Prediction
 from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
 from headway.errors import HeadwayError
 from headway.repository import ModelConfig, Repository, TensorSpec
@@ -78,6 +77,27 @@ def collector_paused() -> Iterator[None]:
     finally:
         if running:
             gc.enable()
+
+
+class Settled:
+    """The receiver of a simulated request: `answered()` or `rejected(error)`, once."""
+
+    __slots__ = ("answered", "rejected")
+
+    def __init__(
+        self, answered: Callable[[], None], rejected: Callable[[BaseException], None]
+    ) -> None:
+        self.answered = answered
+        self.rejected = rejected
+
+    def part(self, outputs: Tensors) -> None:
+        raise NotImplementedError("a simulated request is answered whole")
+
+    def done(self, prediction: Prediction) -> None:
+        self.answered()
+
+    def fail(self, error: Exception) -> None:
+        self.rejected(error)
 
 
 class ServerSimulation:
@@ -199,19 +219,13 @@ class ServerSimulation:
         #: each request's one row holds its index (repeats of an index hit the cache)
         rows = np.arange(total, dtype=np.float32).reshape(total, 1, 1)
 
-        def rejected(index: int, error: BaseException | None) -> None:
+        def rejected(index: int, error: BaseException) -> None:
             outcome[index] = Outcome.REJECTED
             finished[index] = self.clock.now()
             reason = error.reason if isinstance(error, HeadwayError) else "error"
             reasons[reason] = reasons.get(reason, 0) + 1
 
-        def answered(index: int, future: asyncio.Future[Prediction]) -> None:
-            if future.cancelled():
-                return
-            error = future.exception()
-            if error is not None:
-                rejected(index, error)
-                return
+        def answered(index: int) -> None:
             outcome[index] = Outcome.ANSWERED
             finished[index] = self.clock.now()
 
@@ -222,7 +236,8 @@ class ServerSimulation:
             deadlines[index] = now + (slo if slo is not None else state.config.slo_ms / 1000.0)
             try:
                 self.controller.submit(
-                    name, {INPUT.name: rows[index]}, timeout=slo, then=partial(answered, index)
+                    InferenceRequest(name, timeout=slo, inputs={INPUT.name: rows[index]}),
+                    Settled(partial(answered, index), partial(rejected, index)),
                 )
             except HeadwayError as error:
                 rejected(index, error)

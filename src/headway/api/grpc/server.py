@@ -4,7 +4,7 @@ Its own HTTP/2 path (`api.grpc.http2`) rather than grpcio's server (docs/decisio
 why): a call read in a loop turn reaches the controller in that turn, beside the calls read
 with it, so concurrent calls batch as REST's requests do. An inference is admitted while its
 bytes are being read and answered the moment its prediction is known (`Controller.submit`'s
-`then`); the other RPCs run as tasks (`api.grpc.service`). It listens before the workers
+receiver, `CallReply`); the other RPCs run as tasks (`api.grpc.service`). It listens before the workers
 start (so a port in use fails at once, and health answers during start-up) and stops before
 the app does: GOAWAY to every client, calls in flight finish (up to `grace` seconds).
 """
@@ -35,11 +35,10 @@ from headway.api.http import SWEEP_S
 from headway.api.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, WRITE_TIMEOUT_S
 from headway.api.oip import InferRequest
 from headway.api.parameters import schedule_policy
-from headway.api.refusals import refusal_message
 from headway.api.tls import Handshakes
 from headway.api.turns import ReadTurns
-from headway.control.models import Prediction
 from headway.control.overload import SHED
+from headway.control.request import InferenceRequest, Prediction, Tensors
 from headway.errors import ConfigError, HeadwayError, Unavailable
 
 log = logging.getLogger("headway.grpc")
@@ -122,44 +121,48 @@ class Dispatcher:
         task.add_done_callback(partial(self._ran, call))
 
     def _infer_now(self, call: Call, request: Any) -> None:
-        """An inference admitted in this loop turn, answered from its prediction's `then`."""
+        """An inference admitted in this loop turn, answered by its receiver (`CallReply`)."""
         waited = max(0.0, time.monotonic() - call.received)
         try:
-            refusal = self._refusal(call, request, waited)
-            if refusal is not None:
-                call.fail(*refusal)
-                return
+            controller = self.app.controller
+            arrival = controller.clock.now() - waited
+            # screened as REST's requests are: not while the server keeps up
+            if controller.may_refuse(waited):
+                refusal = self._refusal(call, request, arrival)
+                if refusal is not None:
+                    call.fail(*refusal)
+                    return
             self.service.submit_infer(
                 request,
                 CallContext(call),
-                then=partial(_inferred, call, self.app.max_answer_bytes),
-                waited=waited,
+                partial(CallReply, call, self.app.max_answer_bytes),
+                arrival=arrival,
             )
         except HeadwayError as exc:
             call.fail(grpc_status(exc).value[0], exc.message)
         except Exception as exc:  # never crash on one call
             _internal(call, "ModelInfer", exc)
 
-    def _refusal(self, call: Call, request: Any, waited: float) -> tuple[int, str] | None:
+    def _refusal(self, call: Call, request: Any, arrival: float) -> tuple[int, str] | None:
         """The status that overload refuses an inference with before its tensors are decoded
-        (`Controller.quick_refusal`, as REST's `api.refusals`), or None: decode and admit it."""
-        version = request.model_version
-        if version and not (version.isascii() and version.isdigit() and len(version) < 19):
-            return None
+        (`Controller.screen`, as REST's `api.refusals`), or None: decode and admit it."""
         timeout, priority = schedule_policy(parameters(request.parameters))
         if call.timeout is not None:
             timeout = call.timeout if timeout is None else min(timeout, call.timeout)
-        reason = self.app.controller.quick_refusal(
-            request.model_name,
-            int(version) if version else None,
-            timeout=timeout,
-            priority=priority,
-            waited=waited,
+        name = request.model_name
+        refusal = self.app.controller.screen(
+            InferenceRequest(
+                name,
+                version=request.model_version or None,
+                timeout=timeout,
+                priority=priority,
+                arrival=arrival,
+            )
         )
-        if reason is None:
+        if refusal is None:
             return None
-        code = _UNAVAILABLE if reason == SHED else _DEADLINE_EXCEEDED
-        return code, refusal_message(request.model_name, reason)
+        code = _UNAVAILABLE if refusal is SHED else _DEADLINE_EXCEEDED
+        return code, refusal.message(name)
 
     async def _run(self, name: str, request: Any, context: CallContext) -> bytes:
         app = self.app
@@ -186,21 +189,36 @@ class Dispatcher:
             _internal(call, call.path.rsplit("/", 1)[-1], exc)
 
 
-def _inferred(
-    call: Call, limit: int, decoded: InferRequest, future: asyncio.Future[Prediction]
-) -> None:
-    try:
-        prediction = future.result()
-        response = encode_infer(
-            prediction.model, prediction.version, prediction.outputs, decoded, limit
-        )
-        call.answer(response.SerializeToString())
-    except HeadwayError as exc:
-        call.fail(grpc_status(exc).value[0], exc.message)
-    except asyncio.CancelledError:
-        call.fail(_CANCELLED, "the server is stopping")
-    except Exception as exc:
-        _internal(call, "ModelInfer", exc)
+class CallReply:
+    """The receiver of one inference: its prediction (or its error) as the call's answer."""
+
+    __slots__ = ("call", "decoded", "limit")
+
+    def __init__(self, call: Call, limit: int, decoded: InferRequest) -> None:
+        self.call = call
+        self.limit = limit  # the largest answer, in bytes (`--max-answer-mb`)
+        self.decoded = decoded
+
+    def part(self, outputs: Tensors) -> None:
+        raise NotImplementedError("a unary call answers whole: nothing streams to it")
+
+    def done(self, prediction: Prediction) -> None:
+        call = self.call
+        try:
+            response = encode_infer(
+                prediction.model, prediction.version, prediction.outputs, self.decoded, self.limit
+            )
+            call.answer(response.SerializeToString())
+        except HeadwayError as exc:
+            call.fail(grpc_status(exc).value[0], exc.message)
+        except Exception as exc:
+            _internal(call, "ModelInfer", exc)
+
+    def fail(self, error: Exception) -> None:
+        if isinstance(error, HeadwayError):
+            self.call.fail(grpc_status(error).value[0], error.message)
+        else:
+            _internal(self.call, "ModelInfer", error)
 
 
 def _internal(call: Call, name: str, exc: BaseException) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from functools import partial
 from typing import Any, NoReturn, Protocol
 
 import grpc
@@ -30,7 +29,7 @@ from headway.api.oip import InferRequest
 from headway.api.parameters import NO_POLICY, schedule_policy
 from headway.api.statistics import statistics
 from headway.api.tracing import Trace
-from headway.control.models import Prediction
+from headway.control.request import FutureReceiver, InferenceRequest, Prediction, Receiver
 from headway.errors import HeadwayError, InvalidInput
 
 #: RPCs that answer while the server is starting (everything else is UNAVAILABLE until then),
@@ -129,7 +128,10 @@ class InferenceService:
             trace.finish_rpc(clock.now(), code.value[0], code.name)
 
     async def _infer(self, request: Any, context: Any, trace: Trace | None) -> Any:
-        decoded, future = self.submit_infer(request, context, trace)
+        future: asyncio.Future[Prediction] = asyncio.get_running_loop().create_future()
+        decoded = self.submit_infer(
+            request, context, lambda decoded: FutureReceiver(future), trace=trace
+        )
         prediction = await future
         return encode_infer(
             prediction.model,
@@ -143,12 +145,14 @@ class InferenceService:
         self,
         request: Any,
         context: Context,
+        receiver: Callable[[InferRequest], Receiver],
+        *,
         trace: Trace | None = None,
-        then: Callable[[InferRequest, asyncio.Future[Prediction]], None] | None = None,
-        waited: float = 0.0,
-    ) -> tuple[InferRequest, asyncio.Future[Prediction]]:
-        """Decode and admit an inference now (a HeadwayError if it cannot be); `then(decoded,
-        future)` once its prediction is known (`Controller.submit`'s `then`)."""
+        arrival: float | None = None,
+    ) -> InferRequest:
+        """Decode and admit an inference now (a HeadwayError if it cannot be); its answer goes
+        to `receiver(decoded)` (`Controller.submit`). `arrival`: when its bytes arrived, on the
+        controller's clock (None: now)."""
         decoded = decode_infer(request)
         if trace is not None:
             trace.mark_decoded(self.controller.clock.now())
@@ -157,18 +161,20 @@ class InferenceService:
         remaining = context.time_remaining()
         if remaining is not None:  # the client's own deadline
             timeout = remaining if timeout is None else min(timeout, remaining)
-        future = self.controller.submit(
-            request.model_name,
-            decoded.inputs,
-            version=request.model_version or None,
-            outputs=decoded.outputs,
-            timeout=timeout,
-            priority=priority,
-            waited=waited,
-            then=None if then is None else partial(then, decoded),
-            trace=trace,
+        self.controller.submit(
+            InferenceRequest(
+                request.model_name,
+                version=request.model_version or None,
+                timeout=timeout,
+                priority=priority,
+                arrival=arrival,
+                inputs=decoded.inputs,
+                outputs=decoded.outputs,
+                trace=trace,
+            ),
+            receiver(decoded),
         )
-        return decoded, future
+        return decoded
 
 
 async def authorize(token: BearerToken, context: Context) -> None:
