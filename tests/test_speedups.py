@@ -200,7 +200,7 @@ import orjson
 from headway.api.app import HeadwayApp
 from headway.api.connection import HttpConnection
 from headway.api.http import HttpServer
-from headway.control import unread
+from headway.control.admission import unread
 from headway.control.controller import Controller
 from headway.repository import Repository
 from headway.testing import FakeEngine

@@ -14,8 +14,8 @@ import pytest
 from headway.api.app import HeadwayApp
 from headway.api.errors import Response
 from headway.clock import ManualClock
+from headway.control.admission.overload import NOTICEABLE_WAIT_S
 from headway.control.controller import Controller
-from headway.control.overload import NOTICEABLE_WAIT_S
 from headway.control.scheduling_policy import CLIPPER, HEADWAY, SchedulingPolicy
 from headway.repository import Repository
 from headway.testing import FakeEngine

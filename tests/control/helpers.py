@@ -13,10 +13,10 @@ import numpy as np
 
 from headway.clock import ManualClock
 from headway.control.actions import LOAD, Dispatch
+from headway.control.admission.unread import UnreadRefusals
 from headway.control.controller import Controller
 from headway.control.jobs import Job
 from headway.control.model_stats import ModelStats
-from headway.control.models import READY, ModelState
 from headway.control.profiles import LatencyEstimator
 from headway.control.request import (
     DEFAULT_PRIORITY,
@@ -27,7 +27,6 @@ from headway.control.request import (
 )
 from headway.control.scheduler import Scheduler
 from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
-from headway.control.unread import UnreadRefusals
 
 
 class Tag(str):
@@ -191,8 +190,17 @@ def tags(dispatch: Dispatch) -> list[str]:
 
 def over(s: Scheduler, clock: ManualClock, *, inline: bool) -> UnreadRefusals:
     """`UnreadRefusals` over `s`, whose model `m` (SLO 50 ms) it serves, for either engine."""
-    config = SimpleNamespace(key="m", cache=False, slo_ms=50.0)
-    state = ModelState(config=config, state=READY)  # type: ignore[arg-type]
+    config = SimpleNamespace(key="m", cache=False, slo_ms=50.0)  # what screening reads of it
     stats = {"m": ModelStats()}
     s.placement.inline = inline
-    return UnreadRefusals(s, clock, stats, lambda name, version: state, inline=inline)
+    return UnreadRefusals(
+        clock,
+        s.predictions,
+        s.placement,
+        s.backlogs,
+        s.tally,
+        stats,
+        lambda name, version: config,
+        early_reject=s.policy.early_reject,
+        inline=inline,
+    )

@@ -2,7 +2,7 @@
 
 Three reasons, each from O(1) state: the request waited too long to be read (`LATE`), its
 model's queue refused a request due no earlier since the queue last shrank (`BACKLOG`, the
-scheduler's `backlogged`), or the frontend is behind and the request waited longest (`SHED`,
+admission's backlog summary (`Backlogs`)), or the frontend is behind and the request waited longest (`SHED`,
 CoDel on the read wait: `FrontendLag`). Times are seconds, written as milliseconds; the clock
 is injected.
 """
@@ -16,25 +16,21 @@ import numpy as np
 import pytest
 
 from headway.clock import ManualClock
-from headway.control.controller import Controller
-from headway.control.overload import (
-    BACKLOG,
+from headway.control.admission.backlog import NO_BACKLOG, Backlog
+from headway.control.admission.overload import (
     INTERVAL_S,
-    LATE,
     MEMORY_S,
     MIN_SHARE,
-    NO_BACKLOG,
     SHARE,
-    SHED,
     TARGET_S,
-    Backlog,
     FrontendLag,
-    Refusal,
     quick_refusal,
 )
+from headway.control.admission.reasons import BACKLOG, LATE, SHED, Refusal
+from headway.control.admission.unread import UnreadRefusals
+from headway.control.controller import Controller
 from headway.control.request import DEFAULT_PRIORITY, InferenceRequest
 from headway.control.scheduler import Scheduler
-from headway.control.unread import UnreadRefusals
 from headway.errors import Backlogged, DeadlineUnmeetable
 from headway.repository import Repository
 from headway.testing import FakeEngine
@@ -222,20 +218,20 @@ def test_a_refusal_for_the_work_ahead_is_kept_until_that_work_shrinks(
     clock: ManualClock,
 ) -> None:
     s, running = backlogged_model(clock)
-    assert s.backlogged("m") == NONE
+    assert s.backlogs.of("m") == NONE
     refused = request(clock, "tight", ms(28))  # the 8 rows ahead: ~3 batches of 10 ms
     with pytest.raises(Backlogged, match="rows queued ahead"):
         s.submit(refused)
-    assert s.backlog_epoch == s.epoch  # some model is backlogged: the frontend must ask
-    assert s.backlogged("m") == (clock.now() + ms(25), refused.deadline, ms(28))
+    assert s.backlogs.current  # some model is backlogged: the frontend must ask
+    assert s.backlogs.of("m") == (clock.now() + ms(25), refused.deadline, ms(28))
     later = request(clock, "later", ms(29))
     with pytest.raises(Backlogged):
         s.submit(later)
-    assert s.backlogged("m") == (clock.now() + ms(25), later.deadline, ms(29))  # widened
+    assert s.backlogs.of("m") == (clock.now() + ms(25), later.deadline, ms(29))  # widened
     clock.advance(ms(10))
     s.complete(running, ms(10))  # the running batch ends: the work ahead may shrink
-    assert s.backlogged("m") == NONE  # admission decides again
-    assert s.backlog_epoch != s.epoch  # no model is: the frontend need not ask
+    assert s.backlogs.of("m") == NONE  # admission decides again
+    assert not s.backlogs.current  # no model is: the frontend need not ask
 
 
 def test_a_refusal_of_the_request_alone_or_of_another_priority_is_not_a_backlog(
@@ -245,15 +241,15 @@ def test_a_refusal_of_the_request_alone_or_of_another_priority_is_not_a_backlog(
     with pytest.raises(DeadlineUnmeetable) as alone:
         s.submit(request(clock, "hopeless", ms(3)))  # one row needs 5 ms, whatever is ahead
     assert not isinstance(alone.value, Backlogged)
-    assert s.backlogged("m") == NONE
+    assert s.backlogs.of("m") == NONE
     low = request(clock, "low", ms(28), priority=DEFAULT_PRIORITY + 5)  # behind everything
     with pytest.raises(Backlogged):
         s.submit(low)
-    assert s.backlogged("m") == NONE  # says nothing of the default priority
+    assert s.backlogs.of("m") == NONE  # says nothing of the default priority
     two = request(clock, "two rows", ms(28), rows=2)
     with pytest.raises(Backlogged):
         s.submit(two)
-    assert s.backlogged("m") == NONE  # says nothing of one row
+    assert s.backlogs.of("m") == NONE  # says nothing of one row
 
 
 def test_behind_another_models_action_only_the_deadline_counts(clock: ManualClock) -> None:
@@ -267,20 +263,20 @@ def test_behind_another_models_action_only_the_deadline_counts(clock: ManualCloc
     refused = request(clock, "m", ms(30))
     with pytest.raises(Backlogged, match="worker is busy"):
         s.submit(refused)
-    assert s.backlogged("m") == (float("-inf"), refused.deadline, float("-inf"))
+    assert s.backlogs.of("m") == (float("-inf"), refused.deadline, float("-inf"))
 
 
 def test_sending_a_batch_ends_the_backlog_summary(clock: ManualClock) -> None:
     s, running = backlogged_model(clock)
     with pytest.raises(Backlogged):
         s.submit(request(clock, "tight", ms(28)))
-    assert s.backlogged("m") != NONE
+    assert s.backlogs.of("m") != NONE
     s.complete(running, ms(10))
     with pytest.raises(Backlogged):
         s.submit(request(clock, "tight again", ms(27)))
-    assert s.backlogged("m") != NONE
+    assert s.backlogs.of("m") != NONE
     assert s.poll().dispatches  # the next batch of 4 goes out
-    assert s.backlogged("m") == NONE
+    assert s.backlogs.of("m") == NONE
 
 
 # -- the controller: counted per model and reason --------------------------------------------
@@ -399,7 +395,7 @@ def test_behind_is_admissions_check_of_the_work_ahead_for_one_row(clock: ManualC
     submitted one-row request is refused so."""
     s, _ = backlogged_model(clock)  # 8 rows queued behind a running batch of 10 ms
     unread = over(s, clock, inline=True)
-    assert s.backlogged("m") == NONE
+    assert s.backlogs.of("m") == NONE
     assert unread.behind("m", clock.now() + ms(28), clock.now())  # ~3 batches of 10 ms ahead
     assert not unread.behind("m", clock.now() + ms(60), clock.now())
     for deadline_in in (ms(20), ms(28), ms(35), ms(45), ms(60)):

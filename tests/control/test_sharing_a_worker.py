@@ -88,7 +88,7 @@ def test_inline_a_models_own_batch_in_flight_counts_in_full_at_admission(
     with pytest.raises(DeadlineUnmeetable, match=r"busy for ~600\.0 ms more"):
         s.submit(request(clock, "slow", ms(700)))
     clock.advance(ms(10))  # the loop reads on; the batch still waits for the turn to end
-    backlog = s.backlogged("slow")
+    backlog = s.backlogs.of("slow")
     assert backlog.left == pytest.approx(ms(700))  # what the refused one had: no less
     s.submit(request(clock, "slow", ms(1300)))  # it can wait the batch out: admitted
 
@@ -107,7 +107,7 @@ def test_beside_the_loop_what_is_left_of_a_models_own_batches_counts_at_admissio
     clock.advance(ms(50))
     with pytest.raises(DeadlineUnmeetable, match=r"busy for ~550\.0 ms more"):
         s.submit(request(clock, "slow", ms(700)))
-    assert s.backlogged("slow").left == pytest.approx(ms(700))
+    assert s.backlogs.of("slow").left == pytest.approx(ms(700))
     clock.advance(ms(100))
     s.submit(request(clock, "slow", ms(1100)))  # 450 ms left of the batch, then its own 600
     with pytest.raises(DeadlineUnmeetable, match=r"busy for ~450\.0 ms more"):

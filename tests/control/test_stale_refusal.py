@@ -9,10 +9,10 @@ cannot make it. Times are seconds, written as milliseconds (`ms(10)`); the clock
 from __future__ import annotations
 
 from headway.clock import ManualClock
-from headway.control.overload import LATE
+from headway.control.admission.reasons import LATE
+from headway.control.admission.unread import UnreadRefusals
 from headway.control.request import InferenceRequest
 from headway.control.scheduler import Scheduler
-from headway.control.unread import UnreadRefusals
 from tests.control.helpers import ms, over, scheduler, seed
 
 

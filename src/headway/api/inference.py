@@ -16,8 +16,8 @@ from headway.api import oip
 from headway.api.errors import JSON, Reply, Response, failure, http_status
 from headway.api.parameters import NO_POLICY, schedule_policy
 from headway.api.tracing import Trace, Tracing
+from headway.control.admission.overload import NOTICEABLE_WAIT_S
 from headway.control.controller import Controller
-from headway.control.overload import NOTICEABLE_WAIT_S
 from headway.control.request import InferenceRequest, Prediction, Tensors
 from headway.errors import HeadwayError, InvalidInput
 

@@ -19,6 +19,12 @@ from prometheus_client.core import (
 )
 
 from headway.apps import AppRegistry
+from headway.control.admission.reasons import (
+    DROPPED,
+    REFUSED_BY_WORKER,
+    REFUSED_UNREAD,
+    REJECTED_AT_ADMISSION,
+)
 from headway.control.controller import Controller
 from headway.control.models import ModelState
 from headway.flows.serving import FlowApplication
@@ -116,10 +122,10 @@ _EVENTS = (
     ("probe_loads", "Of the loads, those made to measure after a refused cold start", False),
     ("evictions", "Models evicted to fit the memory budget", False),
     ("cold_starts", "Requests that arrived for a model no worker held", False),
-    ("refusals", "Actions workers refused because they arrived after their window", False),
-    ("dropped", "Queued requests rejected once their deadline could not be met", True),
-    ("rejected_at_admission", "Requests rejected on arrival: their deadline was unmeetable", True),
-    ("refused_unread", "Requests refused under overload before they were decoded", True),
+    (REFUSED_BY_WORKER, "Actions workers refused because they arrived after their window", False),
+    (DROPPED, "Queued requests rejected once their deadline could not be met", True),
+    (REJECTED_AT_ADMISSION, "Requests rejected on arrival: their deadline was unmeetable", True),
+    (REFUSED_UNREAD, "Requests refused under overload before they were decoded", True),
 )
 
 

@@ -18,7 +18,7 @@ from headway.api.app import HeadwayApp
 from headway.api.errors import JSON
 from headway.api.parameters import NO_POLICY, schedule_policy
 from headway.api.rendering import render
-from headway.control.overload import Refusal
+from headway.control.admission.reasons import Refusal
 from headway.control.request import InferenceRequest
 from headway.errors import HeadwayError
 

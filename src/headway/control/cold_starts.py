@@ -12,29 +12,11 @@ import heapq
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from headway.control.actions import LOAD
 from headway.control.predictions import Predictions
 from headway.control.scheduling_policy import SchedulingPolicy
 from headway.control.slots import ModelSlot, WorkerSlot
 
 HeadKey = tuple[int, float, int]
-
-
-def load_wait(
-    model: ModelSlot, workers: Mapping[int, WorkerSlot], predictions: Predictions, now: float
-) -> float:
-    """Seconds until `model` could run somewhere: 0 if placed, else the rest of a load."""
-    if model.replicas:
-        return 0.0
-    ends = [
-        d.earliest + (d.expected or 0.0)
-        for w in model.loading
-        for d in workers[w].inflight
-        if d.kind == LOAD and d.model == model.key
-    ]
-    if ends:
-        return max(0.0, min(ends) - now)
-    return predictions.load_time(model.key) or 0.0
 
 
 class ColdStart(NamedTuple):

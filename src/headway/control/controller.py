@@ -17,6 +17,8 @@ import logging
 from typing import Any, cast
 
 from headway.clock import LoopClock, TimerClock
+from headway.control.admission.reasons import Refusal
+from headway.control.admission.unread import UnreadRefusals
 from headway.control.cache import PredictionCache
 from headway.control.cached import CachedAnswers
 from headway.control.dispatch import Dispatcher, ReplyWatch
@@ -26,7 +28,6 @@ from headway.control.lifecycle import ModelLifecycle
 from headway.control.measuring import Measuring
 from headway.control.model_stats import ModelStats
 from headway.control.models import READY, ModelState
-from headway.control.overload import Refusal
 from headway.control.profiles import LatencyEstimator
 from headway.control.request import (
     FutureReceiver,
@@ -38,7 +39,6 @@ from headway.control.request import (
 )
 from headway.control.scheduler import Scheduler
 from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
-from headway.control.unread import UnreadRefusals
 from headway.control.validate import check_inputs, check_outputs
 from headway.errors import (
     DeadlineUnmeetable,
@@ -47,7 +47,7 @@ from headway.errors import (
     ModelNotReady,
     WorkerFailed,
 )
-from headway.repository import Repository
+from headway.repository import ModelConfig, Repository
 from headway.store import Store
 
 log = logging.getLogger("headway.controller")
@@ -114,10 +114,14 @@ class Controller:
         self.ready_timeout = ready_timeout
         #: Refusals before a request is decoded (`control/unread.py`): `screen`.
         self.unread = UnreadRefusals(
-            self.scheduler,
             self.clock,
+            self.scheduler.predictions,
+            self.scheduler.placement,
+            self.scheduler.backlogs,
+            self.scheduler.tally,
             self.lifecycle.stats,
-            self.served,
+            self._ready,
+            early_reject=policy.early_reject,
             inline=engine.holds_loop,
         )
         self.started = False
@@ -219,6 +223,11 @@ class Controller:
         if version is None or state is None or state.config.version == version:
             return state
         return self.lifecycle.versions.get(f"{name}@{version}")
+
+    def _ready(self, name: str, version: int | None) -> ModelConfig | None:
+        """The config of the model serving `name` (at `version`) if it is ready (`screen`)."""
+        state = self.served(name, version)
+        return state.config if state is not None and state.state == READY else None
 
     async def load(self, name: str, version: str | None = None) -> ModelState:
         """Load the model (its default version, or `version`) on its replicas; waits until

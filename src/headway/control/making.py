@@ -15,8 +15,9 @@ from typing import Any
 
 from headway.clock import Clock
 from headway.control.actions import INFER, LOAD, Decisions, Dispatch, Tally
-from headway.control.drops import drop_error
-from headway.control.infer_choice import take_batch, take_doomed_heads
+from headway.control.admission.drops import drop_error, take_doomed_heads
+from headway.control.admission.reasons import DROPPED
+from headway.control.infer_choice import take_batch
 from headway.control.jobs import Job
 from headway.control.predictions import DEFAULT_LOAD_SECONDS, Predictions
 from headway.control.queued import QueuedWork
@@ -69,7 +70,7 @@ class ActionMaker:
             service = self.predictions.service_time(model.key, 1) or 0.0
             error = drop_error(model, service, demand_loading=False)
             decisions.rejected.extend((request, error) for request in doomed)
-            self._count(model.key, "dropped", error.reason, len(doomed))
+            self._count(model.key, DROPPED, error.reason, len(doomed))
         requests, rows = take_batch(model, start, predictions=self.predictions, policy=self.policy)
         if not model.queue:
             self._queued.waiting.discard(model.key)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from headway.control.actions import Dispatch
+from headway.control.admission.drops import DropTimes
 from headway.control.cold_starts import ColdModels
-from headway.control.drops import DropTimes
 from headway.control.jobs import Job
 from headway.control.predictions import Predictions
 from headway.control.scheduling_policy import SchedulingPolicy

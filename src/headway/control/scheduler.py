@@ -13,19 +13,14 @@ from typing import Any
 
 from headway.clock import Clock
 from headway.control.actions import Decisions, Dispatch, Tally, earliest
-from headway.control.admission import admit
-from headway.control.cold_starts import load_wait
-from headway.control.infer_choice import (
-    full_batch_ahead,
-    hold_until,
-    most_urgent,
-    start_alone,
-)
+from headway.control.admission.admit import Admission
+from headway.control.admission.backlog import Backlogs
+from headway.control.admission.reasons import DROPPED, REFUSED_BY_WORKER
+from headway.control.infer_choice import full_batch_ahead, hold_until, most_urgent, start_alone
 from headway.control.jobs import Job
 from headway.control.load_probes import LoadProbes
 from headway.control.making import ActionMaker
 from headway.control.outcomes import learn
-from headway.control.overload import NO_BACKLOG, Backlog
 from headway.control.placement import Placement
 from headway.control.predictions import Predictions
 from headway.control.probes import Probes
@@ -33,7 +28,7 @@ from headway.control.profiles import LatencyEstimator
 from headway.control.queued import QueuedWork
 from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
 from headway.control.slots import ModelSlot, WorkerSlot
-from headway.errors import Backlogged, ColdStartTooSlow, DeadlineUnmeetable, Overloaded
+from headway.errors import ColdStartTooSlow
 
 
 class Scheduler:
@@ -74,7 +69,7 @@ class Scheduler:
         self.demand_loading = demand_loading
         self.retries = retries
         #: What it caused, in all (`counters`) and per model and reason (`events`, for metrics).
-        tally = Tally()
+        self.tally = tally = Tally()
         self.counters, self.events, self.count = tally.counters, tally.events, tally.count
         #: The workers and models, and which holds which; its dicts are read here directly.
         self.placement = Placement(
@@ -102,17 +97,24 @@ class Scheduler:
         self.actions = ActionMaker(
             clock, self.predictions, policy, self._queued, tally, unplaced=self.unplaced
         )
-        #: Moves on whenever work ahead of a new request may have shrunk (an action sent or
-        #: ended, a request withdrawn or dropped, a placement changed): `backlogged` is kept
-        #: only within one epoch.
-        self.epoch = 0
-        #: The epoch in which admission last refused a request for the work ahead of it (any
-        #: model's): while it is not `epoch`, `backlogged` is NO_BACKLOG for every model.
-        self.backlog_epoch = -1
+        #: What admission's refusals for the work ahead say of later requests: dropped
+        #: whenever that work may have shrunk (`shrank`: an action sent or ended, a request
+        #: withdrawn or dropped, a placement changed).
+        self.backlogs = Backlogs()
+        #: Whether a job joins its queue (`admission.admit`).
+        self.admission = Admission(
+            self.predictions,
+            self.placement,
+            self.backlogs,
+            tally,
+            early_reject=policy.early_reject,
+            demand_loading=demand_loading,
+        )
 
     # -- topology: the placement, and what it changes for the queues ------------------------
     def remove_model(self, key: str) -> list[Job]:
         """Forget a model; returns its queued requests for the caller to fail."""
+        self.backlogs.forget(key)
         self.probes.forget(key)
         self.load_probes.forget(key)
         return self._queued.forget(key, self.placement.remove_model(key))
@@ -120,7 +122,7 @@ class Scheduler:
     def placed(self, key: str, worker: int, size_mb: float | None = None) -> None:
         """`key` is now loaded on `worker` (`size_mb`: its measured memory, when known)."""
         self.placement.placed(key, worker, size_mb)
-        self.epoch += 1
+        self.backlogs.shrank()
 
     def unplaced(self, key: str, worker: int) -> None:
         model = self.placement.unplaced(key, worker)
@@ -137,76 +139,27 @@ class Scheduler:
         if lost is None:
             return [], []
         slot, held = lost
-        self.epoch += 1
+        self.backlogs.shrank()
         return self._queued.worker_lost(slot.inflight, held, self.retries)
 
-    # -- admission ----------------------------------------------------------------------------
+    # -- admission: `admission.Admission` decides ---------------------------------------------
     def control(self, worker: int, kind: str, key: str, payload: Any = None) -> Dispatch:
         """Queue a LOAD or UNLOAD for `worker`; it runs before any further INFER there."""
         dispatch = self.actions.control(worker, kind, key, payload)
         self.placement.control(dispatch)
         return dispatch
 
-    def submit(self, request: Job) -> None:
-        """Admit a request or raise at once: Overloaded (queue full) or DeadlineUnmeetable."""
-        model = self._models[request.model]
-        if model.queue.full:
-            raise Overloaded(
-                f"model {request.model!r}: queue is full ({model.queue.capacity} requests); "
-                "retry later or add replicas"
-            )
-        cold = self.demand_loading and not model.replicas
-        if cold:
-            self.count(request.model, "cold_starts")
-        service: float | None = None
-        if self.policy.early_reject:
-            now = self.clock.now()
-            try:
-                service = admit(
-                    model,
-                    request,
-                    now=now,
-                    predictions=self.predictions,
-                    cold=cold,
-                    load_wait=lambda: load_wait(model, self._workers, self.predictions, now),
-                    busy_wait=self.placement.busy_wait,
-                )
-            except DeadlineUnmeetable as exc:
-                self.count(request.model, "rejected_at_admission", exc.reason)
-                if isinstance(exc, Backlogged):
-                    self._note_backlog(model, request)
-                elif isinstance(exc, ColdStartTooSlow) and model.unplaced:
-                    self.load_probes.refused(model.key)  # on the estimate alone: measure it
-                raise
-        self._push(model, request, service)
-
-    def _note_backlog(self, model: ModelSlot, request: Job) -> None:
-        """Admission refused `request` for the work ahead of it: keep what the same work
-        refuses (`backlogged`), when every queued row was ahead of it (`backlog_floor`)."""
-        floor = model.backlog_floor(request)
-        if floor is None:
-            return
-        now = self.clock.now()
-        # behind only this model's work, the wait does not shrink as time passes; inline,
-        # nothing ahead runs while the loop reads, so no wait does
-        alone = self.placement.inline or self.placement.busy_wait(model, now, own=False) == 0.0
-        model.note_backlog(
-            self.epoch, floor, request.deadline, request.deadline - now if alone else float("-inf")
-        )
-        self.backlog_epoch = self.epoch
-
-    def backlogged(self, key: str) -> Backlog:
-        """What the work queued for `key` now cannot meet, as admission found (`Backlogged`)
-        since that work last shrank: a one-row request of the default priority due no earlier
-        than everything then queued (`floor`), and due no later than a refused one (`until`)
-        or, behind only this model's work, with no more time left than a refused one had
-        (`left`). Within an epoch the work ahead only grows, and a worker's wait on another
-        model only shrinks as fast as the time left, so such a request is refused the same
-        way; the frontend asks before decoding it (`overload.quick_refusal`)."""
-        model = self._models.get(key)
-        if model is None or model.backlog_epoch != self.epoch:
-            return NO_BACKLOG
-        return model.backlog
+    def submit(self, job: Job) -> None:
+        """Admit a job or raise at once (`admission.Admission.admit`): Overloaded (queue
+        full) or DeadlineUnmeetable."""
+        model = self._models[job.model]
+        try:
+            service = self.admission.admit(model, job, self.clock.now())
+        except ColdStartTooSlow:
+            if model.unplaced:
+                self.load_probes.refused(model.key)  # on the estimate alone: measure it
+            raise
+        self._push(model, job, service)
 
     def withdraw(self, job: Job) -> bool:
         """Take `job` out of its model's queue: its submitter no longer wants it, and it must
@@ -214,7 +167,7 @@ class Scheduler:
         model = self._models.get(job.model)
         found = model is not None and self._queued.withdraw(model, job)
         if found:
-            self.epoch += 1
+            self.backlogs.shrank()
         return found
 
     def probe_size(self, request: Job) -> int | None:
@@ -235,7 +188,7 @@ class Scheduler:
         model.alone_since = request.arrival
         dispatch = self.actions.infer(model, [request], request.rows, service)
         self.placement.launch(worker, dispatch, now)
-        self.epoch += 1
+        self.backlogs.shrank()
         return dispatch
 
     # -- decisions ----------------------------------------------------------------------------
@@ -247,11 +200,6 @@ class Scheduler:
             return False
         run = self._full_batch_run(model)
         return run is not None and run <= within
-
-    def full_batch_run(self, key: str) -> float | None:
-        """Predicted seconds a full batch of `key` runs (None: not registered or not known)."""
-        model = self._models.get(key)
-        return None if model is None else self._full_batch_run(model)
 
     def _full_batch_run(self, model: ModelSlot) -> float | None:
         return self.predictions.service_time(model.key, model.max_batch)
@@ -281,7 +229,7 @@ class Scheduler:
         self, worker: WorkerSlot, dispatch: Dispatch, now: float, decisions: Decisions
     ) -> None:
         self.placement.launch(worker, dispatch, now)
-        self.epoch += 1
+        self.backlogs.shrank()
         decisions.dispatches.append(dispatch)
 
     def _full_batches_ahead(self, now: float, decisions: Decisions) -> None:
@@ -336,9 +284,9 @@ class Scheduler:
     def _drop_hopeless(self, model: ModelSlot, now: float, decisions: Decisions) -> None:
         rejected = self._queued.drop_hopeless(model, now)
         decisions.rejected.extend(rejected)
-        self.epoch += 1
+        self.backlogs.shrank()
         for _, error in rejected:
-            self.count(model.key, "dropped", error.reason)
+            self.count(model.key, DROPPED, error.reason)
 
     # -- results ------------------------------------------------------------------------------
     def complete(self, dispatch_id: int, duration: float | None) -> Dispatch | None:
@@ -347,7 +295,7 @@ class Scheduler:
         dispatch = self.placement.finish(dispatch_id, now)
         if dispatch is None:
             return None
-        self.epoch += 1
+        self.backlogs.shrank()
         if duration is not None:
             waiting = None
             if self.placement.inline:  # it ran on the event loop: did work wait meanwhile?
@@ -373,8 +321,8 @@ class Scheduler:
         dispatch = self.placement.finish(dispatch_id, self.clock.now())
         if dispatch is None:
             return None
-        self.epoch += 1
-        self.count(dispatch.model, "refusals")
+        self.backlogs.shrank()
+        self.count(dispatch.model, REFUSED_BY_WORKER)
         self._queued.requeue(dispatch.model, dispatch.requests)
         return dispatch
 

@@ -13,11 +13,8 @@ from typing import Any
 
 from headway.control.actions import Dispatch
 from headway.control.batching import AIMD
-from headway.control.jobs import Job
 from headway.control.memory import WorkerMemory
-from headway.control.overload import NO_BACKLOG, Backlog
 from headway.control.queues import DeadlineQueue
-from headway.control.request import DEFAULT_PRIORITY
 
 #: At most this many actions are in flight on one worker, whatever `schedule_ahead` allows.
 MAX_IN_FLIGHT = 4
@@ -100,10 +97,6 @@ class ModelSlot:
     late_batches: int = 0
     finished_at: float = float("-inf")  # when its last INFER ended
     alone_since: float = float("-inf")  # when the last request started alone may have arrived
-    #: What the work queued now refuses (`Scheduler.backlogged`), while the scheduler's
-    #: `epoch` is `backlog_epoch`.
-    backlog: Backlog = NO_BACKLOG
-    backlog_epoch: int = -1
 
     def statistics(self, estimates: dict[int, float]) -> dict[str, Any]:
         return {
@@ -114,34 +107,6 @@ class ModelSlot:
             "late_batches": self.late_batches,
             "estimates_s": estimates,
         }
-
-    def backlog_floor(self, request: Job) -> float | None:
-        """For a request admission refused for the work ahead of it: the deadline of the last
-        queued request (-inf: none queued), when that request is one row of the default
-        priority due no earlier than anything queued (so every queued row was ahead of it);
-        else None: what it was refused for says nothing of others."""
-        if request.priority != DEFAULT_PRIORITY or request.rows != 1:
-            return None
-        last = self.queue.last
-        if last is None:
-            return float("-inf")
-        if last[0] > DEFAULT_PRIORITY or (
-            last[0] == DEFAULT_PRIORITY and last[1] > request.deadline
-        ):
-            return None  # queued work after it: it did not wait behind all of it
-        return last[1] if last[0] == DEFAULT_PRIORITY else float("-inf")
-
-    def note_backlog(self, epoch: int, floor: float, deadline: float, left: float) -> None:
-        """Keep what the queued work refuses (`backlog`) after a refusal of a request due at
-        `deadline` with `left` s left (`backlog_floor`: `floor`), in the scheduler's `epoch`:
-        within one epoch the queue only grew since, so what it refused before still holds."""
-        if self.backlog_epoch == epoch:
-            known = self.backlog
-            floor = max(floor, known.floor)
-            until, left = max(known.until, deadline), max(known.left, left)
-        else:
-            self.backlog_epoch, until = epoch, deadline
-        self.backlog = Backlog(floor, until, left)
 
     @property
     def unplaced(self) -> bool:

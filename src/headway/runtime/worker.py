@@ -82,6 +82,8 @@ class WorkerState:
         if latest is not None and time.monotonic() > latest:
             # Clockwork's window: an action that can no longer start in time is refused, so
             # the controller can answer its requests at once instead of running them late.
+            # The last guard: every refusal before this is admission's (control/admission),
+            # which cannot see how late the action reached this worker.
             return {"id": action.get("id"), "ok": False, "late": True, "duration": 0.0}, {}
         started = time.perf_counter()
         reply: Reply

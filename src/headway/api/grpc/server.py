@@ -37,7 +37,7 @@ from headway.api.oip import InferRequest
 from headway.api.parameters import schedule_policy
 from headway.api.tls import Handshakes
 from headway.api.turns import ReadTurns
-from headway.control.overload import SHED
+from headway.control.admission.reasons import SHED
 from headway.control.request import InferenceRequest, Prediction, Tensors
 from headway.errors import ConfigError, HeadwayError, Unavailable
 

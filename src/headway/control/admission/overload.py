@@ -11,7 +11,7 @@ refusal with a prepared 503. Three reasons, cheapest to tell first:
   (one that could have, read at once);
 - `BACKLOG`: since its model's queue last shrank, admission refused a request for the rows
   queued ahead, all of which are ahead of this one too, and this one has no more time
-  (`Scheduler.backlogged`);
+  (`backlog.Backlogs`);
 - `SHED`: the frontend is behind (CoDel on its read wait, `FrontendLag`), and this request
   waited longer than the lag's share of its timeout, a share that shrinks the longer the
   frontend stays behind (CoDel's control law).
@@ -22,57 +22,8 @@ second policy, except `SHED`, which keeps the frontend's own queue short.
 
 from __future__ import annotations
 
-from typing import Final, NamedTuple, final
-
-from headway.errors import DeadlineUnmeetable, HeadwayError, Shed
-
-
-@final
-class Refusal:
-    """One reason a request is refused before it is decoded: its name (the `reason` label of
-    `/metrics`' `headway_refused_unread` and of REST's answer), the error a caller raises for
-    it, and what the client is told."""
-
-    __slots__ = ("error", "reason", "why")
-
-    def __init__(self, reason: str, error: type[HeadwayError], why: str) -> None:
-        self.reason: Final = reason
-        self.error: Final = error
-        #: The message after the model's name; `{waited}` is how long the request waited.
-        self.why: Final = why
-
-    def message(self, model: str, waited: float | None = None) -> str:
-        """What a client refused for this reason is told (REST's `error`, gRPC's message);
-        `waited`: how long the request waited to be read, when the answer may say it."""
-        wait = "too long" if waited is None else f"{waited * 1e3:.1f} ms"
-        return f"model {model!r}: " + self.why.replace("{waited}", wait)
-
-    def refuse(self, model: str, waited: float | None = None) -> HeadwayError:
-        """The error that says so (`DeadlineUnmeetable`, or `Shed`)."""
-        return self.error(self.message(model, waited))
-
-    def __repr__(self) -> str:
-        return f"Refusal({self.reason!r})"
-
-
-LATE = Refusal(
-    "late",
-    DeadlineUnmeetable,
-    "deadline cannot be met: the request waited {waited} to be read (the server is "
-    "overloaded); retry with backoff, or raise the timeout or slo_ms",
-)
-BACKLOG = Refusal(
-    "backlog",
-    DeadlineUnmeetable,
-    "deadline cannot be met: the work queued ahead of it would make it late (the model is "
-    "overloaded); retry with backoff, or raise the timeout or slo_ms",
-)
-SHED = Refusal(
-    "shed",
-    Shed,
-    "refused at once: the server is behind reading requests (overloaded) and refuses those "
-    "that waited longest; retry with backoff",
-)
+from headway.control.admission.backlog import Backlog
+from headway.control.admission.reasons import BACKLOG, LATE, SHED, Refusal
 
 #: The frontend's read wait it tries to keep under (CoDel's target).
 TARGET_S = 0.005
@@ -170,20 +121,6 @@ class FrontendLag:
             self.share = max(self.min_share, self.share / 2)
             self._next_step = now + self.interval
         return True
-
-
-class Backlog(NamedTuple):
-    """What admission's refusals for the work queued ahead of a model say of a new one-row
-    request of the default priority (`Scheduler.backlogged`): it cannot make its deadline if
-    it is due no earlier than `floor` (all that work is ahead of it) and either due no later
-    than `until`, or, with no other model's action ahead, left no more time than `left`."""
-
-    floor: float
-    until: float
-    left: float
-
-
-NO_BACKLOG = Backlog(float("inf"), float("-inf"), float("-inf"))
 
 
 def read_too_late(left: float, timeout: float, service: float | None) -> bool:

@@ -1,19 +1,84 @@
-"""Admission: reject at once a request that the predictions say cannot meet its deadline.
+"""Admission at submit: refuse at once a request that cannot be served in time.
 
 Rejecting at arrival answers the client while it can still go elsewhere, and keeps hopeless
-work out of the queues (Clockwork's early rejection). Checks, cheapest first: the request alone,
-then (for a model no worker holds) the load before it, then the wait for a worker busy with
-another action, with the rows queued ahead of it.
+work out of the queues (Clockwork's early rejection). A full queue is refused first
+(`Overloaded`); then, with early rejection, the checks the predictions allow, cheapest first:
+the request alone, then (for a model no worker holds) the load before it, then the wait for a
+worker busy with another action, with the rows queued ahead of it (`Backlogged`, whose
+refusal the frontend then applies to later requests unread: `backlog.Backlogs`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
+from headway.control.actions import LOAD, Tally
+from headway.control.admission.backlog import Backlogs
+from headway.control.admission.reasons import REJECTED_AT_ADMISSION
 from headway.control.jobs import Job
+from headway.control.placement import Placement
 from headway.control.predictions import Predictions
-from headway.control.slots import ModelSlot
-from headway.errors import Backlogged, ColdStartTooSlow, DeadlineUnmeetable
+from headway.control.slots import ModelSlot, WorkerSlot
+from headway.errors import Backlogged, ColdStartTooSlow, DeadlineUnmeetable, Overloaded
+
+
+class Admission:
+    """Decides whether a job joins its model's queue (see the module docstring): the queue's
+    bound always, its deadline with `early_reject`. A model no worker holds, with
+    `demand_loading`, is a cold start: counted, and its load weighed."""
+
+    def __init__(
+        self,
+        predictions: Predictions,
+        placement: Placement,
+        backlogs: Backlogs,
+        tally: Tally,
+        *,
+        early_reject: bool,
+        demand_loading: bool,
+    ) -> None:
+        self.predictions = predictions
+        self.placement = placement
+        self.backlogs = backlogs
+        self._count = tally.count
+        self.early_reject = early_reject
+        self.demand_loading = demand_loading
+
+    def admit(self, model: ModelSlot, job: Job, now: float) -> float | None:
+        """Admit `job` to `model`'s queue at `now`, or raise at once: Overloaded (queue full),
+        DeadlineUnmeetable (counted, and a Backlogged one kept for later requests) or
+        ColdStartTooSlow. Returns its predicted seconds alone (None: not asked, or no estimate
+        yet), which its drop time in the queue counts from too (`DropTimes.pushed`)."""
+        queue = model.queue
+        if queue.full:
+            raise Overloaded(
+                f"model {job.model!r}: queue is full ({queue.capacity} requests); "
+                "retry later or add replicas"
+            )
+        cold = self.demand_loading and not model.replicas
+        if cold:
+            self._count(job.model, "cold_starts")
+        if not self.early_reject:
+            return None
+        placement, predictions = self.placement, self.predictions
+        try:
+            return admit(
+                model,
+                job,
+                now=now,
+                predictions=predictions,
+                cold=cold,
+                load_wait=lambda: load_wait(model, placement.workers, predictions, now),
+                busy_wait=placement.busy_wait,
+            )
+        except DeadlineUnmeetable as exc:
+            self._count(job.model, REJECTED_AT_ADMISSION, exc.reason)
+            if isinstance(exc, Backlogged):
+                # behind only this model's work, the wait does not shrink as time passes;
+                # inline, nothing ahead runs while the loop reads, so no wait does
+                alone = placement.inline or placement.busy_wait(model, now, own=False) == 0.0
+                self.backlogs.refused(model, job, now, alone=alone)
+            raise
 
 
 def admit(
@@ -109,3 +174,20 @@ def behind(
 
 def _finish_time(model: ModelSlot, predictions: Predictions, rows: int) -> float | None:
     return predictions.finish_time(model.key, rows, model.max_batch, len(model.replicas))
+
+
+def load_wait(
+    model: ModelSlot, workers: Mapping[int, WorkerSlot], predictions: Predictions, now: float
+) -> float:
+    """Seconds until `model` could run somewhere: 0 if placed, else the rest of a load."""
+    if model.replicas:
+        return 0.0
+    ends = [
+        d.earliest + (d.expected or 0.0)
+        for w in model.loading
+        for d in workers[w].inflight
+        if d.kind == LOAD and d.model == model.key
+    ]
+    if ends:
+        return max(0.0, min(ends) - now)
+    return predictions.load_time(model.key) or 0.0

@@ -3,7 +3,9 @@
 A request's drop time is the latest moment it can start and still be predicted to finish by
 its deadline (less a LOAD first, when no worker holds or loads its model). Each model caches
 the earliest drop time among its requests; a lazy min-heap of those times tells the scheduler
-when to look next, so a poll touches only models with something due.
+when to look next, so a poll touches only models with something due. Under overload, the
+stale heads of a queue that only a smaller batch could serve are dropped too, so that a full
+batch of fresher requests runs instead (`take_doomed_heads`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from collections.abc import Iterator, Mapping
 
 from headway.control.jobs import Job
 from headway.control.predictions import Predictions
+from headway.control.request import DEFAULT_PRIORITY
+from headway.control.scheduling_policy import SchedulingPolicy
 from headway.control.slots import ModelSlot
 from headway.errors import ColdStartTooSlow, DeadlineUnmeetable, HeadwayError
 
@@ -128,3 +132,36 @@ class DropTimes:
     def _current(self, when: float, key: str) -> bool:
         model = self._models.get(key)
         return model is not None and key in self._waiting and model.drop_at == when
+
+
+def take_doomed_heads(
+    model: ModelSlot, start: float, *, predictions: Predictions, policy: SchedulingPolicy
+) -> list[Job]:
+    """Under overload, pop the most urgent queued requests that only a batch smaller than
+    `model`'s largest could still serve by their deadlines, starting at `start`: the caller
+    drops them, and the batch taken next is full.
+
+    EDF's collapse under overload: the queue's head is its stalest request, a batch is sized
+    to what the head has left, so the worker runs small batches of nearly late requests at a
+    fraction of its full batches' rows per second, and the fresher requests behind them go
+    late in turn. Only when the queue is overloaded (its rows cannot all run, in full
+    batches, before the latest deadline in it: some are dropped whatever runs first), only
+    requests of the default priority, and only when a full batch behind them can run in time."""
+    queue, full = model.queue, model.max_batch
+    if not (policy.early_reject and policy.profile_batching) or queue.rows <= full:
+        return []
+    if not predictions.estimator.profiled(model.key) or queue.last is None:
+        return []
+    service = predictions.service_time(model.key, full)
+    finish = predictions.finish_time(model.key, queue.rows, full, max(1, len(model.replicas)))
+    if service is None or finish is None or start + finish <= queue.last[1]:
+        return []  # not overloaded: every queued row can still run in time
+    head, cutoff = queue.peek(), start + service
+    if head is None or head.priority != DEFAULT_PRIORITY or head.deadline >= cutoff:
+        return []
+    doomed = {
+        id(r): r.rows for r in queue if r.priority == DEFAULT_PRIORITY and r.deadline < cutoff
+    }
+    if queue.rows - sum(doomed.values()) < full:
+        return []  # no full batch behind them can run in time: keep them
+    return queue.remove_if(set(doomed))

@@ -14,43 +14,53 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 
 from headway.clock import TimerClock
-from headway.control.admission import behind
-from headway.control.model_stats import ModelStats
-from headway.control.models import READY, ModelState
-from headway.control.overload import (
-    BACKLOG,
+from headway.control.actions import Tally
+from headway.control.admission.admit import behind
+from headway.control.admission.backlog import Backlog, Backlogs
+from headway.control.admission.overload import (
     BRIEF_RUN_S,
     NOTICEABLE_WAIT_S,
     SHARE,
-    Backlog,
     FrontendLag,
-    Refusal,
     quick_refusal,
 )
+from headway.control.admission.reasons import BACKLOG, REFUSED_UNREAD, Refusal
+from headway.control.model_stats import ModelStats
+from headway.control.placement import Placement
+from headway.control.predictions import Predictions
 from headway.control.request import DEFAULT_PRIORITY, InferenceRequest, priority_level
-from headway.control.scheduler import Scheduler
 from headway.repository import ModelConfig
 
-#: The state serving a model name (at a version), or None: `Controller.served`.
-Served = Callable[[str, int | None], ModelState | None]
+#: The config of the model serving a name (at a version) if it is ready, else None.
+Ready = Callable[[str, int | None], ModelConfig | None]
 
 
 class UnreadRefusals:
-    """Refusing requests unread (see the module docstring)."""
+    """Refusing requests unread (see the module docstring). `ready` finds a request's model;
+    what its queue and workers hold is read from `placement`, what admission refused from
+    `backlogs`, and refusals are counted in `stats` and `tally`."""
 
     def __init__(
         self,
-        scheduler: Scheduler,
         clock: TimerClock,
+        predictions: Predictions,
+        placement: Placement,
+        backlogs: Backlogs,
+        tally: Tally,
         stats: Mapping[str, ModelStats],
-        served: Served,
+        ready: Ready,
         *,
+        early_reject: bool = True,
         inline: bool = False,
     ) -> None:
-        self.scheduler = scheduler
         self.clock = clock
+        self.predictions = predictions
+        self.placement = placement
+        self.backlogs = backlogs
+        self._tally = tally
         self.stats = stats
-        self.served = served
+        self.ready = ready
+        self.early_reject = early_reject
         #: The frontend's read wait, watched for overload (`overload.FrontendLag`): the longer
         #: it stays behind, the harder it sheds. With the inline engine (`inline`) a model's
         #: run holds the loop, and a model whose runs are long is shed at the first share
@@ -70,12 +80,7 @@ class UnreadRefusals:
         the frontend keeps up (its lag is calm, no model's queued work refused a request since
         it last shrank) and the wait is below the noticeable one. Then the HTTP server does not
         ask (nor need the lag observe the wait): one comparison per request while it keeps up."""
-        scheduler = self.scheduler
-        return (
-            waited >= NOTICEABLE_WAIT_S
-            or not self.lag.calm
-            or scheduler.backlog_epoch == scheduler.epoch
-        )
+        return waited >= NOTICEABLE_WAIT_S or not self.lag.calm or self.backlogs.current
 
     def screen(self, request: InferenceRequest) -> Refusal | None:
         """Why `request`, not decoded yet, is refused now (`overload.LATE`, `BACKLOG` or
@@ -92,9 +97,7 @@ class UnreadRefusals:
         config = self._refusable(request.model, request.version, request.priority)
         if config is None:
             return None
-        return self._refuse(
-            config, request.timeout, waited, now, self.scheduler.backlogged(config.key)
-        )
+        return self._refuse(config, request.timeout, waited, now, self.backlogs.of(config.key))
 
     def _refusable(
         self, name: str, version: str | None, priority: int | None
@@ -107,12 +110,12 @@ class UnreadRefusals:
             if not (version.isascii() and version.isdigit() and len(version) < 19):
                 return None
             number = int(version)
-        model = self.served(name, number)
-        if model is None or model.state != READY or model.config.cache:
+        config = self.ready(name, number)
+        if config is None or config.cache:
             return None
         if priority is not None and priority_level(priority) != DEFAULT_PRIORITY:
             return None
-        return model.config
+        return config
 
     def _refuse(
         self,
@@ -131,13 +134,14 @@ class UnreadRefusals:
         deadline = now - waited + timeout
         share = lag.share
         if self.inline and share < SHARE and lag.shedding:
-            full = self.scheduler.full_batch_run(key)
+            model = self.placement.models.get(key)
+            full = None if model is None else self.predictions.service_time(key, model.max_batch)
             if full is None or full > BRIEF_RUN_S:  # its waits are its runs'
                 share = SHARE
         reason = quick_refusal(
             waited=waited,
             timeout=timeout,
-            service=self.scheduler.predictions.service_time(key, 1),
+            service=self.predictions.service_time(key, 1),
             deadline=deadline,
             backlog=backlog,
             shedding=lag.shedding,
@@ -160,25 +164,25 @@ class UnreadRefusals:
         uncounted = self._uncounted
         if not uncounted:
             return
-        scheduler = self.scheduler
+        count = self._tally.count
         for (key, reason), n in uncounted.items():
             stats = self.stats.get(key)
             if stats is not None:
                 stats.requests += n
                 stats.errors[reason.error.reason] += n
-            scheduler.count(key, "refused_unread", reason.reason, n)
+            count(key, REFUSED_UNREAD, reason.reason, n)
         uncounted.clear()
 
     def behind(self, key: str, deadline: float, now: float) -> bool:
         """Whether admission would refuse a one-row request of the default priority for `key`,
-        due at `deadline`, for the work ahead of it (`admission.behind`): one row is the least
+        due at `deadline`, for the work ahead of it (`admit.behind`): one row is the least
         a request not yet decoded can hold. A model not loaded or not profiled is left to
         admission."""
-        scheduler = self.scheduler
-        model = scheduler.placement.models.get(key)
-        if model is None or not model.replicas or not scheduler.policy.early_reject:
+        placement = self.placement
+        model = placement.models.get(key)
+        if model is None or not model.replicas or not self.early_reject:
             return False
-        predictions = scheduler.predictions
+        predictions = self.predictions
         service = predictions.service_time(key, 1)
         if service is None:
             return False
@@ -190,6 +194,6 @@ class UnreadRefusals:
             now=now,
             service=service,
             predictions=predictions,
-            busy=scheduler.placement.busy_wait(model, now),
+            busy=placement.busy_wait(model, now),
         )
         return why is not None
