@@ -70,7 +70,7 @@ import headway.control.predictions
 import headway.control.scheduler
 
 headway.control.scheduler.LOAD_OUTLIERS_IGNORED = 0
-headway.control.predictions.TRUSTED_LOADS = 1
+headway.control.durations.TRUSTED_LOADS = 1
 """
 
 

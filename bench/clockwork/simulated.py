@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common
 import zoo
 
-from headway.control.scheduling_policy import POLICIES
+from headway.control.policy import POLICIES
 from headway.sim import ModelProfile, ServerSimulation
 from headway.traces import TraceSpec, base_rates, generate, popularity
 

@@ -17,7 +17,7 @@ from headway.api.grpc import frames as f
 from headway.api.grpc import messages
 from headway.api.grpc.calls import Limits
 from headway.api.grpc.http2 import Http2Connection
-from headway.api.grpc.server import Dispatcher
+from headway.api.grpc.server import CallRouter
 from headway.clock import ManualClock
 from headway.control.controller import Controller
 from headway.repository import Repository
@@ -54,7 +54,7 @@ def test_inferences_read_together_batch_and_a_late_one_is_refused_unread(tmp_pat
         for _ in range(200):  # the warm-up runs answer on their own
             await asyncio.sleep(0)
         server, wire, encoder = Server(), Wire(), hpack.Encoder()
-        connection = Http2Connection(Dispatcher(app), Limits(), server)
+        connection = Http2Connection(CallRouter(app), Limits(), server)
         connection.connection_made(wire)  # type: ignore[arg-type]
         connection.data_received(f.PREFACE + f.settings({}))
         before = controller.stats["m@1"].batch_size.count

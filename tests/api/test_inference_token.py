@@ -1,6 +1,6 @@
 """The inference token before every shortcut: a caller without it gets 401 (REST) or
 UNAUTHENTICATED (gRPC) and nothing else, not the quick overload refusal that names the model
-and its load (`api.refusals`, `Dispatcher._infer_now`). A real controller over `FakeEngine`
+and its load (`api.refusals`, `CallRouter._infer_now`). A real controller over `FakeEngine`
 workers; the connections read bytes as the servers would."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from headway.api.grpc import frames as f
 from headway.api.grpc import messages
 from headway.api.grpc.calls import Limits
 from headway.api.grpc.http2 import Http2Connection
-from headway.api.grpc.server import Dispatcher
+from headway.api.grpc.server import CallRouter
 from headway.api.http import HttpServer
 from headway.control.controller import Controller
 from headway.repository import Repository
@@ -94,7 +94,7 @@ def test_a_late_grpc_infer_without_the_token_is_unauthenticated_not_refused(
 ) -> None:
     async def scenario(app: HeadwayApp) -> None:
         server, wire, encoder = Server(), Wire(), hpack.Encoder()
-        connection = Http2Connection(Dispatcher(app), Limits(), server)
+        connection = Http2Connection(CallRouter(app), Limits(), server)
         connection.connection_made(wire)  # type: ignore[arg-type]
         connection.data_received(f.PREFACE + f.settings({}))
         server.floor = time.monotonic() - 1.0  # read a second after it may have arrived

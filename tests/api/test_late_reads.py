@@ -16,7 +16,7 @@ from headway.api.errors import Response
 from headway.clock import ManualClock
 from headway.control.admission.overload import NOTICEABLE_WAIT_S
 from headway.control.controller import Controller
-from headway.control.scheduling_policy import CLIPPER, HEADWAY, SchedulingPolicy
+from headway.control.policy import CLIPPER, HEADWAY, SchedulingPolicy
 from headway.repository import Repository
 from headway.testing import FakeEngine
 
@@ -43,7 +43,7 @@ def answers(
         await app.start()
         for _ in range(200):  # the warm-up runs answer on their own
             await asyncio.sleep(0)
-        service = controller.scheduler.predictions.service_time("m@1", 1)
+        service = controller.scheduler.durations.service_time("m@1", 1)
         assert service is not None
         out = []
         for waited, spare in requests:

@@ -15,9 +15,10 @@ from headway.clock import ManualClock
 from headway.control.actions import LOAD, Dispatch
 from headway.control.admission.unread import UnreadRefusals
 from headway.control.controller import Controller
+from headway.control.estimates.profiles import LatencyEstimator
 from headway.control.jobs import Job
 from headway.control.model_stats import ModelStats
-from headway.control.profiles import LatencyEstimator
+from headway.control.policy import HEADWAY, SchedulingPolicy
 from headway.control.request import (
     DEFAULT_PRIORITY,
     FutureReceiver,
@@ -25,8 +26,7 @@ from headway.control.request import (
     Prediction,
     Tensors,
 )
-from headway.control.scheduler import Scheduler
-from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
+from headway.control.scheduling.scheduler import Scheduler
 
 
 class Tag(str):
@@ -195,7 +195,7 @@ def over(s: Scheduler, clock: ManualClock, *, inline: bool) -> UnreadRefusals:
     s.placement.inline = inline
     return UnreadRefusals(
         clock,
-        s.predictions,
+        s.durations,
         s.placement,
         s.backlogs,
         s.tally,

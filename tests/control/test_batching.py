@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from headway.control.batching import AIMD, largest_batch
-from headway.control.profiles import LatencyEstimator
+from headway.control.estimates.batch_size import AIMD, largest_batch
+from headway.control.estimates.profiles import LatencyEstimator
 
 
 def profiled(table: dict[int, float]) -> LatencyEstimator:

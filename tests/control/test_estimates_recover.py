@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from headway.clock import ManualClock
+from headway.control.estimates.profiles import LatencyEstimator
 from headway.control.jobs import Job
-from headway.control.probes import PROBE_PRIORITY, next_sweep_size
-from headway.control.profiles import LatencyEstimator
-from headway.control.scheduler import Scheduler
+from headway.control.scheduling.probes import PROBE_PRIORITY, next_sweep_size
+from headway.control.scheduling.scheduler import Scheduler
 from headway.errors import DeadlineUnmeetable
 from tests.control.helpers import Tag, ms, scheduler
 
@@ -74,29 +74,29 @@ def test_the_warm_up_sweep_lets_the_demo_request_in(clock: ManualClock) -> None:
         s.submit(request(clock, 50, 1.0))
     rows: int | None = 1
     swept = []
-    while rows := next_sweep_size(s.predictions, "forest", rows, max_batch=32, slo=1.0):
+    while rows := next_sweep_size(s.durations, "forest", rows, max_batch=32, slo=1.0):
         s.submit(request(clock, rows, 30.0, priority=PROBE_PRIORITY))
         run(s, clock, forest(rows))
         swept.append(rows)
     assert swept == [2, 4, 8, 16, 32]
     s.submit(request(clock, 50, 1.0))  # ~60 ms now, along the line through 16 and 32 rows
-    assert s.predictions.service_time("forest", 50) == pytest.approx(forest(50), rel=0.01)
+    assert s.durations.service_time("forest", 50) == pytest.approx(forest(50), rel=0.01)
 
 
 def test_the_sweep_stops_at_a_size_that_takes_half_the_slo(clock: ManualClock) -> None:
     s = server(clock)
     s.estimator.observe("forest", 1, ms(300))
-    assert next_sweep_size(s.predictions, "forest", 1, max_batch=32, slo=1.0) == 2
+    assert next_sweep_size(s.durations, "forest", 1, max_batch=32, slo=1.0) == 2
     s.estimator.observe("forest", 2, ms(510))
-    assert next_sweep_size(s.predictions, "forest", 2, max_batch=32, slo=1.0) is None
+    assert next_sweep_size(s.durations, "forest", 2, max_batch=32, slo=1.0) is None
     s.estimator.observe("forest", 16, ms(100))
-    assert next_sweep_size(s.predictions, "forest", 16, max_batch=20, slo=1.0) == 20
-    assert next_sweep_size(s.predictions, "forest", 20, max_batch=20, slo=1.0) is None
+    assert next_sweep_size(s.durations, "forest", 16, max_batch=20, slo=1.0) == 20
+    assert next_sweep_size(s.durations, "forest", 20, max_batch=20, slo=1.0) is None
     # in the frontend's own process (the inline engine) a run holds up every request
     s.estimator.observe("forest", 4, ms(4))
-    assert next_sweep_size(s.predictions, "forest", 4, max_batch=32, slo=1.0, inline=True) == 8
+    assert next_sweep_size(s.durations, "forest", 4, max_batch=32, slo=1.0, inline=True) == 8
     s.estimator.observe("forest", 8, ms(6))
-    assert next_sweep_size(s.predictions, "forest", 8, max_batch=32, slo=1.0, inline=True) is None
+    assert next_sweep_size(s.durations, "forest", 8, max_batch=32, slo=1.0, inline=True) is None
 
 
 def test_a_refusal_on_a_size_never_measured_is_an_occasion_to_measure(clock: ManualClock) -> None:
@@ -177,7 +177,7 @@ def test_simultaneous_requests_to_a_slow_model_are_batched_not_refused(
     for _ in range(2):  # its warm-up runs (the first, cold, is not a measurement)
         s.estimator.observe("forest", 1, 0.2)
     rows: int | None = 1
-    while rows := next_sweep_size(s.predictions, "forest", rows, max_batch=32, slo=1.0):
+    while rows := next_sweep_size(s.durations, "forest", rows, max_batch=32, slo=1.0):
         s.submit(request(clock, rows, 30.0, priority=PROBE_PRIORITY))
         run(s, clock, 0.2)
     burst = [request(clock, 1, 1.0) for _ in range(8)]

@@ -16,10 +16,10 @@ import uvloop
 
 from headway.api.turns import BACK_TO_BACK_S, ReadTurns
 from headway.clock import LoopClock, ManualClock
-from headway.control.dispatch import Dispatcher
+from headway.control.dispatch.relay import Relay
 from headway.control.engine import Reply, Tensors
 from headway.control.request import FutureReceiver
-from headway.control.scheduler import Scheduler
+from headway.control.scheduling.scheduler import Scheduler
 from headway.errors import Backlogged, ModelError
 from headway.runtime.engines.inline import LOOP, InlineEngine
 from headway.testing import FakeEngine
@@ -33,15 +33,15 @@ def inline_model(clock: ManualClock) -> Scheduler:
     return s
 
 
-async def on_the_loop() -> tuple[LoopClock, Scheduler, InlineEngine, Dispatcher]:
+async def on_the_loop() -> tuple[LoopClock, Scheduler, InlineEngine, Relay]:
     """`inline_model` served by the real inline engine, its runs on the running loop."""
     clock = LoopClock()
     s = inline_model(clock)  # type: ignore[arg-type]
     engine = InlineEngine(runs=LOOP)
     await engine.start()
-    dispatcher = Dispatcher(s, engine, clock)
-    dispatcher.loop = asyncio.get_running_loop()
-    return clock, s, engine, dispatcher
+    relay = Relay(s, engine, clock)
+    relay.loop = asyncio.get_running_loop()
+    return clock, s, engine, relay
 
 
 def run_next(s: Scheduler, clock: ManualClock, reads: float) -> None:
@@ -61,11 +61,11 @@ def test_the_turn_of_reads_between_two_runs_while_work_waits_is_measured(
     for i in range(12):
         s.submit(request(clock, f"r{i}", ms(500)))
     run_next(s, clock, 0.0)  # 8 rows still wait when it ends
-    assert s.predictions.turn == 0.0
+    assert s.durations.turn == 0.0
     run_next(s, clock, ms(12))  # a 12 ms turn of reads before the second batch
-    assert s.predictions.turn == pytest.approx(ms(12))
+    assert s.durations.turn == pytest.approx(ms(12))
     run_next(s, clock, ms(12))
-    assert s.predictions.turn == pytest.approx(ms(12))
+    assert s.durations.turn == pytest.approx(ms(12))
 
 
 def test_an_idle_pause_between_runs_is_not_a_turn_of_reads(clock: ManualClock) -> None:
@@ -74,7 +74,7 @@ def test_an_idle_pause_between_runs_is_not_a_turn_of_reads(clock: ManualClock) -
     run_next(s, clock, 0.0)  # nothing waits when it ends
     s.submit(request(clock, "later", ms(500)))
     run_next(s, clock, ms(100))  # the loop slept until it came
-    assert s.predictions.turn == 0.0
+    assert s.durations.turn == 0.0
 
 
 def test_inline_admission_counts_a_turn_of_reads_before_each_batch_ahead(
@@ -106,12 +106,12 @@ def test_the_worker_engines_rounds_have_no_turn_of_reads(clock: ManualClock) -> 
         s.submit(request(clock, f"r{i}", ms(500)))
     run_next(s, clock, 0.0)
     run_next(s, clock, ms(12))
-    assert s.predictions.turn == 0.0 and s.placement.turn == 0.0
+    assert s.durations.turn == 0.0 and s.placement.turn == 0.0
 
 
 def test_inline_a_long_turn_of_reads_chooses_no_batch_before_it_ends(clock: ManualClock) -> None:
     """A worker process hears replies and gets its next batch during a long turn of reads
-    (`Dispatcher.catch_up`); inline, a batch chosen then would only run once the turn ends,
+    (`Relay.catch_up`); inline, a batch chosen then would only run once the turn ends,
     later than chosen for and without the rows read since, so none is chosen."""
 
     async def scenario() -> int:
@@ -119,11 +119,11 @@ def test_inline_a_long_turn_of_reads_chooses_no_batch_before_it_ends(clock: Manu
         engine = FakeEngine()
         engine.runs_inline = True
         engine.holds_loop = True
-        dispatcher = Dispatcher(s, engine, clock)  # type: ignore[arg-type]
-        dispatcher.loop = asyncio.get_running_loop()
+        relay = Relay(s, engine, clock)  # type: ignore[arg-type]
+        relay.loop = asyncio.get_running_loop()
         s.submit(request(clock, "read", ms(500)))
-        dispatcher.kick()  # its pump comes once the turn of reads is over
-        dispatcher.catch_up()  # deep in that turn
+        relay.kick()  # its pump comes once the turn of reads is over
+        relay.catch_up()  # deep in that turn
         return len(s.placement.inflight)
 
     assert asyncio.run(scenario()) == 0
@@ -134,15 +134,15 @@ def test_the_turn_follows_the_recent_turns_however_many_came_before(clock: Manua
     in: long after the window first filled, longer turns still raise it."""
     s = inline_model(clock)
     for _ in range(200):
-        s.predictions.observe_turn(ms(1))
-    assert s.predictions.turn == pytest.approx(ms(1))
+        s.durations.observe_turn(ms(1))
+    assert s.durations.turn == pytest.approx(ms(1))
     for _ in range(64):
-        s.predictions.observe_turn(ms(15))
-    assert s.predictions.turn == pytest.approx(ms(15))
+        s.durations.observe_turn(ms(15))
+    assert s.durations.turn == pytest.approx(ms(15))
 
 
 def test_inline_a_batch_chosen_once_a_turn_of_reads_ends_runs_before_the_next_turn() -> None:
-    """The pump chooses a batch once a turn of reads is over (`Dispatcher.kick`). When the
+    """The pump chooses a batch once a turn of reads is over (`Relay.kick`). When the
     inline engine was idle, that batch must run then, not after the loop's next turn of reads:
     it would start a turn later than chosen for (under overload, a turn is milliseconds), and
     the rows read in that turn would wait for the batch after it. The real engine on a real
@@ -150,8 +150,8 @@ def test_inline_a_batch_chosen_once_a_turn_of_reads_ends_runs_before_the_next_tu
 
     async def scenario() -> bool:
         loop = asyncio.get_running_loop()
-        clock, s, engine, dispatcher = await on_the_loop()
-        engine.on_message = dispatcher.on_reply
+        clock, s, engine, relay = await on_the_loop()
+        engine.on_message = relay.on_reply
         answered = loop.create_future()
         read = request(clock, "read", ms(500))  # type: ignore[arg-type]
         read.receiver = FutureReceiver(answered)
@@ -165,7 +165,7 @@ def test_inline_a_batch_chosen_once_a_turn_of_reads_ends_runs_before_the_next_tu
 
         try:
             s.submit(read)
-            dispatcher.kick()  # this turn of reads is over: choose the batch
+            relay.kick()  # this turn of reads is over: choose the batch
             loop.add_reader(reader, next_turn_of_reads)
             writer.send(b"x")  # bytes for the next turn
             ran = await ran_before_the_next_read
@@ -205,16 +205,16 @@ def test_inline_a_brief_full_batch_runs_inside_the_read_that_filled_it(
         seed(s, "m", {1: batch_of_4 / 2, 4: batch_of_4})
         engine = InlineEngine(runs=LOOP)
         await engine.start()
-        dispatcher = Dispatcher(s, engine, clock)
-        dispatcher.loop = loop
-        engine.on_message = dispatcher.on_reply
+        relay = Relay(s, engine, clock)
+        relay.loop = loop
+        engine.on_message = relay.on_reply
         futures: list[asyncio.Future[object]] = []
         try:
             for i in range(10):  # ten reads of one turn: no loop turn between them
                 read = request(clock, f"r{i}", ms(500))  # type: ignore[arg-type]
                 futures.append(awaited(read))
                 s.submit(read)
-                dispatcher.run_full_batch("m")
+                relay.run_full_batch("m")
             done = sum(f.done() for f in futures)
             queued = s.queue_length("m")
         finally:
@@ -245,13 +245,13 @@ def test_inline_a_read_late_after_a_run_dates_its_bytes_from_before_the_run() ->
 
     async def scenario() -> tuple[float, float, float, float]:
         loop = asyncio.get_running_loop()
-        clock, s, engine, dispatcher = await on_the_loop()
+        clock, s, engine, relay = await on_the_loop()
         reader, writer = socket.socketpair()
 
         def replied(worker: int, header: Reply, tensors: Tensors) -> None:
             writer.send(b"x")  # arrived during the run: read after it
             loop.add_reader(reader, read_late)
-            dispatcher.on_reply(worker, header, tensors)
+            relay.on_reply(worker, header, tensors)
 
         engine.on_message = replied
         turns = ReadTurns()
@@ -271,7 +271,7 @@ def test_inline_a_read_late_after_a_run_dates_its_bytes_from_before_the_run() ->
             before = time.monotonic()
             turns.arrived_since(before)  # the turn of reads that brought the request
             s.submit(read)
-            dispatcher.kick()  # once that turn is over, its batch runs
+            relay.kick()  # once that turn is over, its batch runs
             now, since = await dated
             await asyncio.sleep(0.05)  # nothing more to run: the loop sleeps
             later = time.monotonic()
@@ -302,21 +302,21 @@ def test_inline_a_request_read_before_a_runs_follow_up_is_queued_not_run_alone()
 
     async def scenario() -> tuple[bool, bool, bool]:
         loop = asyncio.get_running_loop()
-        clock, s, engine, dispatcher = await on_the_loop()
+        clock, s, engine, relay = await on_the_loop()
         reader, writer = socket.socketpair()
         in_the_turn: asyncio.Future[tuple[bool, bool]] = loop.create_future()
 
         def replied(worker: int, header: Reply, tensors: Tensors) -> None:
             writer.send(b"x")  # arrived during the run: read after it
             loop.add_reader(reader, read_after_the_run)
-            dispatcher.on_reply(worker, header, tensors)
+            relay.on_reply(worker, header, tensors)
 
         def read_after_the_run() -> None:
             loop.remove_reader(reader)
             reader.recv(1)
             time.sleep(ms(3))  # answering the batch took longer than half a 5 ms run
             fresh = request(clock, "read after the run", ms(500))  # type: ignore[arg-type]
-            in_the_turn.set_result((engine.idle(), not dispatcher.run_alone(fresh)))
+            in_the_turn.set_result((engine.idle(), not relay.run_alone(fresh)))
 
         engine.on_message = replied
         batch = [request(clock, f"batch {i}", ms(500)) for i in range(2)]  # type: ignore[arg-type]
@@ -324,13 +324,13 @@ def test_inline_a_request_read_before_a_runs_follow_up_is_queued_not_run_alone()
             answers = [awaited(r) for r in batch]
             for r in batch:
                 s.submit(r)
-            dispatcher.kick()  # this turn of reads is over: its batch runs
+            relay.kick()  # this turn of reads is over: its batch runs
             idle_then, queued = await in_the_turn
-            engine.on_message = dispatcher.on_reply
+            engine.on_message = relay.on_reply
             await asyncio.sleep(0.02)  # the follow-up came, nothing more to run: idle
             alone = request(clock, "after a pause", ms(500))  # type: ignore[arg-type]
             lone = awaited(alone)
-            ran_inside_its_read = dispatcher.run_alone(alone) and lone.done()
+            ran_inside_its_read = relay.run_alone(alone) and lone.done()
         finally:
             reader.close()
             writer.close()

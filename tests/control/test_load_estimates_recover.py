@@ -14,7 +14,7 @@ import pytest
 
 from headway.clock import ManualClock
 from headway.control.actions import INFER, LOAD
-from headway.control.load_probes import LOAD_PROBE_DUTY
+from headway.control.scheduling.probes import LOAD_PROBE_DUTY
 from headway.errors import ColdStartTooSlow
 from tests.control.helpers import demand, loaded, ms, request, seed, tags
 
@@ -28,7 +28,7 @@ def test_a_cold_start_refused_on_pre_warm_loads_loads_the_model_to_measure_it(
     seed(s, "m", {1: ms(10)})
     for i, seconds in enumerate(PRE_WARM_LOADS):
         s.loads.observe(f"warm{i}", 1, seconds)
-    assert s.predictions.load_time("m") == pytest.approx(ms(140))  # not the slowest alone
+    assert s.durations.load_time("m") == pytest.approx(ms(140))  # not the slowest alone
     with pytest.raises(ColdStartTooSlow, match="takes ~140 ms"):
         s.submit(request(clock, "r1", ms(100), model="m"))
     # Nothing is queued, so nothing is loaded for demand; without a probe the next request
@@ -43,7 +43,7 @@ def test_a_cold_start_refused_on_pre_warm_loads_loads_the_model_to_measure_it(
     [run] = s.poll().dispatches
     assert (run.kind, tags(run)) == (INFER, ["r2"])
     s.unplaced("m", 1)  # evicted later: its own load (30 ms) is what its next cold start costs
-    assert s.predictions.load_time("m") == pytest.approx(ms(30))
+    assert s.durations.load_time("m") == pytest.approx(ms(30))
     s.complete(run.id, ms(10))
     s.submit(request(clock, "r3", ms(100), model="m"))
     [load] = s.poll().dispatches
@@ -76,7 +76,7 @@ def test_probe_loads_refine_the_never_loaded_estimate_until_cold_starts_are_admi
     # each model refused was measured; once fast loads are most of the pool, never-loaded
     # models' cold starts are admitted (20 + 10 <= 100) without any probe
     assert admitted is not None
-    assert s.predictions.load_time("never") <= ms(90)  # type: ignore[operator]
+    assert s.durations.load_time("never") <= ms(90)  # type: ignore[operator]
     assert s.counters.probe_loads == models.index(admitted)
 
 

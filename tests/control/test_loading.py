@@ -12,9 +12,9 @@ import pytest
 
 from headway.clock import ManualClock
 from headway.control.actions import INFER, LOAD, Dispatch
-from headway.control.predictions import DEFAULT_LOAD_SECONDS, RECENT_LOADS
-from headway.control.scheduler import Scheduler
-from headway.control.slots import MAX_IN_FLIGHT
+from headway.control.estimates.durations import DEFAULT_LOAD_SECONDS, RECENT_LOADS
+from headway.control.placement.slots import MAX_IN_FLIGHT
+from headway.control.scheduling.scheduler import Scheduler
 from headway.errors import ColdStartTooSlow, DeadlineUnmeetable
 from tests.control.helpers import demand, loaded, ms, request, seed, tags
 
@@ -44,7 +44,7 @@ def test_a_request_for_an_unloaded_model_loads_it_then_runs_there(clock: ManualC
     s = demand(clock, {1: 100.0}, {"m": 40.0})
     seed(s, "m", {1: ms(10)})
     s.submit(request(clock, "r1", 1.0, model="m"))
-    assert s.predictions.load_time("m") is None
+    assert s.durations.load_time("m") is None
     [load] = s.poll().dispatches
     assert (load.worker, load.kind, load.model, load.requests, load.evict) == (1, LOAD, "m", [], [])
     assert load.expected == DEFAULT_LOAD_SECONDS  # nothing measured yet
@@ -53,7 +53,7 @@ def test_a_request_for_an_unloaded_model_loads_it_then_runs_there(clock: ManualC
 
     clock.set(ms(30))
     loaded(s, load, ms(30))
-    assert s.predictions.load_time("m") == pytest.approx(ms(30))
+    assert s.durations.load_time("m") == pytest.approx(ms(30))
     assert s.placement.replicas("m") == {1}
     [infer] = s.poll().dispatches
     assert (infer.worker, infer.kind, tags(infer)) == (1, INFER, ["r1"])
@@ -275,7 +275,7 @@ def test_cold_start_is_rejected_when_load_and_service_exceed_the_time_left(
     s = demand(clock, {1: None}, {"m": 1.0})
     seed(s, "m", {1: ms(10)})
     s.loads.observe("other", 1, ms(50))  # the one load measured so far: 50 ms
-    assert s.predictions.load_time("m") == pytest.approx(ms(50))
+    assert s.durations.load_time("m") == pytest.approx(ms(50))
     with pytest.raises(ColdStartTooSlow) as info:
         s.submit(request(clock, "tight", ms(59), model="m"))
     assert info.value.message == (
@@ -582,18 +582,18 @@ def test_one_slow_load_does_not_turn_a_models_cold_starts_away(clock: ManualCloc
     for i in range(10):
         s.loads.observe(f"k{i}", 1, ms(20))
     s.loads.observe("m", 1, ms(200))  # its first load, slowed by a neighbour
-    assert s.predictions.load_time("never") == pytest.approx(ms(20))
-    assert s.predictions.load_time("m") == pytest.approx(ms(20))  # one load: no worse than unseen
+    assert s.durations.load_time("never") == pytest.approx(ms(20))
+    assert s.durations.load_time("m") == pytest.approx(ms(20))  # one load: no worse than unseen
     s.submit(request(clock, "r1", ms(100), model="m"))  # 20 + 10 <= 100: admitted
     s.loads.observe("m", 1, ms(20))
-    assert s.predictions.load_time("m") == pytest.approx(ms(20))  # two: still at most unseen
+    assert s.durations.load_time("m") == pytest.approx(ms(20))  # two: still at most unseen
     s.loads.observe("m", 1, ms(22))
-    assert s.predictions.load_time("m") == pytest.approx(
+    assert s.durations.load_time("m") == pytest.approx(
         ms(22)
     )  # three: its own, the slowest left out
     for seconds in (ms(180), ms(190)):  # slow twice more: now that is what it costs
         s.loads.observe("m", 1, seconds)
-    assert s.predictions.load_time("m") == pytest.approx(ms(190))
+    assert s.durations.load_time("m") == pytest.approx(ms(190))
     with pytest.raises(ColdStartTooSlow, match="takes ~190 ms"):
         s.submit(request(clock, "r2", ms(100), model="m"))
 
@@ -608,11 +608,11 @@ def test_the_never_loaded_estimate_recovers_after_a_stall_slowed_many_loads(
     seed(s, "m", {1: ms(10)})
     for i in range(20):
         s.loads.observe(f"stalled{i}", 1, ms(250))
-    assert s.predictions.load_time("never") == pytest.approx(ms(250))
+    assert s.durations.load_time("never") == pytest.approx(ms(250))
     with pytest.raises(ColdStartTooSlow, match="takes ~250 ms"):
         s.submit(request(clock, "r1", ms(100), model="m"))
     for i in range(RECENT_LOADS - 10):  # 10 of the last 100 slow: p90 is a fast one
         s.loads.observe(f"fast{i}", 1, ms(20))
-    assert s.predictions.load_time("never") == pytest.approx(ms(20))
+    assert s.durations.load_time("never") == pytest.approx(ms(20))
     s.submit(request(clock, "r2", ms(100), model="m"))  # 20 + 10 <= 100
     assert s.queue_length("m") == 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from headway.control.memory import WorkerMemory
+from headway.control.placement.memory import WorkerMemory
 
 
 def full_share() -> WorkerMemory:

@@ -15,7 +15,7 @@ import pytest
 
 from headway.clock import ManualClock
 from headway.control.jobs import Job
-from headway.control.scheduler import Scheduler
+from headway.control.scheduling.scheduler import Scheduler
 from headway.errors import DeadlineUnmeetable
 from tests.control.helpers import ms, scheduler
 
@@ -130,7 +130,7 @@ def test_a_batch_sent_ahead_does_not_count_its_wait_behind_the_one_before_as_rou
     for dispatch in (first, ahead):  # each runs 1.4 ms, heard 0.5 ms after it ends
         clock.advance(mlp(4) + ms(0.5))
         s.complete(dispatch.id, mlp(4))
-    assert s.predictions.overhead == pytest.approx(ms(0.5))
+    assert s.durations.overhead == pytest.approx(ms(0.5))
 
 
 def overloaded_queue(clock: ManualClock, fresh_in: float) -> Scheduler:

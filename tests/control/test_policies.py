@@ -13,8 +13,8 @@ import pytest
 
 from headway.clock import ManualClock
 from headway.control.actions import INFER, LOAD
-from headway.control.scheduler import Scheduler
-from headway.control.scheduling_policy import CLIPPER, HEADWAY, POLICIES, SchedulingPolicy
+from headway.control.policy import CLIPPER, HEADWAY, POLICIES, SchedulingPolicy
+from headway.control.scheduling.scheduler import Scheduler
 from headway.errors import ColdStartTooSlow, DeadlineUnmeetable
 from tests.control.helpers import ms, request, scheduler, seed, tags
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from headway.control.profiles import LatencyEstimator, percentile
+from headway.control.estimates.profiles import LatencyEstimator, percentile
 
 
 def test_percentile_is_nearest_rank() -> None:

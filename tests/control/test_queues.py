@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from headway.control.jobs import Job
-from headway.control.queues import DeadlineQueue
+from headway.control.placement.queues import DeadlineQueue
 from headway.control.request import DEFAULT_PRIORITY, priority_level
 from tests.control.helpers import Tag
 

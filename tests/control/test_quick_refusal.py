@@ -30,7 +30,7 @@ from headway.control.admission.reasons import BACKLOG, LATE, SHED, Refusal
 from headway.control.admission.unread import UnreadRefusals
 from headway.control.controller import Controller
 from headway.control.request import DEFAULT_PRIORITY, InferenceRequest
-from headway.control.scheduler import Scheduler
+from headway.control.scheduling.scheduler import Scheduler
 from headway.errors import Backlogged, DeadlineUnmeetable
 from headway.repository import Repository
 from headway.testing import FakeEngine

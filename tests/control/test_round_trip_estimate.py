@@ -5,29 +5,29 @@ nothing runs any more (it had refused a tight-deadline model for ever)."""
 import pytest
 
 from headway.clock import ManualClock
-from headway.control.predictions import ROUND_TRIP_MEMORY_S, Predictions
+from headway.control.estimates.durations import ROUND_TRIP_MEMORY_S, Durations
 from headway.errors import DeadlineUnmeetable
 from tests.control.helpers import ms, request, scheduler, seed
 
 
 def test_the_round_trip_estimate_follows_new_actions_after_its_window_is_full() -> None:
-    predictions = Predictions(overhead_window=64)
+    durations = Durations(overhead_window=64)
     for _ in range(200):
-        predictions.observe_round_trip(0.001, 0.0)
-    assert predictions.overhead == 0.001
+        durations.observe_round_trip(0.001, 0.0)
+    assert durations.overhead == 0.001
     for _ in range(64):
-        predictions.observe_round_trip(0.004, 0.0)
-    assert predictions.overhead == 0.004
+        durations.observe_round_trip(0.004, 0.0)
+    assert durations.overhead == 0.004
 
 
 def test_a_slow_action_leaves_the_estimate_once_it_leaves_the_window() -> None:
-    predictions = Predictions(overhead_window=10)
+    durations = Durations(overhead_window=10)
     for seconds in (0.001,) * 8 + (0.050,):
-        predictions.observe_round_trip(seconds, 0.0)
-    assert predictions.overhead > 0.001
+        durations.observe_round_trip(seconds, 0.0)
+    assert durations.overhead > 0.001
     for _ in range(15):  # recomputed every 8th action: the 25th sees only these
-        predictions.observe_round_trip(0.002, 0.0)
-    assert predictions.overhead == 0.002
+        durations.observe_round_trip(0.002, 0.0)
+    assert durations.overhead == 0.002
 
 
 def test_slow_round_trips_refuse_a_tight_model_only_while_they_are_recent(
@@ -45,7 +45,7 @@ def test_slow_round_trips_refuse_a_tight_model_only_while_they_are_recent(
         [dispatch] = s.poll().dispatches
         clock.advance(ms(301))
         s.complete(dispatch.id, ms(1))
-    assert s.predictions.overhead == pytest.approx(ms(300))
+    assert s.durations.overhead == pytest.approx(ms(300))
     stalled_until = clock.now()
 
     with pytest.raises(DeadlineUnmeetable, match="needs ~301"):
@@ -56,24 +56,24 @@ def test_slow_round_trips_refuse_a_tight_model_only_while_they_are_recent(
     # a second after the last slow one: weighed without them, admitted and run, measured
     clock.set(stalled_until + ROUND_TRIP_MEMORY_S + ms(1))
     s.submit(request(clock, "q3", ms(150), "quick"))
-    assert s.predictions.overhead == 0.0
+    assert s.durations.overhead == 0.0
     [dispatch] = s.poll().dispatches
     clock.advance(ms(3))
     s.complete(dispatch.id, ms(1))
-    assert s.predictions.overhead == pytest.approx(ms(2))  # the round trip measured now
+    assert s.durations.overhead == pytest.approx(ms(2))  # the round trip measured now
 
 
 def test_only_round_trips_older_than_the_memory_are_forgotten() -> None:
-    predictions = Predictions(overhead_window=64)
+    durations = Durations(overhead_window=64)
     for i in range(10):  # slow ones at 0.0 .. 0.9 s, then quick ones at 1.0 .. 1.9 s
-        predictions.observe_round_trip(0.3, i / 10)
+        durations.observe_round_trip(0.3, i / 10)
     for i in range(10, 20):
-        predictions.observe_round_trip(0.002, i / 10)
-    assert predictions.overhead == 0.3
-    assert not predictions.forget_stale_round_trips(ROUND_TRIP_MEMORY_S)  # none that old
-    assert predictions.forget_stale_round_trips(1.0 + ROUND_TRIP_MEMORY_S)
-    assert predictions.overhead == 0.002
-    assert predictions.forget_stale_round_trips(10.0)
-    assert predictions.overhead == 0.0
-    predictions.observe_round_trip(0.004, 10.0)  # the first one after: counted at once
-    assert predictions.overhead == 0.004
+        durations.observe_round_trip(0.002, i / 10)
+    assert durations.overhead == 0.3
+    assert not durations.forget_stale_round_trips(ROUND_TRIP_MEMORY_S)  # none that old
+    assert durations.forget_stale_round_trips(1.0 + ROUND_TRIP_MEMORY_S)
+    assert durations.overhead == 0.002
+    assert durations.forget_stale_round_trips(10.0)
+    assert durations.overhead == 0.0
+    durations.observe_round_trip(0.004, 10.0)  # the first one after: counted at once
+    assert durations.overhead == 0.004

@@ -15,7 +15,7 @@ from headway.clock import ManualClock
 from headway.control.actions import INFER, LOAD, UNLOAD, Dispatch
 from headway.control.jobs import Job
 from headway.control.request import priority_level
-from headway.control.scheduler import Scheduler
+from headway.control.scheduling.scheduler import Scheduler
 from headway.errors import DeadlineUnmeetable, Overloaded
 from tests.control.helpers import ms, request, scheduler, seed, tags
 
@@ -507,7 +507,7 @@ def test_complete_feeds_the_estimator_and_the_rpc_overhead(clock: ManualClock) -
     s.complete(dispatch.id, ms(10))  # the worker measured 10 ms; 2 ms went elsewhere
     assert s.estimator.estimate("m", 2) == pytest.approx(ms(10))
     assert s.statistics()["overhead_s"] == pytest.approx(ms(2))
-    assert s.predictions.service_time("m", 2) == pytest.approx(ms(12))
+    assert s.durations.service_time("m", 2) == pytest.approx(ms(12))
     assert s.statistics()["models"]["m"]["estimates_s"] == {2: pytest.approx(ms(10))}
     assert s.complete(dispatch.id, ms(10)) is None  # completed once only
 
@@ -523,14 +523,12 @@ def test_an_unprofiled_models_estimate_is_stretched_until_it_has_min_samples(
     s = scheduler(clock, {1: ["m"]}, min_samples=3)
     s.estimator.observe("m", 1, ms(1))  # its load's warm-up run, say
     # 1 ms measured once: 2 x 1 ms + 2 ms, no RPC overhead measured yet.
-    assert s.predictions.service_time("m", 1) == pytest.approx(ms(4))
-    assert s.predictions.service_time("m", 4) == pytest.approx(
-        ms(10)
-    )  # 4 ms extrapolated, stretched
+    assert s.durations.service_time("m", 1) == pytest.approx(ms(4))
+    assert s.durations.service_time("m", 4) == pytest.approx(ms(10))  # 4 ms extrapolated, stretched
     s.estimator.observe("m", 1, ms(1))
-    assert s.predictions.service_time("m", 1) == pytest.approx(ms(4))
+    assert s.durations.service_time("m", 1) == pytest.approx(ms(4))
     s.estimator.observe("m", 1, ms(1))  # three measurements: its own window is trusted
-    assert s.predictions.service_time("m", 1) == pytest.approx(ms(1))
+    assert s.durations.service_time("m", 1) == pytest.approx(ms(1))
 
 
 def test_failed_action_leaves_estimates_and_aimd_alone(clock: ManualClock) -> None:
@@ -629,7 +627,7 @@ def test_a_queued_models_drop_time_is_its_earliest_requests_latest_start(
     s.submit(request(clock, "b", ms(30), rows=2))
     s.submit(request(clock, "c", ms(50)))
     slot = s._models["m"]
-    service = s.predictions.service_time
+    service = s.durations.service_time
     assert slot.drop_at == clock.now() + ms(30) - service("m", 2)
     s.submit(request(clock, "d", ms(20), "n"))  # no estimate yet: it may start until its deadline
     assert s._models["n"].drop_at == clock.now() + ms(20)

@@ -12,10 +12,10 @@ import pytest
 
 from headway.clock import ManualClock
 from headway.control.actions import INFER, LOAD
-from headway.control.predictions import UNSEEN_LOAD_QUANTILE
-from headway.control.profiles import LatencyEstimator
-from headway.control.scheduler import Scheduler
-from headway.control.scheduling_policy import HEADWAY
+from headway.control.estimates.durations import UNSEEN_LOAD_QUANTILE
+from headway.control.estimates.profiles import LatencyEstimator
+from headway.control.policy import HEADWAY
+from headway.control.scheduling.scheduler import Scheduler
 from headway.errors import ColdStartTooSlow
 from headway.sim import ModelProfile, ServerSimulation
 from tests.control.helpers import ms, request
@@ -55,7 +55,7 @@ def test_a_few_slow_loads_do_not_make_every_cold_start_hopeless(clock: ManualClo
         for _ in range(3):  # enough loads for each model's own estimate to be trusted
             s.loads.observe(key, 1, 1.0 if i == 0 else ms(20))  # one slow model among 12
     assert UNSEEN_LOAD_QUANTILE == 90.0
-    assert s.predictions.load_time("never") == pytest.approx(ms(20))  # the maximum would say 1 s
+    assert s.durations.load_time("never") == pytest.approx(ms(20))  # the maximum would say 1 s
     s.submit(request(clock, "r1", ms(100), "never"))  # 20 + 10 <= 100: admitted
     with pytest.raises(ColdStartTooSlow, match="takes ~1000 ms"):
         s.submit(request(clock, "r2", ms(100), "m0"))  # its own estimate still counts

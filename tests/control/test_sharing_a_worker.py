@@ -14,7 +14,7 @@ import pytest
 
 from headway.clock import ManualClock
 from headway.control.jobs import Job
-from headway.control.scheduler import Scheduler
+from headway.control.scheduling.scheduler import Scheduler
 from headway.errors import DeadlineUnmeetable
 from tests.control.helpers import Tag, ms, scheduler, seed
 

@@ -12,7 +12,7 @@ from headway.clock import ManualClock
 from headway.control.admission.reasons import LATE
 from headway.control.admission.unread import UnreadRefusals
 from headway.control.request import InferenceRequest
-from headway.control.scheduler import Scheduler
+from headway.control.scheduling.scheduler import Scheduler
 from tests.control.helpers import ms, over, scheduler, seed
 
 
@@ -38,7 +38,7 @@ def test_a_request_whose_deadline_passed_while_it_waited_to_be_read_is_refused(
 
 def test_a_request_left_less_than_one_rows_run_is_refused(clock: ManualClock) -> None:
     s, refusals = measured(clock, ms(5))
-    need = s.predictions.service_time("m", 1)
+    need = s.durations.service_time("m", 1)
     assert need is not None
     arrived = clock.now()
     clock.advance(ms(50) - need / 2)  # time left: half of what one row needs
@@ -47,7 +47,7 @@ def test_a_request_left_less_than_one_rows_run_is_refused(clock: ManualClock) ->
 
 def test_a_request_with_time_for_one_row_is_left_to_admission(clock: ManualClock) -> None:
     s, refusals = measured(clock, ms(5))
-    need = s.predictions.service_time("m", 1)
+    need = s.durations.service_time("m", 1)
     assert need is not None
     arrived = clock.now()
     clock.advance(ms(50) - 2 * need)  # time left: twice what one row needs

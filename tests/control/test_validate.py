@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from headway.control.validate import check_inputs, check_outputs
+from headway.control.models.validate import check_inputs, check_outputs
 from headway.datatypes import oip_datatype
 from headway.errors import InvalidInput
 from headway.repository import TensorSpec

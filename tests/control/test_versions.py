@@ -19,7 +19,7 @@ from headway.api.metrics import render
 from headway.apps import SelectionApplication, parse_app
 from headway.control.controller import Controller
 from headway.control.engine import Action, Tensors
-from headway.control.models import READY, UNAVAILABLE
+from headway.control.models.states import READY, UNAVAILABLE
 from headway.errors import ConfigError, InvalidInput, ModelNotFound, ModelNotReady
 from headway.repository import Repository
 from headway.testing import FakeEngine

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from headway.control.measuring import WARMUP_RUNS
+from headway.control.models.measuring import WARMUP_RUNS
 from headway.flows import LocalServices
 from headway.launcher import ServerProcess
 from tests.flows.examples import APPS, EXAMPLES, NAMES, flow, inputs, models, same

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from headway.clock import LoopClock
-from headway.control.dispatch import Dispatcher
+from headway.control.dispatch.relay import Relay
 from headway.control.engine import Action, Reply, Tensors
 from headway.errors import ModelError
 from headway.repository import read_model
@@ -207,13 +207,13 @@ def test_a_short_batch_that_finds_the_worker_idle_runs_in_the_pump_a_long_one_in
         seed(s, "m", {1: ms(run_ms)})
         engine = InlineEngine(runs=THREAD)
         await engine.start()
-        dispatcher = Dispatcher(s, engine, clock)
-        dispatcher.loop = loop
-        engine.on_message = dispatcher.on_reply
+        relay = Relay(s, engine, clock)
+        relay.loop = loop
+        engine.on_message = relay.on_reply
         read = request(clock, "read", ms(500))  # type: ignore[arg-type]
         answer = awaited(read)
         s.submit(read)
-        dispatcher._pump()
+        relay._pump()
         in_the_pump = answer.done()
         with contextlib.suppress(ModelError):  # its worker holds no model `m`: it fails
             await answer

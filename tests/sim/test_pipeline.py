@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from tests.planning.helpers import MS
 
-from headway.control.scheduling_policy import HEADWAY
+from headway.control.policy import HEADWAY
 from headway.errors import HeadwayError
 from headway.planning.simulator import reach_draws
 from headway.sim import ModelProfile

@@ -9,7 +9,7 @@ import pytest
 from headway.clock import ManualClock
 from headway.control.actions import INFER, LOAD
 from headway.control.engine import Action, Reply
-from headway.control.scheduling_policy import CLIPPER, HEADWAY, SchedulingPolicy
+from headway.control.policy import CLIPPER, HEADWAY, SchedulingPolicy
 from headway.sim import ModelProfile, ServerSimulation, SimulationResult
 from headway.sim.workers import SimulatedEngine
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from headway.control.controller import Controller
-from headway.control.models import READY, UNLOADED, ModelState
+from headway.control.models.states import READY, UNLOADED, ModelState
 
 
 def metadata(model: ModelState) -> dict[str, Any]:

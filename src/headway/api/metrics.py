@@ -26,7 +26,7 @@ from headway.control.admission.reasons import (
     REJECTED_AT_ADMISSION,
 )
 from headway.control.controller import Controller
-from headway.control.models import ModelState
+from headway.control.models.states import ModelState
 from headway.flows.serving import FlowApplication
 from headway.planning.live import LiveTuner
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from headway.control.controller import Controller
 from headway.control.model_stats import BatchTimes, ModelStats
-from headway.control.models import ModelState
+from headway.control.models.states import ModelState
 
 
 def statistics(

@@ -21,7 +21,7 @@ from headway.apps.config import AppConfig
 from headway.apps.records import Latencies, ModelCalls, QueryLog, QueryRecord
 from headway.apps.tensors import input_digest, model_inputs, selection_output
 from headway.control.controller import Controller
-from headway.control.models import READY, ModelState
+from headway.control.models.states import READY, ModelState
 from headway.control.request import InferenceRequest
 from headway.errors import HeadwayError, InvalidInput, ModelError, ModelNotFound
 from headway.selection import NO_ANSWER, StateRegistry

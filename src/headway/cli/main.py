@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from headway.cli.serve import ServeSettings, run
-from headway.control.scheduling_policy import POLICIES
+from headway.control.policy import POLICIES
 from headway.errors import ConfigError
 from headway.runtime.engines.inline import LOOP, THREAD
 from headway.store.db import SYNC_MODES

@@ -32,7 +32,7 @@ from headway.api.rsgi import GranianServer
 from headway.api.tls import ServerTls, server_tls, standard_ciphers
 from headway.apps import AppRegistry, load_config
 from headway.control.controller import Controller
-from headway.control.scheduling_policy import POLICIES
+from headway.control.policy import POLICIES
 from headway.errors import ConfigError
 from headway.planning.live import LiveTuner
 from headway.planning.plan_file import apply_plan, read_plan

@@ -55,7 +55,7 @@ class Counters:
     """Events the scheduler caused, for metrics and experiments."""
 
     loads: int = 0
-    probe_loads: int = 0  # of `loads`: made to measure (`load_probes`)
+    probe_loads: int = 0  # of `loads`: made to measure (`scheduling.probes.LoadProbes`)
     evictions: int = 0
     cold_starts: int = 0
     refusals: int = 0

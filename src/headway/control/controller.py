@@ -4,7 +4,7 @@ A caller hands the `Controller` an `InferenceRequest` (`request.py`) through one
 `screen`, before its tensors are decoded (may overload refuse it now?), and `submit`, which
 admits it (or raises the HeadwayError that says why not) and answers it through a `Receiver`.
 Behind them the controller composes its parts: the `Scheduler` (what runs where next), the
-`Dispatcher` (its decisions sent through the engine, the replies that answer requests),
+`Relay` (its decisions sent through the engine, the replies that answer requests),
 `ModelLifecycle` (what is loaded where), `Measuring` (warm-up runs and probes),
 `UnreadRefusals` (refusals before decoding) and `CachedAnswers` (models with a prediction
 cache). It holds no sockets itself: the engine (runtime layer) moves the bytes.
@@ -19,16 +19,17 @@ from typing import Any, cast
 from headway.clock import LoopClock, TimerClock
 from headway.control.admission.reasons import Refusal
 from headway.control.admission.unread import UnreadRefusals
-from headway.control.cache import PredictionCache
-from headway.control.cached import CachedAnswers
-from headway.control.dispatch import Dispatcher, ReplyWatch
+from headway.control.cache import CachedAnswers, PredictionCache
+from headway.control.dispatch.relay import Relay, ReplyWatch
 from headway.control.engine import Engine
+from headway.control.estimates.profiles import LatencyEstimator
 from headway.control.jobs import Job
-from headway.control.lifecycle import ModelLifecycle
-from headway.control.measuring import Measuring
 from headway.control.model_stats import ModelStats
-from headway.control.models import READY, ModelState
-from headway.control.profiles import LatencyEstimator
+from headway.control.models.lifecycle import ModelLifecycle
+from headway.control.models.measuring import Measuring
+from headway.control.models.states import READY, ModelState
+from headway.control.models.validate import check_inputs, check_outputs
+from headway.control.policy import HEADWAY, SchedulingPolicy
 from headway.control.request import (
     FutureReceiver,
     InferenceRequest,
@@ -37,9 +38,7 @@ from headway.control.request import (
     Ticket,
     priority_level,
 )
-from headway.control.scheduler import Scheduler
-from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
-from headway.control.validate import check_inputs, check_outputs
+from headway.control.scheduling.scheduler import Scheduler
 from headway.errors import (
     DeadlineUnmeetable,
     HeadwayError,
@@ -87,14 +86,14 @@ class Controller:
         self.cache = PredictionCache(cache_bytes)
         self._cached = CachedAnswers(self.cache, self.clock)
         self._loop: asyncio.AbstractEventLoop | None = None
-        #: The pump and the reply path (`control/dispatch.py`).
-        self.dispatch = Dispatcher(self.scheduler, engine, self.clock)
+        #: The pump and the reply path (`dispatch.relay`).
+        self.relay = Relay(self.scheduler, engine, self.clock)
         self.measuring = Measuring(
             self.scheduler,
             self.clock,
             store,
             new_future=self._new_future,
-            kick=self.dispatch.kick,
+            kick=self.relay.kick,
             inline=engine.runs_inline,
             # loaded at start, a model is ready once warm; loaded on demand, at once
             track_warming=not self.on_demand,
@@ -106,16 +105,16 @@ class Controller:
             self.measuring,
             store=store,
             memory_budget_mb=memory_budget_mb,
-            kick=self.dispatch.kick,
-            fail=self.dispatch.fail,
+            kick=self.relay.kick,
+            fail=self.relay.fail,
             new_future=self._new_future,
         )
-        self.dispatch.serve(self.lifecycle)
+        self.relay.serve(self.lifecycle)
         self.ready_timeout = ready_timeout
-        #: Refusals before a request is decoded (`control/unread.py`): `screen`.
+        #: Refusals before a request is decoded (`admission.unread`): `screen`.
         self.unread = UnreadRefusals(
             self.clock,
-            self.scheduler.predictions,
+            self.scheduler.durations,
             self.scheduler.placement,
             self.scheduler.backlogs,
             self.scheduler.tally,
@@ -129,17 +128,17 @@ class Controller:
         self._runs_inline = engine.runs_inline
         self._runs_on_loop = engine.holds_loop
         engine.on_ready = self.lifecycle.on_worker_ready
-        engine.on_message = self.dispatch.on_reply
+        engine.on_message = self.relay.on_reply
         engine.on_exit = self.lifecycle.on_worker_exit
 
     @property
     def tracing(self) -> bool:
         """Whether requests may carry traces (`InferenceRequest.trace`); off: not looked at."""
-        return self.dispatch.tracing
+        return self.relay.tracing
 
     @tracing.setter
     def tracing(self, on: bool) -> None:
-        self.dispatch.tracing = on
+        self.relay.tracing = on
 
     @property
     def models(self) -> dict[str, ModelState]:
@@ -166,12 +165,12 @@ class Controller:
     def watch_replies(self, watch: ReplyWatch | None) -> None:
         """Tell `watch` of each INFER sent and of the reply that leaves no worker busy (the
         HTTP server polls for a reply due soon instead of sleeping); None: nobody."""
-        self.dispatch.reply_watch = watch
+        self.relay.reply_watch = watch
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> None:
         """Start the workers, then load every model the store does not mark unloaded."""
-        self._loop = self.dispatch.loop = asyncio.get_running_loop()
+        self._loop = self.relay.loop = asyncio.get_running_loop()
         await self.engine.start()
         lifecycle = self.lifecycle
         if len(lifecycle.ready_workers) >= self.engine.size:
@@ -193,7 +192,7 @@ class Controller:
         self.started = True
 
     async def stop(self) -> None:
-        self.dispatch.stop()
+        self.relay.stop()
         for model in self.lifecycle.states.values():
             self.lifecycle.fail_all(
                 self.scheduler.remove_model(model.config.key), ModelNotReady("server stopping")
@@ -268,12 +267,12 @@ class Controller:
     def observe_wait(self, waited: float) -> None:
         """A request the frontend read after waiting `waited` s, and leaves unscreened (it
         cannot read its deadline cheaply): its wait still tells how far behind the frontend
-        is (`overload.FrontendLag`)."""
+        is (`admission.overload.FrontendLag`)."""
         self.unread.lag.observe(waited, self.clock.now())
 
     def screen(self, request: InferenceRequest) -> Refusal | None:
         """The first door, before the request's tensors are decoded: why overload refuses it
-        now (`overload.LATE`, `BACKLOG` or `SHED`, counted as a refusal of its model), or None:
+        now (`admission.reasons.LATE`, `BACKLOG` or `SHED`, counted as a refusal of its model), or None:
         decode it and `submit` it. See `UnreadRefusals.screen`."""
         return self.unread.screen(request)
 
@@ -323,8 +322,8 @@ class Controller:
                 self._cached.submit(job, stats, self._run)
             else:
                 job.trace = request.trace
-                job.counted = True  # the dispatcher counts its outcome as it settles it
-                if not (self._runs_inline and self.dispatch.run_alone(job)):
+                job.counted = True  # the relay counts its outcome as it settles it
+                if not (self._runs_inline and self.relay.run_alone(job)):
                     self._enqueue(job)
         except HeadwayError as exc:
             stats.errors[exc.reason] += 1
@@ -379,11 +378,11 @@ class Controller:
             state = self.lifecycle.states.get(job.model)
             self.measuring.refresh_estimate(job, state.config if state else None)
             if self.scheduler.load_probes.pending:
-                self.dispatch.kick()  # a refused cold start may be measured by a probe load
+                self.relay.kick()  # a refused cold start may be measured by a probe load
             raise
         if self._runs_on_loop:
-            self.dispatch.run_full_batch(job.model)
-        self.dispatch.kick()
+            self.relay.run_full_batch(job.model)
+        self.relay.kick()
 
     @property
     def loop_held_until(self) -> float:
@@ -397,7 +396,7 @@ class Controller:
         replies' requests are answered at once (their receivers are called inside the reply)
         and a freed worker gets its next batch, instead of both waiting for the turn to end. A
         no-op for an engine that has nothing to catch up on (the inline one)."""
-        self.dispatch.catch_up()
+        self.relay.catch_up()
 
     def statistics(self) -> dict[str, Any]:
         """A snapshot for metrics, the dashboard and tests."""

@@ -72,7 +72,7 @@ class Job:
         #: The transport's trace of this request (`api.tracing.Trace`), when tracing is on.
         self.trace = trace
         #: Count its outcome in its model's statistics when it is settled (a client's
-        #: request, not a measuring run's; the dispatcher counts it, with no callback per job).
+        #: request, not a measuring run's; the relay counts it, with no callback per job).
         self.counted = counted
 
     def __repr__(self) -> str:

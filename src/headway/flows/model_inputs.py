@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from headway.control.validate import check_inputs
+from headway.control.models.validate import check_inputs
 from headway.datatypes import OIP_TO_NUMPY
 from headway.errors import InvalidInput
 from headway.flows.graph import FlowGraph

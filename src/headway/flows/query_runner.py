@@ -16,7 +16,7 @@ import numpy as np
 
 from headway.apps.config import ModelRef
 from headway.control.controller import Controller
-from headway.control.models import READY
+from headway.control.models.states import READY
 from headway.control.request import Prediction
 from headway.errors import HeadwayError, ModelError
 from headway.flows.calls import Call, call, race, withdraw

@@ -18,8 +18,8 @@ from typing import Any
 
 from headway.apps.config import AppConfig, ModelRef
 from headway.control.controller import Controller
-from headway.control.measuring import WARMUP_RUNS
-from headway.control.models import READY
+from headway.control.models.measuring import WARMUP_RUNS
+from headway.control.models.states import READY
 from headway.errors import HeadwayError
 from headway.flows.flow import Flow
 from headway.flows.plan import ACTION, FlowPlan, FlowStage

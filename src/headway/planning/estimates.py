@@ -2,7 +2,7 @@
 
 A stage's max batch size changes a replay only once the stage's queue holds that many
 requests: below it, every batch takes the whole queue whatever the limit, and no queue is a
-full batch to send ahead (`headway.control.infer_choice`). So a configuration that differs
+full batch to send ahead (`headway.control.scheduling.choices`). So a configuration that differs
 from one already replayed only in max batch sizes, each (where it differs) above the most
 requests that stage's queue held in that replay (`Estimate.queued`), replays the same events at
 the same clock times (`simulate` starts every trace at the same time, whatever the warm-up

@@ -32,7 +32,7 @@ import httpx
 import numpy as np
 
 from headway.control.controller import Controller
-from headway.control.models import READY
+from headway.control.models.states import READY
 from headway.control.request import InferenceRequest
 from headway.errors import ConfigError
 from headway.launcher import ServerProcess

@@ -13,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-from headway.control.scheduling_policy import HEADWAY
+from headway.control.policy import HEADWAY
 from headway.errors import ConfigError
 from headway.planning.pipeline import Catalogue, Configuration, Pipeline, Profiles, profile_of
 from headway.sim import ModelProfile, ServerSimulation

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from headway.control.predictions import TRUSTED_LOADS
-from headway.control.scheduler import Scheduler
+from headway.control.estimates.durations import TRUSTED_LOADS
+from headway.control.scheduling.scheduler import Scheduler
 
 
 @dataclass(frozen=True)

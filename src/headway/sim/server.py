@@ -23,8 +23,8 @@ from headway.clock import ManualClock
 from headway.control.actions import INFER, LOAD
 from headway.control.controller import Controller
 from headway.control.engine import Action, Tensors
+from headway.control.policy import HEADWAY, SchedulingPolicy
 from headway.control.request import InferenceRequest, Prediction
-from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
 from headway.errors import HeadwayError
 from headway.repository import ModelConfig, Repository, TensorSpec
 from headway.sim.results import ModelProfile, Outcome, SimulationResult, seed_profile

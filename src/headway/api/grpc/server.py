@@ -84,7 +84,7 @@ class CallContext:
         raise Aborted(code, details)
 
 
-class Dispatcher:
+class CallRouter:
     """Turns each call into its RPC over the app (the `Handler` of every connection)."""
 
     def __init__(self, app: HeadwayApp) -> None:
@@ -274,7 +274,7 @@ class GrpcServer(ReadTurns):
         self.connections: Connections[Http2Connection] = Connections()
         self.unanswered = 0  # calls handed over and not yet answered
         self.buffered = 0  # request bytes held for calls still arriving
-        self.dispatcher = Dispatcher(app)
+        self.router = CallRouter(app)
         self._server: asyncio.Server | None = None
         self._pending: PendingAccepts | None = None  # see `accept_pending`
         self._sweeper: asyncio.Task[None] | None = None
@@ -309,7 +309,7 @@ class GrpcServer(ReadTurns):
         self._sweeper = loop.create_task(self._sweep())
 
     def _connection(self) -> Http2Connection:
-        return Http2Connection(self.dispatcher, self.limits, self)
+        return Http2Connection(self.router, self.limits, self)
 
     def accept_pending(self) -> None:
         """Accept the connections waiting in the listen queues (`api.accepting`)."""
@@ -332,7 +332,7 @@ class GrpcServer(ReadTurns):
         give_up_at = time.monotonic() + self.grace
         while self.unanswered > 0 and time.monotonic() < give_up_at:
             await asyncio.sleep(0.01)
-        tasks = list(self.dispatcher.tasks)
+        tasks = list(self.router.tasks)
         for task in tasks:
             task.cancel()
         if tasks:  # the cancelled calls answer CANCELLED

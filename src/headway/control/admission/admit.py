@@ -15,10 +15,9 @@ from collections.abc import Callable, Mapping
 from headway.control.actions import LOAD, Tally
 from headway.control.admission.backlog import Backlogs
 from headway.control.admission.reasons import REJECTED_AT_ADMISSION
+from headway.control.estimates.durations import Durations
 from headway.control.jobs import Job
-from headway.control.placement import Placement
-from headway.control.predictions import Predictions
-from headway.control.slots import ModelSlot, WorkerSlot
+from headway.control.placement.slots import ModelSlot, Placement, WorkerSlot
 from headway.errors import Backlogged, ColdStartTooSlow, DeadlineUnmeetable, Overloaded
 
 
@@ -29,7 +28,7 @@ class Admission:
 
     def __init__(
         self,
-        predictions: Predictions,
+        durations: Durations,
         placement: Placement,
         backlogs: Backlogs,
         tally: Tally,
@@ -37,7 +36,7 @@ class Admission:
         early_reject: bool,
         demand_loading: bool,
     ) -> None:
-        self.predictions = predictions
+        self.durations = durations
         self.placement = placement
         self.backlogs = backlogs
         self._count = tally.count
@@ -60,15 +59,15 @@ class Admission:
             self._count(job.model, "cold_starts")
         if not self.early_reject:
             return None
-        placement, predictions = self.placement, self.predictions
+        placement, durations = self.placement, self.durations
         try:
             return admit(
                 model,
                 job,
                 now=now,
-                predictions=predictions,
+                durations=durations,
                 cold=cold,
-                load_wait=lambda: load_wait(model, placement.workers, predictions, now),
+                load_wait=lambda: load_wait(model, placement.workers, durations, now),
                 busy_wait=placement.busy_wait,
             )
         except DeadlineUnmeetable as exc:
@@ -86,7 +85,7 @@ def admit(
     request: Job,
     *,
     now: float,
-    predictions: Predictions,
+    durations: Durations,
     cold: bool,
     load_wait: Callable[[], float],
     busy_wait: Callable[[ModelSlot, float], float] = lambda model, now: 0.0,
@@ -100,10 +99,10 @@ def admit(
     `busy_wait(model, now)`: the predicted seconds until a worker holding the model is free (a
     long action of another model on it is known at arrival: waiting for it to pass is pointless).
     """
-    service = predictions.service_time(request.model, request.rows)
+    service = durations.service_time(request.model, request.rows)
     left = request.deadline - now
-    if 0 < left < (service or 0.0) and predictions.forget_stale_round_trips(now):
-        service = predictions.service_time(request.model, request.rows)  # without old ones
+    if 0 < left < (service or 0.0) and durations.forget_stale_round_trips(now):
+        service = durations.service_time(request.model, request.rows)  # without old ones
     if left <= 0 or (service is not None and service > left):
         need = f"needs ~{service * 1e3:.2f} ms" if service is not None else "is already late"
         raise DeadlineUnmeetable(
@@ -128,7 +127,7 @@ def admit(
         deadline=request.deadline,
         now=now,
         service=service,
-        predictions=predictions,
+        durations=durations,
         busy=busy_wait(model, now),
     )
     if why is not None:
@@ -144,7 +143,7 @@ def behind(
     deadline: float,
     now: float,
     service: float,
-    predictions: Predictions,
+    durations: Durations,
     busy: float,
 ) -> str | None:
     """Why a request of `rows` rows (`service`: their predicted seconds) cannot make
@@ -160,10 +159,10 @@ def behind(
     if model.queue.rows:
         # Only the rows that run before this request delay it, and they run batched with
         # it. All queued rows bound them; count exactly only when that bound does not fit.
-        finish = _finish_time(model, predictions, model.queue.rows + rows)
+        finish = _finish_time(model, durations, model.queue.rows + rows)
         if finish is not None and busy + finish > left:
             ahead = model.queue.rows_ahead(priority, deadline)
-            finish = _finish_time(model, predictions, ahead + rows) if ahead else service
+            finish = _finish_time(model, durations, ahead + rows) if ahead else service
             if finish is not None and busy + finish > left:
                 return (
                     f"{ahead} rows queued ahead; with them it needs "
@@ -172,12 +171,12 @@ def behind(
     return None
 
 
-def _finish_time(model: ModelSlot, predictions: Predictions, rows: int) -> float | None:
-    return predictions.finish_time(model.key, rows, model.max_batch, len(model.replicas))
+def _finish_time(model: ModelSlot, durations: Durations, rows: int) -> float | None:
+    return durations.finish_time(model.key, rows, model.max_batch, len(model.replicas))
 
 
 def load_wait(
-    model: ModelSlot, workers: Mapping[int, WorkerSlot], predictions: Predictions, now: float
+    model: ModelSlot, workers: Mapping[int, WorkerSlot], durations: Durations, now: float
 ) -> float:
     """Seconds until `model` could run somewhere: 0 if placed, else the rest of a load."""
     if model.replicas:
@@ -190,4 +189,4 @@ def load_wait(
     ]
     if ends:
         return max(0.0, min(ends) - now)
-    return predictions.load_time(model.key) or 0.0
+    return durations.load_time(model.key) or 0.0

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from headway.control.jobs import Job
+from headway.control.placement.slots import ModelSlot
 from headway.control.request import DEFAULT_PRIORITY
-from headway.control.slots import ModelSlot
 
 
 class Backlog(NamedTuple):

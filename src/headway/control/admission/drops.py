@@ -13,17 +13,17 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator, Mapping
 
+from headway.control.estimates.durations import Durations
 from headway.control.jobs import Job
-from headway.control.predictions import Predictions
+from headway.control.placement.slots import ModelSlot
+from headway.control.policy import SchedulingPolicy
 from headway.control.request import DEFAULT_PRIORITY
-from headway.control.scheduling_policy import SchedulingPolicy
-from headway.control.slots import ModelSlot
 from headway.errors import ColdStartTooSlow, DeadlineUnmeetable, HeadwayError
 
 
-def latest_start(predictions: Predictions, model: ModelSlot, request: Job) -> float:
+def latest_start(durations: Durations, model: ModelSlot, request: Job) -> float:
     """The last moment `request` can start and still be predicted to meet its deadline."""
-    return request.deadline - (predictions.service_time(model.key, request.rows) or 0.0)
+    return request.deadline - (durations.service_time(model.key, request.rows) or 0.0)
 
 
 def drop_error(model: ModelSlot, service: float, *, demand_loading: bool) -> HeadwayError:
@@ -50,13 +50,13 @@ class DropTimes:
         self,
         models: Mapping[str, ModelSlot],
         waiting: set[str],
-        predictions: Predictions,
+        durations: Durations,
         *,
         demand_loading: bool,
     ) -> None:
         self._models = models
         self._waiting = waiting
-        self._predictions = predictions
+        self._durations = durations
         self._demand_loading = demand_loading
         self._heap: list[tuple[float, str]] = []
 
@@ -64,11 +64,11 @@ class DropTimes:
         """When `request` must be dropped if it has not started (counting a LOAD it still
         needs); `service`, if known, is its predicted seconds now (else they are asked)."""
         if service is None:
-            latest = latest_start(self._predictions, model, request)
+            latest = latest_start(self._durations, model, request)
         else:
             latest = request.deadline - service
         if self._demand_loading and model.unplaced:
-            latest -= self._predictions.load_time(model.key) or 0.0
+            latest -= self._durations.load_time(model.key) or 0.0
         return latest
 
     def pushed(self, model: ModelSlot, request: Job, service: float | None = None) -> None:
@@ -102,7 +102,7 @@ class DropTimes:
             found = queue.remove_if({id(r) for r in queue if self.time(model, r) <= now})
         rejected: list[tuple[Job, HeadwayError]] = []
         for request in found:
-            service = self._predictions.service_time(model.key, request.rows) or 0.0
+            service = self._durations.service_time(model.key, request.rows) or 0.0
             rejected.append(
                 (request, drop_error(model, service, demand_loading=self._demand_loading))
             )
@@ -135,7 +135,7 @@ class DropTimes:
 
 
 def take_doomed_heads(
-    model: ModelSlot, start: float, *, predictions: Predictions, policy: SchedulingPolicy
+    model: ModelSlot, start: float, *, durations: Durations, policy: SchedulingPolicy
 ) -> list[Job]:
     """Under overload, pop the most urgent queued requests that only a batch smaller than
     `model`'s largest could still serve by their deadlines, starting at `start`: the caller
@@ -150,10 +150,10 @@ def take_doomed_heads(
     queue, full = model.queue, model.max_batch
     if not (policy.early_reject and policy.profile_batching) or queue.rows <= full:
         return []
-    if not predictions.estimator.profiled(model.key) or queue.last is None:
+    if not durations.estimator.profiled(model.key) or queue.last is None:
         return []
-    service = predictions.service_time(model.key, full)
-    finish = predictions.finish_time(model.key, queue.rows, full, max(1, len(model.replicas)))
+    service = durations.service_time(model.key, full)
+    finish = durations.finish_time(model.key, queue.rows, full, max(1, len(model.replicas)))
     if service is None or finish is None or start + finish <= queue.last[1]:
         return []  # not overloaded: every queued row can still run in time
     head, cutoff = queue.peek(), start + service

@@ -25,9 +25,9 @@ from headway.control.admission.overload import (
     quick_refusal,
 )
 from headway.control.admission.reasons import BACKLOG, REFUSED_UNREAD, Refusal
+from headway.control.estimates.durations import Durations
 from headway.control.model_stats import ModelStats
-from headway.control.placement import Placement
-from headway.control.predictions import Predictions
+from headway.control.placement.slots import Placement
 from headway.control.request import DEFAULT_PRIORITY, InferenceRequest, priority_level
 from headway.repository import ModelConfig
 
@@ -43,7 +43,7 @@ class UnreadRefusals:
     def __init__(
         self,
         clock: TimerClock,
-        predictions: Predictions,
+        durations: Durations,
         placement: Placement,
         backlogs: Backlogs,
         tally: Tally,
@@ -54,7 +54,7 @@ class UnreadRefusals:
         inline: bool = False,
     ) -> None:
         self.clock = clock
-        self.predictions = predictions
+        self.durations = durations
         self.placement = placement
         self.backlogs = backlogs
         self._tally = tally
@@ -135,13 +135,13 @@ class UnreadRefusals:
         share = lag.share
         if self.inline and share < SHARE and lag.shedding:
             model = self.placement.models.get(key)
-            full = None if model is None else self.predictions.service_time(key, model.max_batch)
+            full = None if model is None else self.durations.service_time(key, model.max_batch)
             if full is None or full > BRIEF_RUN_S:  # its waits are its runs'
                 share = SHARE
         reason = quick_refusal(
             waited=waited,
             timeout=timeout,
-            service=self.predictions.service_time(key, 1),
+            service=self.durations.service_time(key, 1),
             deadline=deadline,
             backlog=backlog,
             shedding=lag.shedding,
@@ -182,8 +182,8 @@ class UnreadRefusals:
         model = placement.models.get(key)
         if model is None or not model.replicas or not self.early_reject:
             return False
-        predictions = self.predictions
-        service = predictions.service_time(key, 1)
+        durations = self.durations
+        service = durations.service_time(key, 1)
         if service is None:
             return False
         why = behind(
@@ -193,7 +193,7 @@ class UnreadRefusals:
             deadline=deadline,
             now=now,
             service=service,
-            predictions=predictions,
+            durations=durations,
             busy=placement.busy_wait(model, now),
         )
         return why is not None

@@ -2,7 +2,7 @@
 
 Which models have requests waiting, when each one's most urgent request must be dropped
 (`drops.DropTimes`, with early rejection), and which need a LOAD before they can run
-(`cold_starts.ColdModels`, with demand loading). Every change to a queue goes through here, so
+(`demand.ColdModels`, with demand loading). Every change to a queue goes through here, so
 those three stay in step with the queues.
 """
 
@@ -12,11 +12,11 @@ from collections.abc import Iterable, Mapping
 
 from headway.control.actions import Dispatch
 from headway.control.admission.drops import DropTimes
-from headway.control.cold_starts import ColdModels
+from headway.control.estimates.durations import Durations
 from headway.control.jobs import Job
-from headway.control.predictions import Predictions
-from headway.control.scheduling_policy import SchedulingPolicy
-from headway.control.slots import ModelSlot
+from headway.control.placement.slots import ModelSlot
+from headway.control.policy import SchedulingPolicy
+from headway.control.scheduling.demand import ColdModels
 from headway.errors import HeadwayError
 
 
@@ -26,21 +26,21 @@ class QueuedWork:
     def __init__(
         self,
         models: Mapping[str, ModelSlot],
-        predictions: Predictions,
+        durations: Durations,
         policy: SchedulingPolicy,
         *,
         demand_loading: bool,
         recheck: set[int],
     ) -> None:
         self._models = models
-        self._predictions = predictions
+        self._durations = durations
         self._policy = policy
         self._demand_loading = demand_loading
         #: Workers to look at for a full batch ahead: a model of theirs just filled one.
         self._recheck = recheck
         #: Models with queued requests.
         self.waiting: set[str] = set()
-        self.drops = DropTimes(models, self.waiting, predictions, demand_loading=demand_loading)
+        self.drops = DropTimes(models, self.waiting, durations, demand_loading=demand_loading)
         self.cold = ColdModels()
 
     def push(self, model: ModelSlot, request: Job, service: float | None = None) -> None:
@@ -106,7 +106,7 @@ class QueuedWork:
         unplaced models that depend on it."""
         for key in self.waiting:
             model = self._models[key]
-            if model.unplaced and not self._predictions.trusts_own_load(key):
+            if model.unplaced and not self._durations.trusts_own_load(key):
                 self.refresh_drop(model)
 
     def forget(self, key: str, model: ModelSlot | None) -> list[Job]:

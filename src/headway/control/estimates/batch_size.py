@@ -6,7 +6,7 @@ batches finish within their deadlines and shrinks by 10% when one does not.
 
 from __future__ import annotations
 
-from headway.control.profiles import LatencyEstimator
+from headway.control.estimates.profiles import LatencyEstimator
 
 
 class AIMD:

@@ -12,9 +12,9 @@ import heapq
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from headway.control.predictions import Predictions
-from headway.control.scheduling_policy import SchedulingPolicy
-from headway.control.slots import ModelSlot, WorkerSlot
+from headway.control.estimates.durations import Durations
+from headway.control.placement.slots import ModelSlot, WorkerSlot
+from headway.control.policy import SchedulingPolicy
 
 HeadKey = tuple[int, float, int]
 
@@ -47,7 +47,7 @@ class ColdModels:
         *,
         models: Mapping[str, ModelSlot],
         waiting: set[str],
-        predictions: Predictions,
+        durations: Durations,
         policy: SchedulingPolicy,
     ) -> ColdStart | None:
         """The most urgent candidate that fits `worker` (after evictions) and, under
@@ -72,8 +72,8 @@ class ColdModels:
             head = model.queue.peek()
             assert head is not None
             if policy.feasible_loads_only:
-                ready = start + (predictions.load_time(key) or 0.0)
-                if ready + (predictions.service_time(key, head.rows) or 0.0) > head.deadline:
+                ready = start + (durations.load_time(key) or 0.0)
+                if ready + (durations.service_time(key, head.rows) or 0.0) > head.deadline:
                     continue
             victims = worker.memory.victims(
                 model.size_mb,

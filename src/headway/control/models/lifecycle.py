@@ -12,9 +12,9 @@ from typing import Any
 from headway.control.actions import LOAD, UNLOAD
 from headway.control.engine import Engine, Reply
 from headway.control.jobs import Job
-from headway.control.measuring import WARMUP_RUNS, Measuring
 from headway.control.model_stats import ModelStats
-from headway.control.models import (
+from headway.control.models.measuring import WARMUP_RUNS, Measuring
+from headway.control.models.states import (
     LOADING,
     READY,
     UNAVAILABLE,
@@ -22,7 +22,7 @@ from headway.control.models import (
     ModelState,
     size_estimate,
 )
-from headway.control.scheduler import Scheduler
+from headway.control.scheduling.scheduler import Scheduler
 from headway.errors import HeadwayError, InvalidInput, ModelNotFound, ModelNotReady, WorkerFailed
 from headway.repository import MAX_VERSION_DIGITS, ModelConfig, Repository, TensorSpec
 from headway.store import Store

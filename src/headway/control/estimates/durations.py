@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from headway.control.profiles import LatencyEstimator, percentile
+from headway.control.estimates.profiles import LatencyEstimator, percentile
 
 #: The LOAD duration a worker's timeline assumes before any load was measured.
 DEFAULT_LOAD_SECONDS = 0.25
@@ -76,7 +76,7 @@ class RecentP90:
         return True
 
 
-class Predictions:
+class Durations:
     """Predicted seconds for INFER (`service_time`), LOAD (`load_time`) and queued rows."""
 
     def __init__(

@@ -15,25 +15,25 @@ from typing import Protocol
 
 from headway.clock import Timer, TimerClock
 from headway.control.actions import INFER, LOAD, Dispatch
+from headway.control.dispatch.messages import message
 from headway.control.engine import Engine, Reply, Tensors
 from headway.control.jobs import Job
-from headway.control.lifecycle import ModelLifecycle
-from headway.control.messages import message
 from headway.control.model_stats import ModelStats
-from headway.control.models import ModelState
+from headway.control.models.lifecycle import ModelLifecycle
+from headway.control.models.states import ModelState
 from headway.control.request import Prediction
-from headway.control.scheduler import Scheduler
+from headway.control.scheduling.scheduler import Scheduler
 from headway.errors import HeadwayError, ModelError
 
 log = logging.getLogger("headway.controller")
 
 #: Inline on the loop: the longest predicted run of a full batch that runs inside the read
-#: that filled it (`Dispatcher.run_full_batch`).
+#: that filled it (`Relay.run_full_batch`).
 MID_TURN_RUN_LIMIT_S = 0.002
 
 
 class ReplyWatch(Protocol):
-    """Who waits for the workers' replies on the transport's side (`Dispatcher.reply_watch`)."""
+    """Who waits for the workers' replies on the transport's side (`Relay.reply_watch`)."""
 
     def expect_reply(self, seconds: float, requests: int) -> None:
         """An INFER carrying `requests` requests went to a worker, which is predicted to run
@@ -43,7 +43,7 @@ class ReplyWatch(Protocol):
         """A reply came, and no worker is busy any more."""
 
 
-class Dispatcher:
+class Relay:
     """Sends what `scheduler` decides through `engine` and answers from the replies, for the
     models of the lifecycle it serves (`serve`)."""
 

@@ -1,15 +1,22 @@
-"""Measuring runs: the warm-up sweep at load, and probes after a refusal that may be wrong.
+"""Measuring to keep the estimates honest: the warm-up sweep of batch sizes, probes after a
+refusal that may be wrong, and probe loads after a refused cold start.
 
 A refused request never runs, so it never corrects the estimate that refused it: an estimate
 for a batch size never measured, or inflated by one slow run, would turn the same requests
-away for ever. Batches of zeros measure instead (`next_sweep_size`, `Probes`).
+away for ever, and so would a never-loaded model's LOAD estimate taken from a few slow loads
+(pre-warm loads on a busy machine). Batches of zeros measure instead (`next_sweep_size`,
+`Probes`), and an idle worker with nothing queued for it loads a model to measure the load
+(`LoadProbes`). A refusal that even the fastest measured run confirms, or a model whose own
+loads are trusted (`TRUSTED_LOADS`) and slow, is a verdict: nothing to measure.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+from headway.control.estimates.durations import Durations
 from headway.control.jobs import Job
-from headway.control.predictions import Predictions
-from headway.control.slots import ModelSlot
+from headway.control.placement.slots import ModelSlot, WorkerSlot
 
 #: The priority level of measuring runs: after every request's (Triton's levels are small).
 PROBE_PRIORITY = 2**31
@@ -23,10 +30,14 @@ SWEEP_SHARE = 0.5
 #: ... or more than this, when runs happen in the frontend's own process (the inline engine):
 #: there, every run holds up every request, and longer sizes are left to probes.
 INLINE_SWEEP_S = 0.005
+#: The most of a worker's time that probe loads take: after a probe load expected to take d
+#: seconds, the worker's next one waits d / LOAD_PROBE_DUTY. Loads are made only by an idle
+#: worker with nothing queued, but a request arriving during one waits for it.
+LOAD_PROBE_DUTY = 0.25
 
 
 def next_sweep_size(
-    predictions: Predictions,
+    durations: Durations,
     key: str,
     rows: int,
     *,
@@ -37,7 +48,7 @@ def next_sweep_size(
     """The batch size to measure after a sweep run of `rows` rows, or None: the sweep is done."""
     if rows >= max_batch:
         return None
-    took = predictions.estimator.estimate(key, rows)
+    took = durations.estimator.estimate(key, rows)
     limit = min(SWEEP_SHARE * slo, INLINE_SWEEP_S) if inline else SWEEP_SHARE * slo
     if took is None or took > limit:
         return None
@@ -55,8 +66,8 @@ class Probes:
     fastest measured run confirms (a 1 ms deadline for a 600 ms model) is a verdict, and measures
     nothing."""
 
-    def __init__(self, predictions: Predictions) -> None:
-        self._predictions = predictions
+    def __init__(self, durations: Durations) -> None:
+        self._durations = durations
         self._next: dict[str, float] = {}  # model -> the earliest time of its next probe
 
     def after_refusal(self, model: ModelSlot | None, request: Job, now: float) -> int | None:
@@ -66,7 +77,7 @@ class Probes:
         if model is None or model.queue or not model.replicas:
             return None
         left = request.deadline - now
-        service = self._predictions.service_time(model.key, request.rows)
+        service = self._durations.service_time(model.key, request.rows)
         if service is None or service <= left:
             return None  # refused for the queue or the busy worker: the estimate is not at fault
         return self.size(model.key, request.rows, left, now, max_batch=model.max_batch)
@@ -79,9 +90,9 @@ class Probes:
         from the last, never one unbounded run."""
         if now < self._next.get(key, float("-inf")):
             return None
-        estimator = self._predictions.estimator
+        estimator = self._durations.estimator
         fastest = estimator.fastest(key, rows)
-        if fastest is not None and fastest + self._predictions.overhead > left:
+        if fastest is not None and fastest + self._durations.overhead > left:
             return None  # even the fastest run measured would be late: a verdict
         size = min(rows, max(max_batch, 2 * estimator.largest_measured(key)))
         # what the probe will take: a measured size's typical run (its estimate may be the
@@ -94,3 +105,60 @@ class Probes:
 
     def forget(self, key: str) -> None:
         self._next.pop(key, None)
+
+
+class LoadProbes:
+    """Models whose cold starts were refused on an untrusted LOAD estimate, oldest first, and
+    when each worker may make its next probe load."""
+
+    def __init__(self, durations: Durations) -> None:
+        self._durations = durations
+        self._wanted: dict[str, None] = {}  # insertion-ordered set
+        self._next: dict[int, float] = {}  # worker -> the earliest time of its next probe load
+
+    def refused(self, key: str) -> None:
+        """A cold start of `key` was refused: measure it, unless its own loads are trusted."""
+        if not self._durations.trusts_own_load(key):
+            self._wanted.setdefault(key, None)
+
+    def forget(self, key: str) -> None:
+        self._wanted.pop(key, None)
+
+    @property
+    def pending(self) -> bool:
+        """Whether some model waits for a probe load (the scheduler should be polled)."""
+        return bool(self._wanted)
+
+    def wakeup(self, worker: WorkerSlot, now: float) -> float | None:
+        """When idle `worker` may make its next probe load, if one waits and it is not yet due."""
+        due = self._next.get(worker.id)
+        return due if self._wanted and due is not None and due > now else None
+
+    def choose(
+        self,
+        worker: WorkerSlot,
+        now: float,
+        *,
+        models: Mapping[str, ModelSlot],
+        waiting: set[str],
+    ) -> tuple[ModelSlot, list[str]] | None:
+        """The model for idle `worker` (nothing in flight, nothing queued for it) to load as a
+        probe, and the idle models to evict first; None when none is due or fits. A chosen
+        model counts as probed."""
+        if not self._wanted or worker.inflight or now < self._next.get(worker.id, float("-inf")):
+            return None
+        for key in list(self._wanted):
+            model = models.get(key)
+            if model is None or not model.unplaced or self._durations.trusts_own_load(key):
+                del self._wanted[key]  # gone, placed or loading meanwhile, or measured enough
+                continue
+            victims = worker.memory.victims(
+                model.size_mb, pinned=set(), idle=lambda k: k not in waiting
+            )
+            if victims is None or any(k in waiting for k in victims):
+                continue  # it would evict a model with queued work: not for a probe
+            del self._wanted[key]
+            expected = self._durations.load_time(key) or 0.0
+            self._next[worker.id] = now + expected / LOAD_PROBE_DUTY
+            return model, victims
+        return None

@@ -14,9 +14,9 @@ import numpy as np
 
 from headway.clock import Clock
 from headway.control.jobs import Job
-from headway.control.probes import PROBE_PRIORITY, next_sweep_size
 from headway.control.request import FutureReceiver, Prediction
-from headway.control.scheduler import Scheduler
+from headway.control.scheduling.probes import PROBE_PRIORITY, next_sweep_size
+from headway.control.scheduling.scheduler import Scheduler
 from headway.datatypes import numpy_dtype
 from headway.errors import HeadwayError
 from headway.repository import ModelConfig
@@ -73,7 +73,7 @@ class Measuring:
             self.warming.add(config.key)
         if runs <= 0:
             following = next_sweep_size(
-                self.scheduler.predictions,
+                self.scheduler.durations,
                 config.key,
                 rows,
                 max_batch=config.max_batch_size,

@@ -1,10 +1,11 @@
 """The scheduler: which action runs on which worker next, and what is rejected at once.
 
-Pure logic with an injected clock (Clockwork's "consolidate choice"): it decides, the
-controller carries its decisions out. Its parts live beside it: `placement` (which worker holds
-which model, and the actions in flight), `queued` (the queues and their drop times and cold
-starts), `slots`, `predictions`, `admission`, `infer_choice`, `making` (the actions its choices
-become), `outcomes` (what an ended action teaches); this module ties them together and decides.
+Pure logic with an injected clock (Clockwork's "consolidate choice"): it decides, the relay
+carries its decisions out. It decides over the placement (which worker holds which model, the
+actions in flight, the queues) with the estimates, asks admission what to refuse, and ties its
+parts together: `queued_work` (the queues' drop times and cold models), `choices` (the next
+action on a worker, and the action it becomes), `demand` and `probes` (which LOAD), `outcomes`
+(what an ended action teaches).
 """
 
 from __future__ import annotations
@@ -16,18 +17,21 @@ from headway.control.actions import Decisions, Dispatch, Tally, earliest
 from headway.control.admission.admit import Admission
 from headway.control.admission.backlog import Backlogs
 from headway.control.admission.reasons import DROPPED, REFUSED_BY_WORKER
-from headway.control.infer_choice import full_batch_ahead, hold_until, most_urgent, start_alone
+from headway.control.estimates.durations import Durations
+from headway.control.estimates.profiles import LatencyEstimator
 from headway.control.jobs import Job
-from headway.control.load_probes import LoadProbes
-from headway.control.making import ActionMaker
-from headway.control.outcomes import learn
-from headway.control.placement import Placement
-from headway.control.predictions import Predictions
-from headway.control.probes import Probes
-from headway.control.profiles import LatencyEstimator
-from headway.control.queued import QueuedWork
-from headway.control.scheduling_policy import HEADWAY, SchedulingPolicy
-from headway.control.slots import ModelSlot, WorkerSlot
+from headway.control.placement.slots import ModelSlot, Placement, WorkerSlot
+from headway.control.policy import HEADWAY, SchedulingPolicy
+from headway.control.scheduling.choices import (
+    ActionMaker,
+    full_batch_ahead,
+    hold_until,
+    most_urgent,
+    start_alone,
+)
+from headway.control.scheduling.outcomes import learn
+from headway.control.scheduling.probes import LoadProbes, Probes
+from headway.control.scheduling.queued_work import QueuedWork
 from headway.errors import ColdStartTooSlow
 
 
@@ -60,11 +64,11 @@ class Scheduler:
         own_in_flight: bool = False,
     ) -> None:
         self.clock = clock
-        self.predictions = Predictions(estimator, overhead_window=overhead_window)
-        self.estimator = self.predictions.estimator
-        self.loads = self.predictions.loads
-        self.probes = Probes(self.predictions)
-        self.load_probes = LoadProbes(self.predictions)
+        self.durations = Durations(estimator, overhead_window=overhead_window)
+        self.estimator = self.durations.estimator
+        self.loads = self.durations.loads
+        self.probes = Probes(self.durations)
+        self.load_probes = LoadProbes(self.durations)
         self.policy = policy
         self.demand_loading = demand_loading
         self.retries = retries
@@ -85,7 +89,7 @@ class Scheduler:
         self._recheck = self.placement.changed
         self._queued = QueuedWork(
             self._models,
-            self.predictions,
+            self.durations,
             policy,
             demand_loading=demand_loading,
             recheck=self._recheck,
@@ -93,9 +97,9 @@ class Scheduler:
         self._waiting = self._queued.waiting
         self._drops = self._queued.drops
         self._push = self._queued.push
-        #: Carries out what `poll` and `start_now` choose (`making`).
+        #: Carries out what `poll` and `start_now` choose (`choices.ActionMaker`).
         self.actions = ActionMaker(
-            clock, self.predictions, policy, self._queued, tally, unplaced=self.unplaced
+            clock, self.durations, policy, self._queued, tally, unplaced=self.unplaced
         )
         #: What admission's refusals for the work ahead say of later requests: dropped
         #: whenever that work may have shrunk (`shrank`: an action sent or ended, a request
@@ -103,7 +107,7 @@ class Scheduler:
         self.backlogs = Backlogs()
         #: Whether a job joins its queue (`admission.admit`).
         self.admission = Admission(
-            self.predictions,
+            self.durations,
             self.placement,
             self.backlogs,
             tally,
@@ -177,11 +181,11 @@ class Scheduler:
         return self.probes.after_refusal(model, request, self.clock.now())
 
     def start_now(self, request: Job) -> Dispatch | None:
-        """Start `request` alone at once when `infer_choice.start_alone` finds it an idle
+        """Start `request` alone at once when `choices.start_alone` finds it an idle
         worker: the path of a request that finds the server idle (no queue, no poll); else
         None (submit it)."""
         now = self.clock.now()
-        found = start_alone(self._models, request, now, self.predictions, self._workers)
+        found = start_alone(self._models, request, now, self.durations, self._workers)
         if found is None:
             return None
         model, worker, service = found
@@ -202,7 +206,7 @@ class Scheduler:
         return run is not None and run <= within
 
     def _full_batch_run(self, model: ModelSlot) -> float | None:
-        return self.predictions.service_time(model.key, model.max_batch)
+        return self.durations.service_time(model.key, model.max_batch)
 
     def poll(self) -> Decisions:
         """Decide what available workers run next and which requests to reject."""
@@ -233,7 +237,7 @@ class Scheduler:
         decisions.dispatches.append(dispatch)
 
     def _full_batches_ahead(self, now: float, decisions: Decisions) -> None:
-        """Send busy workers their next full batch ahead (`infer_choice.full_batch_ahead`).
+        """Send busy workers their next full batch ahead (`choices.full_batch_ahead`).
 
         Only workers that something happened to since the last poll are looked at (`_recheck`:
         an action sent or ended, a model of theirs filled a batch), so a poll stays cheap with
@@ -244,7 +248,7 @@ class Scheduler:
             worker = self._workers.get(worker_id)
             if worker is None:
                 continue
-            model = full_batch_ahead(worker, self._models, self._waiting, self.predictions)
+            model = full_batch_ahead(worker, self._models, self._waiting, self.durations)
             if model is not None:
                 batch = self.actions.batch(model, worker.free_at, decisions)
                 self._start(worker, batch, now, decisions)
@@ -261,7 +265,7 @@ class Scheduler:
                 start,
                 models=self._models,
                 waiting=self._waiting,
-                predictions=self.predictions,
+                durations=self.durations,
                 policy=self.policy,
             )
         if cold is not None and (model is None or cold.head < model.queue.head_key()):  # type: ignore[operator]
@@ -275,7 +279,7 @@ class Scheduler:
             if due is not None:
                 decisions.wakeup = earliest(decisions.wakeup, due)
             return None
-        wait = hold_until(model, now, self.predictions)
+        wait = hold_until(model, now, self.durations)
         if wait is not None:
             decisions.wakeup = earliest(decisions.wakeup, wait)
             return None
@@ -305,11 +309,11 @@ class Scheduler:
                 dispatch,
                 duration,
                 now,
-                predictions=self.predictions,
+                durations=self.durations,
                 models=self._models,
                 inline_waiting=waiting,
             )
-            self.placement.turn = self.predictions.turn
+            self.placement.turn = self.durations.turn
             if estimate_changed and self.demand_loading:
                 # (only this model's own estimate changed, and it is loaded)
                 self._queued.load_estimate_changed()
@@ -335,7 +339,7 @@ class Scheduler:
         estimates = self.estimator.snapshot()
         return {
             "policy": self.policy.name,
-            "overhead_s": self.predictions.overhead,
+            "overhead_s": self.durations.overhead,
             "counters": vars(self.counters).copy(),
             "models": self.placement.statistics(estimates),
         }

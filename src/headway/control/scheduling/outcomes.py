@@ -1,7 +1,7 @@
 """What an ended action teaches the scheduler.
 
 Every action a worker runs comes back with the seconds it took, and each such measurement
-keeps current what the next decisions rest on (Clockwork's predictions, refined by the actions
+keeps current what the next decisions rest on (Clockwork's durations, refined by the actions
 themselves): a LOAD's duration the load estimates; an INFER's the model's service-time
 estimates (when every request in it was measured), the RPC overhead (the round trip less the
 worker's time; inline, the turn of reads between two runs instead), and the baseline's AIMD
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from headway.control.actions import INFER, LOAD, Dispatch
-from headway.control.predictions import Predictions
-from headway.control.slots import ModelSlot
+from headway.control.estimates.durations import Durations
+from headway.control.placement.slots import ModelSlot
 
 
 def learn(
@@ -22,28 +22,28 @@ def learn(
     duration: float,
     now: float,
     *,
-    predictions: Predictions,
+    durations: Durations,
     models: Mapping[str, ModelSlot],
     inline_waiting: bool | None = None,
 ) -> bool:
     """Fold the measured `duration` (s) of `dispatch`, ended at `now`, into the estimates and
     its model's batch counts. True when a LOAD changed the estimate for never-loaded models
     (the cold starts waiting on it must be weighed again). `inline_waiting`: the INFER ran on
-    the event loop (inline), and work waited when it ended (`Predictions.observe_inline_run`);
+    the event loop (inline), and work waited when it ended (`Durations.observe_inline_run`);
     None: it ran on a worker process."""
     if dispatch.kind == LOAD:
-        return predictions.observe_load(dispatch.model, duration)
+        return durations.observe_load(dispatch.model, duration)
     if dispatch.kind == INFER:
         if all(r.measured for r in dispatch.requests):
-            predictions.estimator.observe(dispatch.model, dispatch.rows, duration)
+            durations.estimator.observe(dispatch.model, dispatch.rows, duration)
         if inline_waiting is not None:
-            predictions.observe_inline_run(
+            durations.observe_inline_run(
                 dispatch.worker, dispatch.sent_at, now - duration, now, waiting=inline_waiting
             )
         else:
             # from when it could start: one sent ahead waited for the batch before it, which
             # is that batch's run, not the round trip every prediction adds
-            predictions.observe_round_trip(now - dispatch.startable_at - duration, now)
+            durations.observe_round_trip(now - dispatch.startable_at - duration, now)
         model = models.get(dispatch.model)
         if model is not None:
             model.finished_at = now

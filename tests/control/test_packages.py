@@ -1,0 +1,67 @@
+"""The control layer's packages import one way: each only those before it, so a reader can name
+who decides what without finding two packages that ask each other (`headway/control/__init__`).
+
+Read from the source, every import counted: at the top, inside functions, and for type
+checking alike.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+CONTROL = Path(__file__).resolve().parents[2] / "src" / "headway" / "control"
+
+#: The order of the packages: a module may import its own package's modules and those of the
+#: packages before it. The shared records come first; the controller last.
+ORDER = (
+    ("request", "jobs", "actions", "engine", "model_stats", "policy"),
+    ("estimates",),
+    ("placement",),
+    ("admission",),
+    ("scheduling",),
+    ("models",),
+    ("dispatch",),
+    ("cache",),
+    ("controller",),
+)
+RANK = {name: rank for rank, names in enumerate(ORDER) for name in names}
+
+
+def unit(module: str) -> str:
+    """The package (or top-level module) of `headway.control.<module...>`."""
+    return module.removeprefix("headway.control.").split(".")[0]
+
+
+def imports(path: Path) -> set[str]:
+    """The control modules `path` imports, anywhere in it."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {m for m in found if m.startswith("headway.control.")}
+
+
+def test_every_package_of_the_control_layer_has_its_place() -> None:
+    units = {p.stem if p.is_file() else p.name for p in CONTROL.iterdir()}
+    units -= {"__init__", "__pycache__"}
+    assert units == set(RANK)
+
+
+def test_each_package_imports_only_those_before_it() -> None:
+    upward = []
+    for path in sorted(CONTROL.rglob("*.py")):
+        here = path.relative_to(CONTROL).parts[0].removesuffix(".py")
+        if here == "__init__":
+            continue
+        for module in imports(path):
+            there = unit(module)
+            # the shared records import one another, and nothing of the packages
+            allowed = (
+                RANK[there] == 0 if RANK[here] == 0 else there == here or RANK[there] < RANK[here]
+            )
+            if not allowed:
+                upward.append(f"{path.relative_to(CONTROL)} -> {module}")
+    assert upward == []
