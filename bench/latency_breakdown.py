@@ -184,7 +184,7 @@ async def frontend(args: argparse.Namespace) -> dict[str, Any]:
         _memo_estimates(sched.estimator)
     submit, pump, send, on_message = (
         sched.submit,
-        controller.dispatch._pump,
+        controller.relay._pump,
         engine.send,
         engine.on_message,
     )
@@ -225,7 +225,7 @@ async def frontend(args: argparse.Namespace) -> dict[str, Any]:
     sched.submit = submit_  # type: ignore[method-assign]
     sched.poll = poll_  # type: ignore[method-assign]
     sched.complete = complete_  # type: ignore[method-assign]
-    controller.dispatch._pump = pump_  # type: ignore[method-assign]
+    controller.relay._pump = pump_  # type: ignore[method-assign]
     engine.send = send_  # type: ignore[method-assign]
     engine.on_message = on_message_
 

@@ -112,7 +112,7 @@ async def measure(rounds: int, repeat: int, profile: bool, connections: int, eng
         app = HeadwayApp(Controller(Repository.scan(root), FakeEngine(compute=_probabilities)))
     server = HttpServer(app, host="127.0.0.1", port=0)
     await server.start()
-    while unready(app.controller) or not app.controller.models:  # load, warm-up sweep
+    while unready(app.controller) or not app.controller.status():  # load, warm-up sweep
         await asyncio.sleep(0.05)
     pairs: list[tuple[HttpConnection, CountingTransport]] = []
     for _ in range(connections):

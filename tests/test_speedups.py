@@ -232,7 +232,7 @@ async def main(folder):
     server.turn_open, server.turn_floor = True, time.monotonic() - 1.0  # read a second late
     for _ in range(3):
         connection.data_received(head % len(body) + body)
-    errors = app.controller.statistics()["models"]["m"]["errors"]
+    errors = dict(app.controller.model_statistics("m").counts.errors)
     await app.stop()
     print(orjson.dumps({"written": transport.data.decode(), "errors": errors,
                         "compiled": not unread.__file__.endswith(".py")}).decode())

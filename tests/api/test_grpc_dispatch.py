@@ -57,7 +57,7 @@ def test_inferences_read_together_batch_and_a_late_one_is_refused_unread(tmp_pat
         connection = Http2Connection(CallRouter(app), Limits(), server)
         connection.connection_made(wire)  # type: ignore[arg-type]
         connection.data_received(f.PREFACE + f.settings({}))
-        before = controller.stats["m@1"].batch_size.count
+        before = controller.model_statistics("m").counts.batch_size.count
         connection.data_received(b"".join(infer(s, encoder, 50_000) for s in (1, 3, 5, 7)))
         assert server.unanswered == 4
         for _ in range(200):
@@ -67,14 +67,16 @@ def test_inferences_read_together_batch_and_a_late_one_is_refused_unread(tmp_pat
             await asyncio.sleep(0)
         answered = statuses(wire)
         assert [answered[s][0] for s in (1, 3, 5, 7)] == [b"0"] * 4
-        assert controller.stats["m@1"].batch_size.count - before == 1  # one worker action
+        after = controller.model_statistics("m").counts.batch_size.count
+        assert after - before == 1  # one worker action
         # read 60 ms after its bytes may have arrived, with 50 ms to live: refused unread
         server.floor = time.monotonic() - 0.060
         connection.data_received(infer(9, encoder, 50_000))
         status, message = statuses(wire)[9]
         assert status == b"4" and b"waited too long to be read" in message
-        controller.count_refusals()  # counted in bulk, at the turn's end or when asked
-        assert controller.stats["m@1"].errors["deadline"] == 1 and server.unanswered == 0
+        # counted in bulk, at the turn's end or when the statistics are read
+        assert controller.model_statistics("m").counts.errors["deadline"] == 1
+        assert server.unanswered == 0
         await app.stop()
 
     asyncio.run(scenario())

@@ -119,6 +119,6 @@ def test_a_request_admitted_before_a_late_one_on_its_connection_is_answered_firs
         assert orjson.loads(served)["outputs"][0]["data"] == [1, 2]
         assert second == "HTTP/1.1 503 Service Unavailable"
         assert "to be read" in orjson.loads(refused)["error"]  # admission says why
-        assert app.controller.stats["m@1"].successes >= 1
+        assert app.controller.model_statistics("m").counts.successes >= 1
 
     run(tmp_path, scenario)

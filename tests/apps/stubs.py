@@ -1,21 +1,23 @@
 """A stub controller for the application tests: models answer from plain functions of the
 input's first value, on an injected `ManualClock` (each call takes a stated number of clock
-seconds), and a model can be held back on an `asyncio.Event` (a straggler)."""
+seconds), and a model can be held back on an `asyncio.Event` (a straggler). It serves what
+applications use of a controller (`headway.control.doors.Serving`), nothing more."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from types import SimpleNamespace
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from headway.clock import ManualClock
-from headway.control.controller import READY
-from headway.control.request import InferenceRequest, Prediction
-from headway.repository import TensorSpec
+from headway.control.models.states import READY, ModelState
+from headway.control.request import InferenceRequest, Prediction, Receiver, Ticket
+from headway.errors import ModelNotFound
+from headway.repository import ModelConfig, Repository, TensorSpec
 
 
 @dataclass
@@ -25,23 +27,35 @@ class StubModel:
     gate: asyncio.Event | None = None  # held back until set
     state: str = READY
     finished: int = 0
-    config: Any = field(
-        default_factory=lambda: SimpleNamespace(
-            version=1, slo_ms=1000.0, inputs=(TensorSpec("input-0", "FP64", (-1, 1)),)
-        )
-    )
 
 
 class StubController:
-    """What a SelectionApplication needs of a Controller: clock, models, model(), infer()."""
+    """What a SelectionApplication needs of a controller: its clock and repository, its
+    models by name (`served`, `model`), and `infer`. The calls a flow makes (`submit`,
+    `withdraw`, loads, warm-ups) are not the applications' and are refused."""
 
     def __init__(self, **models: StubModel) -> None:
         self.clock = ManualClock()
         self.models = models
-        self.repository = None
+        configs = {
+            name: ModelConfig(
+                name, 1, "python", Path(name), inputs=(TensorSpec("input-0", "FP64", (-1, 1)),)
+            )
+            for name in models
+        }
+        self.repository = Repository(Path("stub"), models=configs, names=sorted(configs))
 
-    def model(self, name: str) -> StubModel:
-        return self.models[name]
+    def served(self, name: str, version: int | None = None) -> ModelState | None:
+        model = self.models.get(name)
+        if model is None or version not in (None, 1):
+            return None
+        return ModelState(self.repository.models[name], state=model.state)
+
+    def model(self, name: str, version: str | None = None) -> ModelState:
+        state = self.served(name, None if version is None else int(version))
+        if state is None:
+            raise ModelNotFound(f"model {name!r} is not served")
+        return state
 
     def shares_workers(self, name: str) -> bool:
         return False  # each model on a worker of its own: a straggler finishes late
@@ -56,3 +70,21 @@ class StubController:
         model.finished += 1
         value = model.answer(float(inputs["input-0"][0, 0]))
         return Prediction(name, 1, {"output-0": np.array([[value]])})
+
+    def submit(self, request: InferenceRequest, receiver: Receiver) -> Ticket:
+        raise NotImplementedError("applications await their calls (`infer`)")
+
+    def withdraw(self, ticket: Ticket) -> bool:
+        raise NotImplementedError("applications await their calls (`infer`)")
+
+    async def load(self, name: str, version: str | None = None) -> ModelState:
+        return self.model(name, version)
+
+    async def unload(self, name: str, version: str | None = None) -> None:
+        raise NotImplementedError("applications do not unload models")
+
+    def warm_up(self, name: str, inputs: tuple[TensorSpec, ...]) -> None:
+        raise NotImplementedError("a flow's stages are warmed up, not an application's")
+
+    def warming(self, name: str, version: int | None = None) -> bool:
+        return False

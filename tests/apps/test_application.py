@@ -29,7 +29,7 @@ def _app(
     controller: StubController, late: set[asyncio.Task[Any]] | None = None, **raw: Any
 ) -> SelectionApplication:
     config, rng = parse_app("app", raw), random.Random(0)
-    return SelectionApplication(config, controller, rng=rng, late=late)  # type: ignore[arg-type]
+    return SelectionApplication(config, controller, rng=rng, late=late)
 
 
 def test_answers_have_the_shape_of_the_issue_one_row_or_many() -> None:
@@ -133,7 +133,7 @@ def test_feedback_by_query_id_or_input_and_user_is_learned_logged_and_kept(
 
     async def first_run() -> dict[str, Any]:
         store = Store(path)
-        apps = AppRegistry(_controller(), store, declared)  # type: ignore[arg-type]
+        apps = AppRegistry(_controller(), store, declared)
         await apps.start()
         app = apps.get("personal")
         # ann's label follows a: b is wrong, loses eta * 1 = 0.5, in ann's and the app's state
@@ -176,7 +176,7 @@ def test_feedback_by_query_id_or_input_and_user_is_learned_logged_and_kept(
 
     async def second_run() -> dict[str, Any]:
         store = Store(path)
-        apps = AppRegistry(_controller(), store, declared)  # type: ignore[arg-type]
+        apps = AppRegistry(_controller(), store, declared)
         await apps.start()
         kept = _learned(apps)
         await apps.stop()

@@ -35,7 +35,7 @@ def _serve(
     async def run() -> Any:
         store = Store(path)
         configs = {name: parse_app(name, raw) for name, raw in declared.items()}
-        apps = AppRegistry(_controller(), store, configs)  # type: ignore[arg-type]
+        apps = AppRegistry(_controller(), store, configs)
         await apps.start()
         try:
             return await then(apps) if then is not None else sorted(apps.apps)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Callable, Sequence
-from types import SimpleNamespace
+from pathlib import Path
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from headway.control.request import (
     Tensors,
 )
 from headway.control.scheduling.scheduler import Scheduler
+from headway.repository import ModelConfig
 
 
 class Tag(str):
@@ -190,7 +191,8 @@ def tags(dispatch: Dispatch) -> list[str]:
 
 def over(s: Scheduler, clock: ManualClock, *, inline: bool) -> UnreadRefusals:
     """`UnreadRefusals` over `s`, whose model `m` (SLO 50 ms) it serves, for either engine."""
-    config = SimpleNamespace(key="m", cache=False, slo_ms=50.0)  # what screening reads of it
+    config = ModelConfig("m", 1, "python", Path("m"), slo_ms=50.0)
+    config.__dict__["key"] = "m"  # as the scheduler here calls it (`key` is computed once)
     stats = {"m": ModelStats()}
     s.placement.inline = inline
     return UnreadRefusals(

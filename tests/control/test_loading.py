@@ -560,7 +560,7 @@ def test_statistics_report_the_counters(clock: ManualClock) -> None:
     s.submit(request(clock, "b1", ms(50), model="b"))
     [load] = s.poll().dispatches
     assert (load.model, load.evict) == ("b", ["a"])
-    assert s.statistics()["counters"] == {
+    assert s.statistics().counters == {
         "loads": 1,
         "probe_loads": 0,
         "evictions": 1,

@@ -15,7 +15,7 @@ CONTROL = Path(__file__).resolve().parents[2] / "src" / "headway" / "control"
 #: The order of the packages: a module may import its own package's modules and those of the
 #: packages before it. The shared records come first; the controller last.
 ORDER = (
-    ("request", "jobs", "actions", "engine", "model_stats", "policy"),
+    ("request", "jobs", "actions", "engine", "model_stats", "policy", "snapshots"),
     ("estimates",),
     ("placement",),
     ("admission",),
@@ -23,7 +23,7 @@ ORDER = (
     ("models",),
     ("dispatch",),
     ("cache",),
-    ("controller",),
+    ("controller", "doors"),
 )
 RANK = {name: rank for rank, names in enumerate(ORDER) for name in names}
 
@@ -65,3 +65,27 @@ def test_each_package_imports_only_those_before_it() -> None:
             if not allowed:
                 upward.append(f"{path.relative_to(CONTROL)} -> {module}")
     assert upward == []
+
+
+#: The controller's parts: read only inside the control layer. Its callers use its doors and
+#: methods, and read what it did in `snapshots` (`Controller.statistics`).
+PARTS = {
+    "scheduler", "measuring", "lifecycle", "relay", "dispatch", "engine", "unread", "cache",
+    "stats", "models", "versions", "placement",
+}  # fmt: skip
+
+
+def test_nothing_outside_the_control_layer_reaches_into_the_controllers_parts() -> None:
+    source = CONTROL.parent
+    reached = []
+    for path in sorted(source.rglob("*.py")):
+        if CONTROL in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not (isinstance(node, ast.Attribute) and node.attr in PARTS):
+                continue
+            owner = node.value
+            name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
+            if name == "controller":
+                reached.append(f"{path.relative_to(source)}:{node.lineno} .{node.attr}")
+    assert reached == []

@@ -120,10 +120,10 @@ def test_clipper_runs_a_hopeless_request_and_answers_it_late(clock: ManualClock)
     assert (late.kind, tags(late), late.latest) == (INFER, ["hopeless"], None)  # no window
     clock.set(ms(20))
     s.complete(late.id, ms(10))
-    stats = s.statistics()
-    assert (stats["models"]["m"]["batches"], stats["models"]["m"]["late_batches"]) == (2, 1)
-    assert stats["models"]["m"]["aimd_limit"] == pytest.approx(1.8)  # +1, then x0.9
-    assert stats["counters"]["dropped"] == stats["counters"]["rejected_at_admission"] == 0
+    model, counters = s.model_statistics("m"), s.statistics().counters
+    assert (model.batches, model.late_batches) == (2, 1)
+    assert model.aimd_limit == pytest.approx(1.8)  # +1, then x0.9
+    assert counters["dropped"] == counters["rejected_at_admission"] == 0
 
 
 @pytest.mark.parametrize("policy", [HEADWAY, CLIPPER])

@@ -1,9 +1,9 @@
-"""Refusals under overload decided before a request is decoded (`control.overload`).
+"""Refusals under overload decided before a request is decoded (`control.admission`).
 
 Three reasons, each from O(1) state: the request waited too long to be read (`LATE`), its
-model's queue refused a request due no earlier since the queue last shrank (`BACKLOG`, the
-admission's backlog summary (`Backlogs`)), or the frontend is behind and the request waited longest (`SHED`,
-CoDel on the read wait: `FrontendLag`). Times are seconds, written as milliseconds; the clock
+model's queue refused a request due no earlier since the queue last shrank (`BACKLOG`,
+admission's backlog summary: `Backlogs`), or the frontend is behind and the request waited
+longest (`SHED`, CoDel on the read wait: `FrontendLag`). Times are seconds, written as milliseconds; the clock
 is injected.
 """
 
@@ -329,8 +329,8 @@ def test_the_controller_counts_each_quick_refusal_by_model_and_reason(tmp_path: 
         assert last is SHED
         # a priority of its own is left to admission
         assert screen("m", ms(60), ms(50), priority=1) is None
-        counted = controller.statistics()["models"]["m"]
-        assert counted["errors"] == {"deadline": 2, "shed": 2}
+        counted = controller.model_statistics("m").counts
+        assert counted.errors == {"deadline": 2, "shed": 2}
         events = controller.scheduler.events
         assert events["m@1", "refused_unread", LATE.reason] == 2
         assert events["m@1", "refused_unread", SHED.reason] == 2
@@ -362,11 +362,11 @@ def test_the_transports_refusals_are_counted_in_bulk_before_any_read_and_each_tu
                 InferenceRequest("m", timeout=ms(50), arrival=clock.now() - ms(60))
             )
 
-        stats = controller.stats["m@1"]
+        stats = controller.lifecycle.stats["m@1"]
         assert [refuse() for _ in range(3)] == [LATE] * 3
         assert stats.requests == 0  # not counted yet: in bulk
-        counted = controller.statistics()["models"]["m"]
-        assert counted["requests"] == 3 and counted["errors"] == {"deadline": 3}
+        counted = controller.model_statistics("m").counts
+        assert counted.requests == 3 and counted.errors == {"deadline": 3}
         assert controller.scheduler.events["m@1", "refused_unread", LATE.reason] == 3
         assert refuse() == LATE
         clock.advance(0.0)  # the end of the turn it was refused in: counted

@@ -177,16 +177,16 @@ def test_without_a_profile_aimd_grows_and_backs_off_on_a_miss(clock: ManualClock
         clock.advance(ms(1))
         s.complete(dispatch.id, ms(1))  # in time: +1
     assert sizes == [1, 2, 3]
-    assert s.statistics()["models"]["m"]["aimd_limit"] == 4.0
+    assert s.model_statistics("m").aimd_limit == 4.0
 
     submit(s, *(request(clock, f"late{i}", ms(5)) for i in range(4)))
     [late] = s.poll().dispatches
     assert tags(late) == ["late0", "late1", "late2", "late3"]  # earliest deadlines, 4 rows
     clock.advance(ms(10))
     s.complete(late.id, ms(10))  # finished after their deadlines: x0.9
-    stats = s.statistics()["models"]["m"]
-    assert stats["aimd_limit"] == pytest.approx(3.6)
-    assert (stats["batches"], stats["late_batches"]) == (4, 1)
+    stats = s.model_statistics("m")
+    assert stats.aimd_limit == pytest.approx(3.6)
+    assert (stats.batches, stats.late_batches) == (4, 1)
     [after] = s.poll().dispatches
     assert after.rows == 3
 
@@ -506,9 +506,9 @@ def test_complete_feeds_the_estimator_and_the_rpc_overhead(clock: ManualClock) -
     clock.set(ms(12))
     s.complete(dispatch.id, ms(10))  # the worker measured 10 ms; 2 ms went elsewhere
     assert s.estimator.estimate("m", 2) == pytest.approx(ms(10))
-    assert s.statistics()["overhead_s"] == pytest.approx(ms(2))
+    assert s.statistics().overhead_s == pytest.approx(ms(2))
     assert s.durations.service_time("m", 2) == pytest.approx(ms(12))
-    assert s.statistics()["models"]["m"]["estimates_s"] == {2: pytest.approx(ms(10))}
+    assert s.model_statistics("m").estimates_s == {2: pytest.approx(ms(10))}
     assert s.complete(dispatch.id, ms(10)) is None  # completed once only
 
     # The overhead now counts in when a queued request must be dropped.
@@ -538,9 +538,9 @@ def test_failed_action_leaves_estimates_and_aimd_alone(clock: ManualClock) -> No
     clock.advance(ms(5))
     assert s.complete(dispatch.id, None) is dispatch
     assert s.estimator.estimate("m", 1) is None
-    stats = s.statistics()
-    assert stats["models"]["m"]["aimd_limit"] == 1.0
-    assert stats["models"]["m"]["batches"] == 0
+    stats = s.model_statistics("m")
+    assert stats.aimd_limit == 1.0
+    assert stats.batches == 0
     assert s.placement.busy_workers() == 0
 
 
@@ -552,7 +552,7 @@ def test_control_completion_does_not_touch_estimates(clock: ManualClock) -> None
     clock.advance(1.0)
     s.complete(load.id, 0.5)
     assert s.estimator.estimate("m", 1) is None
-    assert s.statistics()["overhead_s"] == 0.0
+    assert s.statistics().overhead_s == 0.0
 
 
 # -- a request that finds the server idle --------------------------------------------------------

@@ -64,21 +64,23 @@ def answered(prediction: Any) -> int:
 def test_versions_resolve_to_the_default_or_their_own_state(repository: Repository) -> None:
     controller = Controller(repository, versioned_engine())
     default = controller.model("clf")
-    assert default.config.version == 3 and controller.versions == {}
+    assert default.config.version == 3 and controller.lifecycle.versions == {}
     assert controller.model("clf", "3") is default
     first = controller.model("clf", "1")
     assert (first.config.key, first.config.path.name, first.state) == ("clf@1", "1", READY)
     assert controller.model("clf", "1") is first and controller.model("clf", "01") is first
-    assert controller.models == {"clf": default} and controller.versions == {"clf@1": first}
+    assert controller.lifecycle.models == {"clf": default} and controller.lifecycle.versions == {
+        "clf@1": first
+    }
     assert controller.served("clf") is default and controller.served("clf", 3) is default
     assert controller.served("clf", 1) is first and controller.served("clf", 2) is None
-    assert set(controller.stats) == {"clf@3", "clf@1"}
+    assert set(controller.lifecycle.stats) == {"clf@3", "clf@1"}
     with pytest.raises(ModelNotFound, match=r"'clf' has no version 7; it has \[1, 2, 3\]"):
         controller.model("clf", "7")
     for bad in ("x", "-1", "²"):
         with pytest.raises(InvalidInput, match="version must be an integer"):
             controller.model("clf", bad)
-    assert "clf@7" not in controller.versions
+    assert "clf@7" not in controller.lifecycle.versions
 
 
 def test_a_version_folder_added_after_the_scan_is_found(repository: Repository) -> None:
@@ -106,7 +108,7 @@ def test_each_version_answers_and_is_counted_under_its_own_key(repository: Repos
             "1 again": answered(await infer(controller, "clf", ROW, version="1")),
         }
         prediction = await infer(controller, "clf", ROW, version="2")
-        stats = controller.statistics()["models"]
+        stats = {m.status.label: m for m in controller.statistics().models}
         metrics = render(controller).decode()
         loads = sent_loads(engine)
         await controller.stop()
@@ -125,10 +127,10 @@ def test_each_version_answers_and_is_counted_under_its_own_key(repository: Repos
     assert out["loads"] == [(0, "clf@3", "3"), (1, "clf@1", "1"), (0, "clf@2", "2")]
     stats = out["stats"]
     assert set(stats) == {"clf", "clf@1", "clf@2"}
-    assert (stats["clf"]["version"], stats["clf"]["default"]) == (3, True)
-    assert (stats["clf@1"]["version"], stats["clf@1"]["default"]) == (1, False)
-    assert (stats["clf"]["requests"], stats["clf@1"]["requests"]) == (2, 2)
-    assert stats["clf@2"]["requests"] == stats["clf@2"]["successes"] == 2
+    assert (stats["clf"].status.version, stats["clf"].status.default) == (3, True)
+    assert (stats["clf@1"].status.version, stats["clf@1"].status.default) == (1, False)
+    assert (stats["clf"].counts.requests, stats["clf@1"].counts.requests) == (2, 2)
+    assert stats["clf@2"].counts.requests == stats["clf@2"].counts.successes == 2
     assert 'headway_requests_total{model="clf"} 2.0' in out["metrics"]
     assert 'headway_requests_total{model="clf@1"} 2.0' in out["metrics"]
     assert 'headway_model_ready{model="clf@2"} 1.0' in out["metrics"]
@@ -187,10 +189,10 @@ def test_an_app_pinning_versions_serves_them_from_its_creation(repository: Repos
         repository,
     )
     app = SelectionApplication(config, controller, rng=random.Random(0))
-    assert set(controller.versions) == {"clf@1", "clf@2"}  # registered (and loading)
+    assert set(controller.lifecycle.versions) == {"clf@1", "clf@2"}  # registered (and loading)
     assert app.ready_models() == ["clf@1", "clf@2"]
     pinned_default = SelectionApplication(parse_app("d", {"models": ["clf@3", "clf"]}), controller)
-    assert set(controller.versions) == {"clf@1", "clf@2"}  # clf@3 is the default's state
+    assert set(controller.lifecycle.versions) == {"clf@1", "clf@2"}  # clf@3 is the default's state
 
     async def scenario() -> tuple[set[int], set[int]]:
         await controller.start()
@@ -216,7 +218,10 @@ def test_each_client_request_is_counted_once_as_it_is_settled_and_probes_are_not
         await asyncio.gather(*(infer(controller, "clf", ROW) for _ in range(5)))
         with pytest.raises(ModelNotReady):
             await asyncio.wait_for(infer(controller, "clf", ROW, version="2", timeout=30), 10)
-        counted = {key: controller.stats[key] for key in ("clf@3", "clf@2")}
+        counted = {
+            key: controller.model_statistics("clf", version).counts
+            for key, version in (("clf@3", None), ("clf@2", "2"))
+        }
         out = {
             key: (s.requests, s.successes, s.latency.count, dict(s.errors), s.failure_seconds)
             for key, s in counted.items()

@@ -8,38 +8,35 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 
 from headway.adapters import adapter_class
 from headway.clock import ManualClock
-from headway.control.request import InferenceRequest, Prediction, Receiver, Ticket
-from headway.errors import DeadlineUnmeetable
-from headway.repository import ModelConfig
+from headway.control.models.states import ModelState
+from headway.control.request import FutureReceiver, InferenceRequest, Prediction, Receiver, Ticket
+from headway.errors import DeadlineUnmeetable, ModelNotFound
+from headway.repository import ModelConfig, Repository, TensorSpec
 
 #: Rows each counting function of a test flow saw, by name. The frontend's flow and the copy a
 #: stage's worker adapter imports share it: a flow file is imported afresh, its imports are not.
 SEEN: Counter[str] = Counter()
 
 
-class StubRepository:
+class StubRepository(Repository):
     """What a flow app's stage models need of the repository: each model's config."""
-
-    def __init__(self) -> None:
-        self.models: dict[str, ModelConfig] = {}
 
     def get(self, name: str) -> ModelConfig:
         return ModelConfig(name, 1, "sklearn", Path("."))
 
 
 class StubController:
-    """What a FlowApplication with two repository-model stages needs of a Controller."""
+    """What a FlowApplication with two repository-model stages needs of a controller
+    (`headway.control.doors.Serving`): it serves no model of its own, and answers calls."""
 
     def __init__(self, seconds: dict[str, float], refuses: frozenset[str] = frozenset()) -> None:
         self.clock = ManualClock()
-        self.repository = SimpleNamespace(models={})
-        self.measuring = SimpleNamespace(warming=set())
+        self.repository: Repository = StubRepository(Path("."))
         self.seconds = seconds
         self.refuses = refuses
         #: Each call: the model, when it was made, and the seconds it was given.
@@ -53,8 +50,31 @@ class StubController:
         ticket.receiver = None
         return True
 
-    def served(self, name: str, version: int | None = None) -> None:
+    def served(self, name: str, version: int | None = None) -> ModelState | None:
         return None
+
+    def model(self, name: str, version: str | None = None) -> ModelState:
+        raise ModelNotFound(f"model {name!r}: the stub serves no model of its own")
+
+    def shares_workers(self, name: str) -> bool:
+        return False
+
+    async def infer(self, request: InferenceRequest) -> Prediction:
+        future: asyncio.Future[Prediction] = asyncio.get_running_loop().create_future()
+        self.submit(request, FutureReceiver(future))
+        return await future
+
+    async def load(self, name: str, version: str | None = None) -> ModelState:
+        return self.model(name, version)
+
+    async def unload(self, name: str, version: str | None = None) -> None:
+        pass
+
+    def warm_up(self, name: str, inputs: tuple[TensorSpec, ...]) -> None:
+        pass
+
+    def warming(self, name: str, version: int | None = None) -> bool:
+        return False
 
     def submit(self, request: InferenceRequest, receiver: Receiver) -> Ticket:
         name, timeout, tensors = request.model, request.timeout, request.inputs

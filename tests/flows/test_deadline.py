@@ -28,7 +28,7 @@ def two_models() -> Flow:
 
 def ask(controller: StubController, slo_ms: float = 100.0) -> tuple[dict[str, Any], Any]:
     config = AppConfig("two", (), slo_ms=slo_ms, default_output=-1, flow="two.py:flow")
-    app = FlowApplication(config, controller, Lookups(), flow=two_models())  # type: ignore[arg-type]
+    app = FlowApplication(config, controller, Lookups(), flow=two_models())
 
     async def run() -> dict[str, Any]:
         return await app.predict({"x": 1.0})

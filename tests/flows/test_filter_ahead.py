@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tests.flows.stub_controller import SEEN, StubController, StubRepository, WorkerStub
+from tests.flows.stub_controller import SEEN, StubController, WorkerStub
 
 from headway.apps.config import AppConfig
 from headway.flows import Flow, LocalServices, Model, Row
@@ -63,9 +63,8 @@ def test_the_compiler_fuses_the_filter_into_the_second_models_stage() -> None:
 
 def test_a_query_the_fused_filter_drops_makes_no_call_to_that_stage() -> None:
     controller = StubController({"a": 0.01})  # answers y = 2.0: sure, so unsure() drops it
-    controller.repository = StubRepository()  # type: ignore[assignment]
     config = AppConfig("cascade", (), slo_ms=100.0, default_output=-1, flow=f"{__file__}:cascade")
-    app = FlowApplication(config, controller, Lookups(), flow=cascade())  # type: ignore[arg-type]
+    app = FlowApplication(config, controller, Lookups(), flow=cascade())
 
     async def run() -> dict[str, Any]:
         return await app.predict({"x": 1.0})
@@ -83,11 +82,10 @@ def test_a_query_the_fused_filter_drops_makes_no_call_to_that_stage() -> None:
 
 def test_with_fusion_off_a_filters_own_stage_runs_in_the_frontend() -> None:
     controller = StubController({"a": 0.01})  # y = 2.0: the filter drops the row
-    controller.repository = StubRepository()  # type: ignore[assignment]
     config = AppConfig(
         "cascade", (), slo_ms=100.0, default_output=-1, flow=f"{__file__}:cascade", fusion=False
     )
-    app = FlowApplication(config, controller, Lookups(), flow=cascade())  # type: ignore[arg-type]
+    app = FlowApplication(config, controller, Lookups(), flow=cascade())
     assert "filter:unsure" in [s.name for s in app.plan.stages]  # a stage of its own
     kept = Table.build(app.flow.nodes[2].shape.schema, [(1.0, 1.0)], (0,))
     filter_stage = next(s for s in app.plan.stages if s.name == "filter:unsure")
@@ -115,9 +113,8 @@ def test_only_the_leading_filters_run_ahead_and_only_the_rows_they_keep_are_sent
 
 def test_a_fused_stages_leading_filter_runs_once_per_row_the_rest_on_the_worker() -> None:
     controller = WorkerStub({})  # the stage runs in the worker's adapter (unmeasured: not here)
-    controller.repository = StubRepository()  # type: ignore[assignment]
     config = AppConfig("doubled", (), slo_ms=100.0, default_output=-1, flow=f"{__file__}:doubled")
-    app = FlowApplication(config, controller, Lookups(), flow=doubled())  # type: ignore[arg-type]
+    app = FlowApplication(config, controller, Lookups(), flow=doubled())
     (stage,) = [s for s in app.plan.stages if s.kind == "action"]
     assert stage.name == "filter:small+map:double"
     SEEN.clear()

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tests.flows.stub_controller import StubRepository, WorkerStub
+from tests.flows.stub_controller import WorkerStub
 
 from headway.apps.config import AppConfig
 from headway.flows import Flow, LocalServices, Model, Row, Table
@@ -51,9 +51,8 @@ def cascade() -> Flow:
 
 def deployed() -> tuple[FlowApplication, WorkerStub, str]:
     controller = WorkerStub({"a": 0.01})  # y = 2.0: sure, so b is not called
-    controller.repository = StubRepository()  # type: ignore[assignment]
     config = AppConfig("cascade", (), slo_ms=100.0, default_output=-1, flow=f"{__file__}:cascade")
-    app = FlowApplication(config, controller, Lookups(), flow=cascade())  # type: ignore[arg-type]
+    app = FlowApplication(config, controller, Lookups(), flow=cascade())
     stage = next(s for s in app.plan.stages if s.name == "map:pick")
     (name,) = app.stage_models.names[stage.id]
     return app, controller, name

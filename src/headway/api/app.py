@@ -399,7 +399,11 @@ def _readiness(controller: Controller, *, starting: bool) -> Response:
     are not and why (`starting` until the server has finished starting: a client waiting for
     it can tell a server still loading from one that came up with models it cannot serve)."""
     if starting:
-        waiting = {name: "the server is starting: models are loading" for name in controller.models}
+        waiting = {
+            model.label: "the server is starting: models are loading"
+            for model in controller.status()
+            if model.default
+        }
     else:
         waiting = unready(controller)
     if not waiting:

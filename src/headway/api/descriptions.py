@@ -57,16 +57,16 @@ def config_type(datatype: str) -> str:
 def index(controller: Controller) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     repository = controller.repository
+    served = {m.label: m for m in controller.status() if m.default}
     for name in repository.names:
-        model = controller.models.get(name)
+        model = served.get(name)
         entry: dict[str, Any] = {"name": name}
         if model is not None:
-            entry.update(version=str(model.config.version), state=model.state)
+            entry.update(version=str(model.version), state=model.state)
             if model.reason:
                 entry["reason"] = model.reason
-            nodes = controller.nodes_of(model)
-            if nodes:  # on a cluster (the Ray engine): which nodes host its replicas
-                entry["nodes"] = nodes
+            if model.nodes:  # on a cluster (the Ray engine): which nodes host its replicas
+                entry["nodes"] = list(model.nodes)
         elif name in repository.broken:
             entry.update(state="UNAVAILABLE", reason=repository.broken[name])
         else:  # a lazily indexed repository: read and loaded on the first request
@@ -82,10 +82,11 @@ def unready(controller: Controller) -> dict[str, str]:
     not ready until its first warm-up and sweep of batch sizes end, as Triton warms a model
     before it is ready."""
     out = dict(controller.repository.broken)
-    warming = controller.measuring.warming
-    for name, model in controller.models.items():
+    for model in controller.status():
+        if not model.default:
+            continue
         if model.state not in (READY, UNLOADED):
-            out[name] = model.reason or model.state.lower()
-        elif model.state == READY and model.config.key in warming:
-            out[name] = "warming up (measuring its batch sizes)"
+            out[model.label] = model.reason or model.state.lower()
+        elif model.state == READY and model.warming:
+            out[model.label] = "warming up (measuring its batch sizes)"
     return dict(sorted(out.items()))

@@ -26,19 +26,19 @@ from headway.control.admission.reasons import (
     REJECTED_AT_ADMISSION,
 )
 from headway.control.controller import Controller
-from headway.control.models.states import ModelState
+from headway.control.snapshots import ControllerSnapshot
 from headway.flows.serving import FlowApplication
 from headway.planning.live import LiveTuner
 
 
 class ControllerCollector:
-    """A prometheus_client collector over `Controller.statistics()` and per-model stats."""
+    """A prometheus_client collector over the controller's statistics (`ControllerSnapshot`)."""
 
     def __init__(self, controller: Controller) -> None:
         self.controller = controller
 
     def collect(self) -> Iterator[Metric]:
-        c = self.controller
+        snapshot = self.controller.statistics()
         requests = CounterMetricFamily("headway_requests", "Inference requests", labels=["model"])
         errors = CounterMetricFamily(
             "headway_errors", "Failed requests by reason", labels=["model", "reason"]
@@ -65,54 +65,52 @@ class ControllerCollector:
         computed = HistogramMetricFamily(
             "headway_compute_seconds", "Time a worker ran an INFER action", labels=["model"]
         )
-        labels: dict[str, str] = {}  # model key -> its `model` label
-        for name, state in _labelled(c):
-            labels[state.config.key] = name
-            stats = c.stats[state.config.key]
-            requests.add_metric([name], stats.requests)
-            for reason, count in stats.errors.items():
+        for model in snapshot.models:
+            name, counts = model.status.label, model.counts
+            requests.add_metric([name], counts.requests)
+            for reason, count in counts.errors.items():
                 errors.add_metric([name, reason], count)
-            hits.add_metric([name], stats.cache_hits)
-            queue.add_metric([name], c.scheduler.queue_length(state.config.key))
-            ready.add_metric([name], 1.0 if state.state == "READY" else 0.0)
-            latency.add_metric([name], _buckets(stats.latency.cumulative()), stats.latency.total)
+            hits.add_metric([name], counts.cache_hits)
+            queue.add_metric([name], model.scheduling.queued)
+            ready.add_metric([name], 1.0 if model.status.state == "READY" else 0.0)
+            latency.add_metric([name], _buckets(counts.latency.cumulative()), counts.latency.total)
             batch.add_metric(
-                [name], _buckets(stats.batch_size.cumulative()), stats.batch_size.total
+                [name], _buckets(counts.batch_size.cumulative()), counts.batch_size.total
             )
-            late.add_metric([name], stats.late)
-            waited.add_metric([name], _buckets(stats.queue.cumulative()), stats.queue.total)
-            computed.add_metric([name], _buckets(stats.compute.cumulative()), stats.compute.total)
+            late.add_metric([name], counts.late)
+            waited.add_metric([name], _buckets(counts.queue.cumulative()), counts.queue.total)
+            computed.add_metric([name], _buckets(counts.compute.cumulative()), counts.compute.total)
         yield from (requests, errors, hits, queue, ready, latency, batch, late, waited, computed)
-        yield from _scheduler_events(c, labels)
-        memory = c.scheduler.placement.worker_memory()
+        yield from _scheduler_events(snapshot)
         used = GaugeMetricFamily(
             "headway_worker_memory_bytes", "Model memory held", labels=["worker"]
         )
         resident = GaugeMetricFamily("headway_worker_models", "Models resident", labels=["worker"])
-        for worker, (used_mb, _, count) in sorted(memory.items()):
-            used.add_metric([str(worker)], used_mb * 2**20)
-            resident.add_metric([str(worker)], count)
+        for worker in snapshot.workers:
+            used.add_metric([str(worker.worker)], worker.used_mb * 2**20)
+            resident.add_metric([str(worker.worker)], worker.resident)
         yield used
         yield resident
-        pids = c.engine.pids()
+        pids = snapshot.pids
         yield GaugeMetricFamily("headway_workers", "Live worker processes", value=len(pids))
-        nodes = c.worker_nodes()
+        nodes = {w.worker: w.node for w in snapshot.workers if w.node is not None}
         if nodes:  # on a cluster (the Ray engine): which node hosts what
             info = GaugeMetricFamily(
                 "headway_worker_node",
                 "1 for each worker, labelled with the cluster node hosting it and its pid there",
                 labels=["worker", "node", "pid"],
             )
-            for worker, node in sorted(nodes.items()):
-                info.add_metric([str(worker), node, str(pids.get(worker, ""))], 1.0)
+            for number, node in sorted(nodes.items()):
+                info.add_metric([str(number), node, str(pids.get(number, ""))], 1.0)
             yield info
             hosted = GaugeMetricFamily(
                 "headway_model_replicas", "Loaded replicas per node", labels=["model", "node"]
             )
-            for name, state in _labelled(c):
-                for node in {nodes[w] for w in state.workers if w in nodes}:
-                    count = sum(1 for w in state.workers if nodes.get(w) == node)
-                    hosted.add_metric([name, node], float(count))
+            for model in snapshot.models:
+                placed = model.status.workers
+                for node in {nodes[w] for w in placed if w in nodes}:
+                    count = sum(1 for w in placed if nodes.get(w) == node)
+                    hosted.add_metric([model.status.label, node], float(count))
             yield hosted
 
 
@@ -129,7 +127,7 @@ _EVENTS = (
 )
 
 
-def _scheduler_events(c: Controller, labels: dict[str, str]) -> Iterator[Metric]:
+def _scheduler_events(snapshot: ControllerSnapshot) -> Iterator[Metric]:
     families = {
         event: CounterMetricFamily(
             f"headway_{event}", help_text, labels=["model", "reason"] if by_reason else ["model"]
@@ -137,17 +135,11 @@ def _scheduler_events(c: Controller, labels: dict[str, str]) -> Iterator[Metric]
         for event, help_text, by_reason in _EVENTS
     }
     reasons = {event: by_reason for event, _, by_reason in _EVENTS}
-    for (key, event, reason), count in sorted(c.scheduler.events.items()):
+    labels = snapshot.labels
+    for (key, event, reason), count in sorted(snapshot.scheduler.events.items()):
         model = labels.get(key, key)
         families[event].add_metric([model, reason] if reasons[event] else [model], count)
     yield from families.values()
-
-
-def _labelled(c: Controller) -> Iterator[tuple[str, ModelState]]:
-    """Each model state with its `model` label: the name for a default version (as the
-    unversioned routes), `name@version` for another version served beside it."""
-    yield from c.models.items()
-    yield from c.versions.items()
 
 
 def _buckets(cumulative: list[tuple[float, int]]) -> list[tuple[str, float]]:
@@ -215,7 +207,6 @@ class TunerCollector:
 def render(
     controller: Controller, apps: AppRegistry | None = None, tuner: LiveTuner | None = None
 ) -> bytes:
-    controller.count_refusals()
     registry = CollectorRegistry(auto_describe=False)
     ProcessCollector(registry=registry)  # process_*: CPU, memory, open files of the frontend
     registry.register(ControllerCollector(controller))

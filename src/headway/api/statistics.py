@@ -15,33 +15,31 @@ import time
 from typing import Any
 
 from headway.control.controller import Controller
-from headway.control.model_stats import BatchTimes, ModelStats
-from headway.control.models.states import ModelState
+from headway.control.snapshots import BatchTimesSnapshot, ModelSnapshot
 
 
 def statistics(
     controller: Controller, name: str | None = None, version: str | None = None
 ) -> dict[str, Any]:
     """`{"model_stats": [...]}` for every model, one model's versions, or one version."""
-    controller.count_refusals()
-    if name is None:
-        states = [*controller.models.values(), *controller.versions.values()]
-    elif version is not None:
-        states = [controller.model(name, version)]
+    if version is not None and name is not None:
+        models = [controller.model_statistics(name, version)]
     else:
-        default = controller.model(name)
-        others = [s for s in controller.versions.values() if s.config.name == name]
-        states = [default, *others]
+        if name is not None:
+            controller.model(name)  # NOT_FOUND for a model the repository does not serve
+        snapshot = controller.statistics()
+        models = [m for m in snapshot.models if name is None or m.status.name == name]
     wall_offset = time.time() - controller.clock.now()
-    return {"model_stats": [_model(s, controller.stats[s.config.key], wall_offset) for s in states]}
+    return {"model_stats": [_model(m, wall_offset) for m in models]}
 
 
-def _model(state: ModelState, stats: ModelStats, wall_offset: float) -> dict[str, Any]:
+def _model(model: ModelSnapshot, wall_offset: float) -> dict[str, Any]:
+    stats = model.counts
     last = stats.last_inference
     per_request = stats.per_request
     return {
-        "name": state.config.name,
-        "version": str(state.config.version),
+        "name": model.status.name,
+        "version": str(model.status.version),
         "last_inference": int((last + wall_offset) * 1000) if last else 0,
         "inference_count": int(stats.batch_size.total),
         "execution_count": stats.batch_size.count,
@@ -59,7 +57,7 @@ def _model(state: ModelState, stats: ModelStats, wall_offset: float) -> dict[str
     }
 
 
-def _compute(times: BatchTimes) -> dict[str, dict[str, int]]:
+def _compute(times: BatchTimesSnapshot) -> dict[str, dict[str, int]]:
     return {
         "compute_input": _duration(times.count, times.input_s),
         "compute_infer": _duration(times.count, times.infer_s),

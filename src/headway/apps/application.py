@@ -20,7 +20,7 @@ import numpy as np
 from headway.apps.config import AppConfig
 from headway.apps.records import Latencies, ModelCalls, QueryLog, QueryRecord
 from headway.apps.tensors import input_digest, model_inputs, selection_output
-from headway.control.controller import Controller
+from headway.control.doors import Serving
 from headway.control.models.states import READY, ModelState
 from headway.control.request import InferenceRequest
 from headway.errors import HeadwayError, InvalidInput, ModelError, ModelNotFound
@@ -71,7 +71,7 @@ class SelectionApplication:
     def __init__(
         self,
         config: AppConfig,
-        controller: Controller,
+        controller: Serving,
         registry: StateRegistry | None = None,
         *,
         rng: random.Random | None = None,
@@ -139,7 +139,7 @@ class SelectionApplication:
         if ref is None:
             return None
         if ref.version is None:
-            return self.controller.models.get(ref.name)
+            return self.controller.served(ref.name)
         return self.controller.served(ref.name, ref.version)
 
     def _serve_versions(self) -> None:

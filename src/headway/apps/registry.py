@@ -16,7 +16,7 @@ from typing import Any
 from headway.apps.application import SelectionApplication
 from headway.apps.config import AppConfig, ModelRef, check_models, parse_app
 from headway.apps.records import QueryLog
-from headway.control.controller import Controller
+from headway.control.doors import Serving
 from headway.errors import ConfigError, InvalidInput, ModelNotFound
 from headway.flows.lookups import Lookups
 from headway.flows.serving import FlowApplication
@@ -56,7 +56,7 @@ class AppRegistry:
 
     def __init__(
         self,
-        controller: Controller,
+        controller: Serving,
         store: Store | None = None,
         declared: Mapping[str, AppConfig] | None = None,
         *,

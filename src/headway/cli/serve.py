@@ -289,6 +289,7 @@ def _listening(url: str, app: HeadwayApp) -> None:
 
 def _announce(url: str, app: HeadwayApp) -> None:
     controller = app.controller
+    engine = controller.statistics()
     print(
         f"headway: serving {len(controller.repository.names)} models from "
         f"{controller.repository.root} on {url} "
@@ -300,7 +301,7 @@ def _announce(url: str, app: HeadwayApp) -> None:
         + {
             "inline": "in its own process (inline engine)",
             "ray": "with its models' replicas as Ray actors (ray engine)",
-        }.get(controller.engine.kind, f"with {controller.engine.size} workers"),
+        }.get(engine.engine, f"with {engine.size} workers"),
         file=sys.stderr,
         flush=True,
     )

@@ -1,19 +1,22 @@
 """The data plane every caller crosses: two doors for a request, and the model administration.
 
-A caller hands the `Controller` an `InferenceRequest` (`request.py`) through one of two doors:
+A caller hands the `Controller` an `InferenceRequest` (`request`) through one of two doors:
 `screen`, before its tensors are decoded (may overload refuse it now?), and `submit`, which
 admits it (or raises the HeadwayError that says why not) and answers it through a `Receiver`.
 Behind them the controller composes its parts: the `Scheduler` (what runs where next), the
 `Relay` (its decisions sent through the engine, the replies that answer requests),
 `ModelLifecycle` (what is loaded where), `Measuring` (warm-up runs and probes),
 `UnreadRefusals` (refusals before decoding) and `CachedAnswers` (models with a prediction
-cache). It holds no sockets itself: the engine (runtime layer) moves the bytes.
+cache). What it did is published as frozen records (`statistics`, `snapshots`). It holds no
+sockets itself: the engine (runtime layer) moves the bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, cast
 
 from headway.clock import LoopClock, TimerClock
@@ -24,9 +27,8 @@ from headway.control.dispatch.relay import Relay, ReplyWatch
 from headway.control.engine import Engine
 from headway.control.estimates.profiles import LatencyEstimator
 from headway.control.jobs import Job
-from headway.control.model_stats import ModelStats
 from headway.control.models.lifecycle import ModelLifecycle
-from headway.control.models.measuring import Measuring
+from headway.control.models.measuring import WARMUP_RUNS, Measuring
 from headway.control.models.states import READY, ModelState
 from headway.control.models.validate import check_inputs, check_outputs
 from headway.control.policy import HEADWAY, SchedulingPolicy
@@ -39,6 +41,14 @@ from headway.control.request import (
     priority_level,
 )
 from headway.control.scheduling.scheduler import Scheduler
+from headway.control.snapshots import (
+    CacheSnapshot,
+    ControllerSnapshot,
+    ModelCounts,
+    ModelSnapshot,
+    ModelStatus,
+    WorkerSnapshot,
+)
 from headway.errors import (
     DeadlineUnmeetable,
     HeadwayError,
@@ -46,7 +56,7 @@ from headway.errors import (
     ModelNotReady,
     WorkerFailed,
 )
-from headway.repository import ModelConfig, Repository
+from headway.repository import ModelConfig, Repository, TensorSpec
 from headway.store import Store
 
 log = logging.getLogger("headway.controller")
@@ -140,28 +150,6 @@ class Controller:
     def tracing(self, on: bool) -> None:
         self.relay.tracing = on
 
-    @property
-    def models(self) -> dict[str, ModelState]:
-        """The default (served) version of each model, by name: what unversioned routes
-        answer. Read-only: the lifecycle keeps it."""
-        return self.lifecycle.models
-
-    @property
-    def versions(self) -> dict[str, ModelState]:
-        """Other versions served beside the defaults, by `name@version`. Read-only."""
-        return self.lifecycle.versions
-
-    @property
-    def stats(self) -> dict[str, ModelStats]:
-        """Every model's statistics, by `name@version`: call `count_refusals` first (they are
-        counted in bulk). Read-only."""
-        return self.lifecycle.stats
-
-    def count_refusals(self) -> None:
-        """Count what `screen` refused and has not counted yet (`UnreadRefusals.count`): ask
-        before reading `stats` or the scheduler's tally (`statistics` does)."""
-        self.unread.count()
-
     def watch_replies(self, watch: ReplyWatch | None) -> None:
         """Tell `watch` of each INFER sent and of the reply that leaves no worker busy (the
         HTTP server polls for a reply due soon instead of sleeping); None: nobody."""
@@ -241,13 +229,31 @@ class Controller:
         is placed on now (`ModelLifecycle.scale`)."""
         return self.lifecycle.scale(name, replicas)
 
-    def worker_nodes(self) -> dict[int, str]:
-        """The cluster node of each placed worker (empty for an engine on one machine)."""
-        return self.lifecycle.worker_nodes()
+    def warming(self, name: str, version: int | None = None) -> bool:
+        """Whether the model serving `name` (at `version`) has not ended its first warm-up runs
+        and sweep of batch sizes (the server is not ready while one has not)."""
+        state = self.served(name, version)
+        return state is not None and state.config.key in self.measuring.warming
 
-    def nodes_of(self, model: ModelState) -> list[str]:
-        """The nodes hosting the model's loaded replicas (empty for an engine on one machine)."""
-        return self.lifecycle.nodes_of(model)
+    def warm_up(self, name: str, inputs: tuple[TensorSpec, ...]) -> None:
+        """Warm the model `name` (its default version) with rows of zeros of `inputs`, as it
+        warms a model whose inputs it knows at load (`Measuring.warm_up`): for a model that
+        declares none, whose caller can make them up (a flow's fused stage)."""
+        state = self.model(name)
+        self.measuring.warm_up(replace(state.config, inputs=inputs), WARMUP_RUNS)
+
+    def seed_estimates(
+        self, name: str, infer: Mapping[int, float], load: float | None = None
+    ) -> None:
+        """Start the estimates of model `name` (its default version) from durations measured
+        elsewhere: INFER seconds by batch size, and LOAD seconds, as many samples of each as
+        are trusted (as a server starting from a store of profiles would)."""
+        self.measuring.seed(self.model(name).config.key, infer, load)
+
+    def queue_length(self, name: str) -> int:
+        """How many requests of model `name` (its default version) are queued now."""
+        state = self.lifecycle.models.get(name)
+        return 0 if state is None else self.scheduler.queue_length(state.config.key)
 
     def _new_future(self) -> asyncio.Future[Any]:
         assert self._loop is not None, "the controller has not started"
@@ -272,8 +278,8 @@ class Controller:
 
     def screen(self, request: InferenceRequest) -> Refusal | None:
         """The first door, before the request's tensors are decoded: why overload refuses it
-        now (`admission.reasons.LATE`, `BACKLOG` or `SHED`, counted as a refusal of its model), or None:
-        decode it and `submit` it. See `UnreadRefusals.screen`."""
+        now (`admission.reasons.LATE`, `BACKLOG` or `SHED`, counted as a refusal of its
+        model), or None: decode it and `submit` it. See `UnreadRefusals.screen`."""
         return self.unread.screen(request)
 
     def submit(self, request: InferenceRequest, receiver: Receiver) -> Ticket:
@@ -398,38 +404,67 @@ class Controller:
         no-op for an engine that has nothing to catch up on (the inline one)."""
         self.relay.catch_up()
 
-    def statistics(self) -> dict[str, Any]:
-        """A snapshot for metrics, the dashboard and tests."""
-        self.count_refusals()
-        scheduling = self.scheduler.statistics()["models"]
+    # -- statistics: frozen records (`snapshots`) -------------------------------------------
+    def status(self) -> tuple[ModelStatus, ...]:
+        """How each model version is served now (default versions first, by name): cheaper
+        than `statistics`, for readiness and the repository index."""
+        lifecycle = self.lifecycle
+        nodes = lifecycle.worker_nodes()
+        return (
+            *(self._status(name, m, nodes) for name, m in lifecycle.models.items()),
+            *(self._status(key, m, nodes) for key, m in lifecycle.versions.items()),
+        )
 
-        stats = self.lifecycle.stats
+    def statistics(self) -> ControllerSnapshot:
+        """What the controller did so far: each model version (default versions first, by
+        name), each worker, the cache, the scheduler and the engine."""
+        self.unread.count()  # the refusals counted in bulk, first
+        nodes = self.lifecycle.worker_nodes()
+        pids = self.engine.pids()
+        memory = self.scheduler.placement.worker_memory()
+        workers = tuple(
+            WorkerSnapshot(w, pids.get(w), nodes.get(w), used, budget, resident)
+            for w, (used, budget, resident) in sorted(memory.items())
+        )
+        cache = self.cache
+        return ControllerSnapshot(
+            at=self.clock.now(),
+            models=tuple(self._snapshot(status) for status in self.status()),
+            workers=workers,
+            cache=CacheSnapshot(len(cache), cache.size, cache.hits, cache.misses),
+            scheduler=self.scheduler.statistics(),
+            engine=self.engine.kind,
+            size=self.engine.size,
+            pids=pids,
+        )
 
-        def describe(m: ModelState, default: bool) -> dict[str, Any]:
-            return {
-                "state": m.state,
-                "reason": m.reason,
-                "version": m.config.version,
-                "default": default,
-                "workers": sorted(m.workers),
-                "nodes": self.nodes_of(m),
-                "memory_mb": m.memory_mb,
-                "queue": self.scheduler.queue_length(m.config.key),
-                "scheduling": scheduling.get(m.config.key, {}),
-                **stats[m.config.key].to_dict(),
-            }
+    def model_statistics(self, name: str, version: str | None = None) -> ModelSnapshot:
+        """What the controller did with model `name` (its default version, or `version`; a
+        version not served yet is registered, as `model` does)."""
+        self.unread.count()
+        state = self.model(name, version)
+        label = name if self.lifecycle.is_default(state) else state.config.key
+        return self._snapshot(self._status(label, state, self.lifecycle.worker_nodes()))
 
-        return {
-            # default versions by name (as the unversioned routes), other versions by name@version
-            "models": {
-                **{name: describe(m, True) for name, m in self.lifecycle.models.items()},
-                **{key: describe(m, False) for key, m in self.lifecycle.versions.items()},
-            },
-            "cache": {
-                "entries": len(self.cache),
-                "bytes": self.cache.size,
-                "hits": self.cache.hits,
-                "misses": self.cache.misses,
-            },
-            "workers": self.engine.pids(),
-        }
+    def _status(self, label: str, state: ModelState, nodes: dict[int, str]) -> ModelStatus:
+        config = state.config
+        return ModelStatus(
+            label=label,
+            key=config.key,
+            default=self.lifecycle.is_default(state),
+            config=config,
+            state=state.state,
+            reason=state.reason,
+            warming=config.key in self.measuring.warming,
+            workers=tuple(sorted(state.workers)),
+            nodes=tuple(sorted({nodes[w] for w in state.workers if w in nodes})),
+            memory_mb=state.memory_mb,
+        )
+
+    def _snapshot(self, status: ModelStatus) -> ModelSnapshot:
+        key = status.key
+        return ModelSnapshot(
+            status=status,
+            counts=ModelCounts.of(self.lifecycle.stats[key]),
+            scheduling=self.scheduler.model_statistics(key),
+        )

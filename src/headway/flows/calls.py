@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from headway.control.controller import Controller
+from headway.control.doors import Serving
 from headway.control.request import FutureReceiver, InferenceRequest, Prediction, Ticket
 from headway.errors import HeadwayError
 from headway.flows.deadline import QueryDeadline
@@ -26,7 +26,7 @@ Then = Callable[[asyncio.Future[Prediction]], None]
 
 
 def call(
-    controller: Controller, name: str, version: str | None, tensors: dict[str, np.ndarray],
+    controller: Serving, name: str, version: str | None, tensors: dict[str, np.ndarray],
     deadline: QueryDeadline, where: str, then: Then | None = None,
 ) -> Call:  # fmt: skip
     """Ask model `name` (at `version`; None: its default) for `tensors` with what is left of
@@ -64,7 +64,7 @@ def retrieve(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-def withdraw(controller: Controller, calls: list[Call]) -> None:
+def withdraw(controller: Serving, calls: list[Call]) -> None:
     """Withdraw the calls not answered (still pending, or cancelled with the task that
     awaited them)."""
     for ticket, future in calls:
@@ -74,7 +74,7 @@ def withdraw(controller: Controller, calls: list[Call]) -> None:
 
 
 async def race(
-    controller: Controller, name: str, tensors: dict[str, np.ndarray], copies: int,
+    controller: Serving, name: str, tensors: dict[str, np.ndarray], copies: int,
     deadline: QueryDeadline, where: str,
 ) -> Prediction:  # fmt: skip
     """Send `copies` copies of one call to model `name` (each with what is left of `deadline`,

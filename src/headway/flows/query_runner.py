@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from headway.apps.config import ModelRef
-from headway.control.controller import Controller
+from headway.control.doors import Serving
 from headway.control.models.states import READY
 from headway.control.request import Prediction
 from headway.errors import HeadwayError, ModelError
@@ -118,7 +118,7 @@ class QueryRunner:
         app: str,
         flow: Flow,
         plan: FlowPlan,
-        controller: Controller,
+        controller: Serving,
         lookups: Lookups,
         stage_models: StageModels,
         selects: SelectState,

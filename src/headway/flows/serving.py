@@ -14,7 +14,7 @@ from typing import Any
 
 from headway.apps.application import FeedbackResult
 from headway.apps.config import AppConfig
-from headway.control.controller import Controller
+from headway.control.doors import Serving
 from headway.errors import DeadlineUnmeetable
 from headway.flows.deadline import QueryDeadline, explanation
 from headway.flows.flow import Flow
@@ -44,7 +44,7 @@ class FlowApplication:
     are before the server is ready."""
 
     def __init__(
-        self, config: AppConfig, controller: Controller, lookups: Lookups, flow: Flow | None = None
+        self, config: AppConfig, controller: Serving, lookups: Lookups, flow: Flow | None = None
     ) -> None:
         assert config.flow is not None
         self.config = config

@@ -17,8 +17,7 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from headway.apps.config import AppConfig, ModelRef
-from headway.control.controller import Controller
-from headway.control.models.measuring import WARMUP_RUNS
+from headway.control.doors import Serving
 from headway.control.models.states import READY
 from headway.errors import HeadwayError
 from headway.flows.flow import Flow
@@ -41,7 +40,7 @@ def served_directly(stage: FlowStage) -> bool:
     return stage.only_model and stage.batching
 
 
-def model_signature(controller: Controller, key: str) -> tuple[TensorSpec, ...]:
+def model_signature(controller: Serving, key: str) -> tuple[TensorSpec, ...]:
     """The inputs a repository model (`name` or `name@version`) takes: as served (with what its
     adapter inferred), else as its model.yaml declares them; empty when not known."""
     ref = ModelRef.parse(key, f"model {key!r}")
@@ -55,9 +54,7 @@ def model_signature(controller: Controller, key: str) -> tuple[TensorSpec, ...]:
 class StageModels:
     """The models each action stage of one flow app calls, by stage id (`names`)."""
 
-    def __init__(
-        self, config: AppConfig, flow: Flow, plan: FlowPlan, controller: Controller
-    ) -> None:
+    def __init__(self, config: AppConfig, flow: Flow, plan: FlowPlan, controller: Serving) -> None:
         self.config = config
         self.flow = flow
         self.plan = plan
@@ -152,7 +149,8 @@ class StageModels:
         for stage in self.plan.stages:
             if stage.kind != ACTION or served_directly(stage):
                 continue
-            state = self.controller.served(self.names[stage.id][0])
+            name = self.names[stage.id][0]
+            state = self.controller.served(name)
             if state is None or state.state != READY:
                 continue
             first = self.flow.nodes[stage.nodes[0]].inputs[0].shape
@@ -160,25 +158,20 @@ class StageModels:
             ops = [*mine, *(n.op for n in self.flow.nodes if n.op is not None and n.op not in mine)]
             specs = stage_inputs(first.schema, ops, self.signature)
             if specs is not None:
-                self.controller.measuring.warm_up(replace(state.config, inputs=specs), WARMUP_RUNS)
+                self.controller.warm_up(name, specs)
 
     def signature(self, key: str) -> tuple[TensorSpec, ...]:
         return model_signature(self.controller, key)
 
     def _warming(self) -> list[str]:
         """The stage models (this app's and the repository models it calls) still warming."""
-        warming = self.controller.measuring.warming
-        return [name for name, key in self._stage_keys().items() if key in warming]
-
-    def _stage_keys(self) -> dict[str, str]:
-        keys = {}
+        warming = []
         for names in self.names.values():
             for name in names:
                 ref = ModelRef.parse(name, "") if "@" in name else ModelRef(name)
-                state = self.controller.served(ref.name, ref.version)
-                if state is not None:
-                    keys[name] = state.config.key
-        return keys
+                if self.controller.warming(ref.name, ref.version):
+                    warming.append(name)
+        return warming
 
     async def stop(self) -> None:
         """Unload the stage models (the app was deleted or replaced)."""
@@ -192,11 +185,14 @@ class StageModels:
     def ready(self) -> list[str]:
         """The stage models that serve now and are warm."""
         ready = []
-        warming = self.controller.measuring.warming
         for names in self.names.values():
             for name in names:
                 ref = ModelRef.parse(name, "") if "@" in name else ModelRef(name)
                 state = self.controller.served(ref.name, ref.version)
-                if state is not None and state.state == READY and state.config.key not in warming:
+                if (
+                    state is not None
+                    and state.state == READY
+                    and not self.controller.warming(ref.name, ref.version)
+                ):
                     ready.append(name)
         return ready

@@ -64,9 +64,7 @@ class LiveTuner:
 
     def step(self) -> list[Change]:
         """One tick: count the new arrivals, decide, apply."""
-        key = self.controller.model(self.entry).config.key
-        self.controller.count_refusals()
-        seen = self.controller.stats[key].requests
+        seen = self.controller.model_statistics(self.entry).counts.requests
         if self._seen is not None and seen > self._seen:
             self.tuner.arrived(seen - self._seen)
         self._seen = seen

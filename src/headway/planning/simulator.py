@@ -201,11 +201,8 @@ def simulate(
         if sample is not None:  # nor on how many warm-up runs drew before it
             sample.restart()
         warm_up = dict(sim.engine.computing)  # the warm-up runs are not the trace's
-        stats = sim.controller.stats
-        keys = {name: sim.controller.model(name).config.key for name in order}
-        warm_batches = {
-            n: (stats[k].batch_size.count, stats[k].batch_size.total) for n, k in keys.items()
-        }
+        controller = sim.controller
+        warm_batches = {n: controller.model_statistics(n).counts.batch_size for n in order}
         if scaling is not None:
             scaling.start(sim, arrivals, started - first)
         index = {name: i for i, name in enumerate(order)}
@@ -239,10 +236,11 @@ def simulate(
         }
         serving = {name: len(sim.controller.model(name).workers) for name in order}
         batch = {}
-        for name, key in keys.items():
-            actions = stats[key].batch_size.count - warm_batches[name][0]
+        for name in order:
+            batches = controller.model_statistics(name).counts.batch_size
+            actions = batches.count - warm_batches[name].count
             if actions:
-                batch[name] = (stats[key].batch_size.total - warm_batches[name][1]) / actions
+                batch[name] = (batches.total - warm_batches[name].total) / actions
     latencies = run.latencies
     duration = float(arrivals[-1] - first) if len(arrivals) > 1 else 1.0
     done = latencies + arrivals - first

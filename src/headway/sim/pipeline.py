@@ -78,8 +78,7 @@ def run_pipeline(
     stale = [False] * queries  # counted late while still open
     too_many = 0.01 * queries + 2
     controller, clock = sim.controller, sim.clock
-    keys = [controller.model(stage).config.key for stage in stages]
-    queue_length = controller.scheduler.queue_length
+    queue_length = controller.queue_length
     queued = [0] * count  # per stage, the most requests queued at once
 
     def step(run: QueryRun, stage: int, inputs: list[Any]) -> None:
@@ -92,7 +91,7 @@ def run_pipeline(
         except HeadwayError as error:  # refused: the stage fails, as a served flow's does
             executor.fail(run, stage, error)
             return
-        length = queue_length(keys[stage])  # a queue is longest just after a request joins
+        length = queue_length(stages[stage])  # a queue is longest just after a request joins
         if length > queued[stage]:
             queued[stage] = length
 

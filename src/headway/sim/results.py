@@ -8,9 +8,6 @@ from typing import Any
 
 import numpy as np
 
-from headway.control.estimates.durations import TRUSTED_LOADS
-from headway.control.scheduling.scheduler import Scheduler
-
 
 @dataclass(frozen=True)
 class ModelProfile:
@@ -34,16 +31,6 @@ class ModelProfile:
             return self.durations[upper]
         share = (rows - lower) / (upper - lower)
         return self.durations[lower] + share * (self.durations[upper] - self.durations[lower])
-
-
-def seed_profile(scheduler: Scheduler, key: str, profile: ModelProfile) -> None:
-    """Give the scheduler `profile`'s measurements of model `key`, as many samples as it needs
-    to trust them (as a server starting from a store of profiles would)."""
-    for _ in range(scheduler.estimator.min_samples):
-        for rows, seconds in profile.durations.items():
-            scheduler.estimator.observe(key, rows, seconds)
-    for _ in range(TRUSTED_LOADS):  # as many as the scheduler trusts over other models'
-        scheduler.loads.observe(key, 1, profile.load_seconds)
 
 
 class Outcome(IntEnum):

@@ -27,7 +27,7 @@ from headway.control.policy import HEADWAY, SchedulingPolicy
 from headway.control.request import InferenceRequest, Prediction
 from headway.errors import HeadwayError
 from headway.repository import ModelConfig, Repository, TensorSpec
-from headway.sim.results import ModelProfile, Outcome, SimulationResult, seed_profile
+from headway.sim.results import ModelProfile, Outcome, SimulationResult
 from headway.sim.virtual_loop import VirtualLoop
 from headway.sim.workers import SimulatedEngine
 
@@ -174,8 +174,7 @@ class ServerSimulation:
 
     def _seed_profiles(self) -> None:
         for name, profile in self.profiles.items():
-            key = self.controller.model(name).config.key
-            seed_profile(self.controller.scheduler, key, profile)
+            self.controller.seed_estimates(name, profile.durations, profile.load_seconds)
 
     def _duration(self, worker: int, action: Action) -> float:
         name = action.get("model", "").rpartition("@")[0]
@@ -196,7 +195,7 @@ class ServerSimulation:
     def batches(self, name: str) -> int:
         """How many INFERs of model `name` ran, warm-up runs and probes included (what
         `/metrics` counts as headway_batch_size_count)."""
-        return self.controller.stats[self.controller.model(name).config.key].batch_size.count
+        return self.controller.model_statistics(name).counts.batch_size.count
 
     def run(
         self,
@@ -252,7 +251,7 @@ class ServerSimulation:
             finished,
             outcome,
             reasons,
-            dict(vars(self.controller.scheduler.counters)),
+            dict(self.controller.statistics().scheduler.counters),
             duration,
             extra={"utilisation": {kind: t / span for kind, t in self.engine.busy.items()}},
         )

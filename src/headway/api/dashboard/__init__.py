@@ -14,7 +14,7 @@ import orjson
 from headway.api.errors import JSON, Response, problem
 from headway.apps import AppRegistry
 from headway.control.controller import Controller
-from headway.control.model_stats import Histogram
+from headway.control.snapshots import HistogramSnapshot
 from headway.flows.serving import FlowApplication
 
 STATIC = Path(__file__).parent / "static"
@@ -45,47 +45,40 @@ def snapshot(controller: Controller, apps: AppRegistry) -> dict[str, Any]:
     cluster node (Ray engine) and memory against its budget, per application its policy's weights,
     per flow operator its calls, rows, latency and time queued. Rates are the page's:
     it divides the counters' change by the time between two snapshots."""
-    controller.count_refusals()
+    statistics = controller.statistics()
     models = []
-    labels: dict[str, str] = {}
-    for name, state in [*controller.models.items(), *controller.versions.items()]:
-        stats = controller.stats[state.config.key]
-        labels[state.config.key] = name
-        answered_in_time = stats.successes - stats.late
+    for model in statistics.models:
+        status, counts = model.status, model.counts
+        answered_in_time = counts.successes - counts.late
         models.append(
             {
-                "name": name,
-                "state": state.state,
-                "reason": state.reason,
-                "requests": stats.requests,
-                "successes": stats.successes,
-                "errors": dict(stats.errors),
-                "slo_attainment": answered_in_time / stats.requests if stats.requests else None,
-                "p50_ms": _quantile_ms(stats.latency, 0.5),
-                "p99_ms": _quantile_ms(stats.latency, 0.99),
-                "mean_batch": stats.batch_size.total / stats.batch_size.count
-                if stats.batch_size.count
+                "name": status.label,
+                "state": status.state,
+                "reason": status.reason,
+                "requests": counts.requests,
+                "successes": counts.successes,
+                "errors": dict(counts.errors),
+                "slo_attainment": answered_in_time / counts.requests if counts.requests else None,
+                "p50_ms": _quantile_ms(counts.latency, 0.5),
+                "p99_ms": _quantile_ms(counts.latency, 0.99),
+                "mean_batch": counts.batch_size.total / counts.batch_size.count
+                if counts.batch_size.count
                 else None,
-                "queue": controller.scheduler.queue_length(state.config.key),
-                "workers": sorted(state.workers),
+                "queue": model.scheduling.queued,
+                "workers": list(status.workers),
             }
         )
-    nodes = controller.worker_nodes()  # on a cluster (the Ray engine): where each runs
     workers = [
         {
-            "worker": worker,
-            "node": nodes.get(worker),
-            "used_mb": used,
-            "budget_mb": budget,
+            "worker": worker.worker,
+            "node": worker.node,  # on a cluster (the Ray engine): where each runs
+            "used_mb": worker.used_mb,
+            "budget_mb": worker.budget_mb,
             "models": sorted(
-                labels.get(m.config.key, m.config.key)
-                for m in [*controller.models.values(), *controller.versions.values()]
-                if worker in m.workers
+                m.status.label for m in statistics.models if worker.worker in m.status.workers
             ),
         }
-        for worker, (used, budget, _) in sorted(
-            controller.scheduler.placement.worker_memory().items()
-        )
+        for worker in statistics.workers
     ]
     return {"time": time.time(), "models": models, "workers": workers, "apps": apps.summary(),
             "operators": operators(apps)}  # fmt: skip
@@ -101,7 +94,7 @@ def operators(apps: AppRegistry) -> list[dict[str, Any]]:
     return out
 
 
-def _quantile_ms(histogram: Histogram, q: float) -> float | None:
+def _quantile_ms(histogram: HistogramSnapshot, q: float) -> float | None:
     """The upper bound of the bucket holding quantile `q` (the last finite one for +Inf)."""
     if not histogram.count:
         return None

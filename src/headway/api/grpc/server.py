@@ -3,10 +3,11 @@
 Its own HTTP/2 path (`api.grpc.http2`) rather than grpcio's server (docs/decisions.md says
 why): a call read in a loop turn reaches the controller in that turn, beside the calls read
 with it, so concurrent calls batch as REST's requests do. An inference is admitted while its
-bytes are being read and answered the moment its prediction is known (`Controller.submit`'s
-receiver, `CallReply`); the other RPCs run as tasks (`api.grpc.service`). It listens before the workers
-start (so a port in use fails at once, and health answers during start-up) and stops before
-the app does: GOAWAY to every client, calls in flight finish (up to `grace` seconds).
+bytes are being read and answered the moment its prediction is known (its receiver,
+`CallReply`); the other RPCs run as tasks (`api.grpc.service`), each routed to its RPC by
+`CallRouter`. It listens before the workers start (so a port in use fails at once, and health
+answers during start-up) and stops before the app does: GOAWAY to every client, calls in
+flight finish (up to `grace` seconds).
 """
 
 from __future__ import annotations

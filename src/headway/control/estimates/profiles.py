@@ -211,8 +211,13 @@ class LatencyEstimator:
         return min(windows.by_size[windows.sizes[below - 1]])
 
     def snapshot(self) -> dict[str, dict[int, float]]:
-        """Current estimates per model and measured batch size (for statistics and the store)."""
+        """Current estimates per model and measured batch size (for the store)."""
         return {model: dict(sorted(w.estimates.items())) for model, w in self._models.items()}
+
+    def estimates(self, model: str) -> dict[int, float]:
+        """`model`'s current estimate of each measured batch size (for its statistics)."""
+        windows = self._models.get(model)
+        return {} if windows is None else dict(sorted(windows.estimates.items()))
 
     def _of(self, samples: deque[float]) -> float:
         """The estimate from one window: its percentile, the `trim` slowest left out."""

@@ -8,11 +8,12 @@ owns one `Measuring`, and submits its runs through the same scheduler as every r
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
 from headway.clock import Clock
+from headway.control.estimates.durations import TRUSTED_LOADS
 from headway.control.jobs import Job
 from headway.control.request import FutureReceiver, Prediction
 from headway.control.scheduling.probes import PROBE_PRIORITY, next_sweep_size
@@ -62,6 +63,17 @@ class Measuring:
             return
         for rows, seconds in self.store.profile(config.key).items():
             self.scheduler.estimator.observe(config.key, rows, seconds)
+
+    def seed(self, key: str, infer: Mapping[int, float], load: float | None = None) -> None:
+        """Start model `key`'s estimates from durations measured elsewhere: INFER seconds by
+        batch size and LOAD seconds, as many samples of each as the estimates trust."""
+        durations = self.scheduler.durations
+        for _ in range(durations.estimator.min_samples):
+            for rows, seconds in infer.items():
+                durations.estimator.observe(key, rows, seconds)
+        if load is not None:
+            for _ in range(TRUSTED_LOADS):  # as many as are trusted over other models' loads
+                durations.loads.observe(key, 1, load)
 
     def warm_up(self, config: ModelConfig, runs: int, rows: int = 1) -> None:
         """Run a few one-row batches of zeros so the first real request meets a warm model

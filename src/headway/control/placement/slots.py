@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
 
 from headway.clock import Clock
 from headway.control.actions import LOAD, Dispatch
 from headway.control.estimates.batch_size import AIMD
 from headway.control.placement.memory import WorkerMemory
 from headway.control.placement.queues import DeadlineQueue
+from headway.control.snapshots import ModelScheduling
 
 #: At most this many actions are in flight on one worker, whatever `schedule_ahead` allows.
 MAX_IN_FLIGHT = 4
@@ -103,15 +103,16 @@ class ModelSlot:
     finished_at: float = float("-inf")  # when its last INFER ended
     alone_since: float = float("-inf")  # when the last request started alone may have arrived
 
-    def statistics(self, estimates: dict[int, float]) -> dict[str, Any]:
-        return {
-            "queue": len(self.queue),
-            "replicas": sorted(self.replicas),
-            "aimd_limit": self.aimd.limit,
-            "batches": self.batches,
-            "late_batches": self.late_batches,
-            "estimates_s": estimates,
-        }
+    def statistics(self, estimates: dict[int, float]) -> ModelScheduling:
+        """What the scheduler keeps of it now, with its latency `estimates` by batch size."""
+        return ModelScheduling(
+            queued=len(self.queue),
+            replicas=tuple(sorted(self.replicas)),
+            aimd_limit=self.aimd.limit,
+            batches=self.batches,
+            late_batches=self.late_batches,
+            estimates_s=estimates,
+        )
 
     @property
     def unplaced(self) -> bool:
@@ -304,7 +305,3 @@ class Placement:
             w.id: (w.memory.used_mb, w.memory.capacity_mb, len(w.memory.resident))
             for w in self.workers.values()
         }
-
-    def statistics(self, estimates: dict[str, dict[int, float]]) -> dict[str, Any]:
-        """Each model's scheduling figures, with its latency `estimates` (by batch size)."""
-        return {key: m.statistics(estimates.get(key, {})) for key, m in self.models.items()}

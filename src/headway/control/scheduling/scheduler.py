@@ -32,6 +32,7 @@ from headway.control.scheduling.choices import (
 from headway.control.scheduling.outcomes import learn
 from headway.control.scheduling.probes import LoadProbes, Probes
 from headway.control.scheduling.queued_work import QueuedWork
+from headway.control.snapshots import ModelScheduling, SchedulerSnapshot
 from headway.errors import ColdStartTooSlow
 
 
@@ -335,11 +336,19 @@ class Scheduler:
         model = self._models.get(key)
         return len(model.queue) if model else 0
 
-    def statistics(self) -> dict[str, Any]:
-        estimates = self.estimator.snapshot()
-        return {
-            "policy": self.policy.name,
-            "overhead_s": self.durations.overhead,
-            "counters": vars(self.counters).copy(),
-            "models": self.placement.statistics(estimates),
-        }
+    def statistics(self) -> SchedulerSnapshot:
+        """Its policy, its round-trip estimate and what it caused, so far."""
+        return SchedulerSnapshot(
+            policy=self.policy.name,
+            overhead_s=self.durations.overhead,
+            counters=vars(self.counters).copy(),
+            events=dict(self.events),
+        )
+
+    def model_statistics(self, key: str) -> ModelScheduling:
+        """What it keeps of model `key` (its queue, replicas, batches and estimates)."""
+        model = self._models.get(key)
+        estimates = self.estimator.estimates(key)
+        if model is None:
+            return ModelScheduling(0, (), 0.0, 0, 0, estimates)
+        return model.statistics(estimates)
