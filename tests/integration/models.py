@@ -381,8 +381,11 @@ def serve_apps(
 
 
 def batches_run(url: str, model: str) -> float:
-    """How many INFER actions of `model` ran (Prometheus' headway_batch_size_count), warm-up
-    runs and probes included."""
+    """How many INFER actions of `model` ran, warm-up runs and probes included: the traffic's
+    (Prometheus' headway_batch_size_count) and the measuring runs (headway_measuring_runs)."""
     text = httpx.get(f"{url}/metrics", timeout=30).text
-    found = re.search(rf'^headway_batch_size_count\{{model="{model}"\}} (\S+)$', text, re.M)
-    return float(found.group(1)) if found else 0.0
+    total = 0.0
+    for series in ("headway_batch_size_count", "headway_measuring_runs_total"):
+        found = re.search(rf'^{series}\{{model="{model}"\}} (\S+)$', text, re.M)
+        total += float(found.group(1)) if found else 0.0
+    return total

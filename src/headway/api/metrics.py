@@ -52,7 +52,9 @@ class ControllerCollector:
             "headway_request_latency_seconds", "End-to-end latency", labels=["model"]
         )
         batch = HistogramMetricFamily(
-            "headway_batch_size", "Rows per INFER action that ran", labels=["model"]
+            "headway_batch_size",
+            "Clients' rows per INFER action that ran carrying clients' requests",
+            labels=["model"],
         )
         late = CounterMetricFamily(
             "headway_late_answers", "Answers delivered after their deadline", labels=["model"]
@@ -64,6 +66,15 @@ class ControllerCollector:
         )
         computed = HistogramMetricFamily(
             "headway_compute_seconds", "Time a worker ran an INFER action", labels=["model"]
+        )
+        measuring = CounterMetricFamily(
+            "headway_measuring_runs",
+            "INFER actions run to measure the model (warm-up, batch-size sweep, probes), "
+            "counted apart from its traffic",
+            labels=["model"],
+        )
+        measuring_rows = CounterMetricFamily(
+            "headway_measuring_rows", "Rows of the measuring runs", labels=["model"]
         )
         for model in snapshot.models:
             name, counts = model.status.label, model.counts
@@ -80,7 +91,10 @@ class ControllerCollector:
             late.add_metric([name], counts.late)
             waited.add_metric([name], _buckets(counts.queue.cumulative()), counts.queue.total)
             computed.add_metric([name], _buckets(counts.compute.cumulative()), counts.compute.total)
+            measuring.add_metric([name], counts.measuring.runs)
+            measuring_rows.add_metric([name], counts.measuring.rows)
         yield from (requests, errors, hits, queue, ready, latency, batch, late, waited, computed)
+        yield from (measuring, measuring_rows)
         yield from _scheduler_events(snapshot)
         used = GaugeMetricFamily(
             "headway_worker_memory_bytes", "Model memory held", labels=["worker"]

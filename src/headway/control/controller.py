@@ -421,9 +421,10 @@ class Controller:
         self.unread.count()  # the refusals counted in bulk, first
         nodes = self.lifecycle.worker_nodes()
         pids = self.engine.pids()
-        memory = self.scheduler.placement.worker_memory()
+        placement = self.scheduler.placement
+        memory, activity = placement.worker_memory(), placement.worker_activity()
         workers = tuple(
-            WorkerSnapshot(w, pids.get(w), nodes.get(w), used, budget, resident)
+            WorkerSnapshot(w, pids.get(w), nodes.get(w), used, budget, resident, *activity[w])
             for w, (used, budget, resident) in sorted(memory.items())
         )
         cache = self.cache

@@ -31,6 +31,7 @@ class Job:
         "deadline",
         "inputs",
         "measured",
+        "measuring",
         "model",
         "outputs",
         "priority",
@@ -55,6 +56,7 @@ class Job:
         measured: bool = True,
         trace: Any = None,
         counted: bool = False,
+        measuring: bool = False,
     ) -> None:
         self.model = model
         self.inputs = inputs
@@ -74,6 +76,9 @@ class Job:
         #: Count its outcome in its model's statistics when it is settled (a client's
         #: request, not a measuring run's; the relay counts it, with no callback per job).
         self.counted = counted
+        #: A measuring run (warm-up, a sweep's batch, a probe): no client asked for it, so
+        #: its model's statistics count it apart from the traffic.
+        self.measuring = measuring
 
     def __repr__(self) -> str:
         return (

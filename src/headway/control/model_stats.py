@@ -77,6 +77,20 @@ class BatchTimes:
 
 
 @dataclass
+class MeasuringRuns:
+    """The runs the controller made to measure a model: how many, their rows, their time."""
+
+    runs: int = 0
+    rows: int = 0
+    seconds: float = 0.0
+
+    def ran(self, rows: int, seconds: float) -> None:
+        self.runs += 1
+        self.rows += rows
+        self.seconds += seconds
+
+
+@dataclass
 class ModelStats:
     """What happened to one model's requests."""
 
@@ -100,6 +114,9 @@ class ModelStats:
     per_request: BatchTimes = field(default_factory=BatchTimes)
     #: When the last INFER action finished (the controller's clock); 0.0: never.
     last_inference: float = 0.0
+    #: Measuring runs (warm-up runs, a sweep's batches, probes): INFER actions that carried
+    #: no client's request, kept apart from the figures above, which count traffic only.
+    measuring: MeasuringRuns = field(default_factory=MeasuringRuns)
 
     def answered(self, latencies: list[float]) -> None:
         """Count requests answered, each `latencies` seconds after its arrival."""

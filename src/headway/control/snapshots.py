@@ -10,9 +10,9 @@ what it reads, and the parts can change how they count without a reader noticing
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from headway.control.model_stats import BatchTimes, Histogram, ModelStats
+from headway.control.model_stats import BatchTimes, Histogram, MeasuringRuns, ModelStats
 from headway.repository import ModelConfig
 
 
@@ -55,6 +55,21 @@ class BatchTimesSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class MeasuringSnapshot:
+    """The runs made to measure a model (warm-up, a sweep of batch sizes, probes): INFER
+    actions with rows no client asked for, their rows, and the seconds of those that carried
+    nothing else."""
+
+    runs: int
+    rows: int
+    seconds: float
+
+    @classmethod
+    def of(cls, runs: MeasuringRuns) -> MeasuringSnapshot:
+        return cls(runs.runs, runs.rows, runs.seconds)
+
+
+@dataclass(frozen=True, slots=True)
 class ModelCounts:
     """What happened to one model's requests (`model_stats.ModelStats`), counted so far."""
 
@@ -68,7 +83,8 @@ class ModelCounts:
     cache_misses: int
     #: Seconds from arrival to answer, of answered requests.
     latency: HistogramSnapshot
-    #: Rows of each INFER action that ran.
+    #: Clients' rows of each INFER action that ran carrying clients' requests (measuring runs
+    #: are counted apart, in `measuring`; so are the figures below).
     batch_size: HistogramSnapshot
     #: Seconds each request waited from its arrival until its batch left for a worker.
     queue: HistogramSnapshot
@@ -82,6 +98,8 @@ class ModelCounts:
     per_request: BatchTimesSnapshot
     #: When the last INFER action finished (the controller's clock); 0.0: never.
     last_inference: float
+    #: Warm-up runs, sweeps and probes: kept apart from the traffic above.
+    measuring: MeasuringSnapshot
 
     @classmethod
     def of(cls, stats: ModelStats) -> ModelCounts:
@@ -100,6 +118,7 @@ class ModelCounts:
             batches={rows: BatchTimesSnapshot.of(t) for rows, t in stats.batches.items()},
             per_request=BatchTimesSnapshot.of(stats.per_request),
             last_inference=stats.last_inference,
+            measuring=MeasuringSnapshot.of(stats.measuring),
         )
 
 
@@ -159,7 +178,9 @@ class ModelSnapshot:
 @dataclass(frozen=True, slots=True)
 class WorkerSnapshot:
     """One worker: its process (None: not running), its cluster node (None: one machine), its
-    models' memory against its share of the budget (None: unbounded), and how many it holds."""
+    models' memory (each as declared, else as its load measured; with or without a budget)
+    against its share of the budget (None: unbounded), how many it holds, the action it runs
+    now as (kind, model key) (None: idle), and the seconds its actions ran, by model key."""
 
     worker: int
     pid: int | None
@@ -167,6 +188,8 @@ class WorkerSnapshot:
     used_mb: float
     budget_mb: float | None
     resident: int
+    running: tuple[str, str] | None = None
+    ran_s: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -193,9 +193,10 @@ class ServerSimulation:
         return base * (1.0 + self.noise * abs(self.rngs[worker].gauss(0.0, 1.0)))
 
     def batches(self, name: str) -> int:
-        """How many INFERs of model `name` ran, warm-up runs and probes included (what
-        `/metrics` counts as headway_batch_size_count)."""
-        return self.controller.model_statistics(name).counts.batch_size.count
+        """How many INFERs of model `name` ran, warm-up runs and probes included (the
+        traffic's, `headway_batch_size_count` in `/metrics`, and the measuring runs)."""
+        counts = self.controller.model_statistics(name).counts
+        return counts.batch_size.count + counts.measuring.runs
 
     def run(
         self,

@@ -227,14 +227,7 @@ class Relay:
                                 r.arrival, dispatch.sent_at, received, ran, dispatch.rows, worker
                             )
                 self._answer(dispatch, tensors)
-                self.stats[dispatch.model].executed(
-                    dispatch.rows,
-                    [dispatch.sent_at - r.arrival for r in dispatch.requests],
-                    infer_s=ran,
-                    input_s=max(0.0, received - dispatch.sent_at - ran),
-                    output_s=self.clock.now() - received,
-                    at=received,
-                )
+                self._executed(dispatch, ran, received)
             else:
                 error = ModelError(f"model {dispatch.model!r} failed: {reply.get('error')}")
                 for request in dispatch.requests:
@@ -244,6 +237,30 @@ class Relay:
         if self.reply_watch is not None and not self.scheduler.placement.busy_workers():
             self.reply_watch.replies_in()
         self.kick()
+
+    def _executed(self, dispatch: Dispatch, ran: float, received: float) -> None:
+        """Count a batch that ran: its clients' rows and waits as traffic, the rows of
+        measuring runs in it (warm-up, sweep, probe: no client's) apart, so that a model that
+        served nobody shows no traffic."""
+        sent = dispatch.sent_at
+        waits: list[float] = []
+        rows = 0
+        for job in dispatch.requests:
+            if not job.measuring:
+                waits.append(sent - job.arrival)
+                rows += job.rows
+        stats = self.stats[dispatch.model]
+        if rows < dispatch.rows:
+            stats.measuring.ran(dispatch.rows - rows, 0.0 if waits else ran)
+        if waits:
+            stats.executed(
+                rows,
+                waits,
+                infer_s=ran,
+                input_s=max(0.0, received - sent - ran),
+                output_s=self.clock.now() - received,
+                at=received,
+            )
 
     def _answer(self, dispatch: Dispatch, tensors: Tensors) -> None:
         name, _, version = dispatch.model.rpartition("@")

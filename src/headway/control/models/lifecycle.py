@@ -305,7 +305,12 @@ class ModelLifecycle:
             inferred_in = tuple(TensorSpec.parse(t, key) for t in reply.get("inputs") or ())
             inferred_out = tuple(TensorSpec.parse(t, key) for t in reply.get("outputs") or ())
             model.config = config.with_signature(inferred_in, inferred_out)
-            model.memory_mb = max(model.memory_mb, float(reply.get("memory_mb") or 0.0))
+            # counted on its worker with or without a budget: what it declares, else what its
+            # load measured (the worker's resident memory grew by it)
+            size = config.memory_mb
+            if size is None:
+                size = float(reply.get("memory_mb") or 0.0)
+            model.memory_mb = max(model.memory_mb, size)
             self.scheduler.placement.add_model(
                 config.key,
                 max_batch=config.max_batch_size,
@@ -313,7 +318,7 @@ class ModelLifecycle:
                 max_queue=config.max_queue,
             )
             first = not model.workers
-            self.scheduler.placed(config.key, worker)
+            self.scheduler.placed(config.key, worker, size_mb=size)
             model.workers.add(worker)
             model.state, model.reason = READY, ""
             if first:

@@ -146,6 +146,7 @@ class Measuring:
             priority=PROBE_PRIORITY,
             receiver=FutureReceiver(future),
             measured=not cold,
+            measuring=True,
         )
         try:
             self.scheduler.submit(job)

@@ -39,6 +39,8 @@ class WorkerSlot:
     #: When the action before the first one in flight was heard to end: the earliest the
     #: worker could start the first (it runs its actions one after another).
     ended_at: float = float("-inf")
+    #: Seconds its actions ran, as it measured them, by model key (what it spent its time on).
+    ran_s: dict[str, float] = field(default_factory=dict)
 
     def hold(self, key: str, size_mb: float, now: float) -> None:
         """Count `key`'s memory here (replacing the reserved estimate with `size_mb`)."""
@@ -240,15 +242,19 @@ class Placement:
         if self._track_changes:
             self.changed.add(worker.id)
 
-    def finish(self, dispatch_id: int, now: float) -> Dispatch | None:
-        """The action `dispatch_id` ended (done, failed or refused); None if it is not in
-        flight (its worker died meanwhile, or it was reported already)."""
+    def finish(self, dispatch_id: int, now: float, seconds: float | None = None) -> Dispatch | None:
+        """The action `dispatch_id` ended (done, failed or refused; `seconds`: how long it ran,
+        as its worker measured); None if it is not in flight (its worker died meanwhile, or
+        it was reported already)."""
         dispatch = self.inflight.pop(dispatch_id, None)
         if dispatch is None:
             return None
         worker = self.workers.get(dispatch.worker)
         if worker is not None:
             worker.finish(dispatch, now)
+            if seconds is not None:
+                ran = worker.ran_s
+                ran[dispatch.model] = ran.get(dispatch.model, 0.0) + seconds
             if self._track_changes:
                 self.changed.add(worker.id)
         return dispatch
@@ -298,6 +304,14 @@ class Placement:
     # -- statistics ---------------------------------------------------------------------------
     def busy_workers(self) -> int:
         return sum(1 for w in self.workers.values() if w.inflight)
+
+    def worker_activity(self) -> dict[int, tuple[tuple[str, str] | None, dict[str, float]]]:
+        """Per worker: the action it runs now, as (kind, model key) (None: idle), and the
+        seconds its actions ran so far, by model key."""
+        return {
+            w.id: ((w.inflight[0].kind, w.inflight[0].model) if w.inflight else None, dict(w.ran_s))
+            for w in self.workers.values()
+        }
 
     def worker_memory(self) -> dict[int, tuple[float, float | None, int]]:
         """Per worker: (used MB, capacity MB, resident models)."""

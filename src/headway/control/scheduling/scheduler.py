@@ -297,7 +297,7 @@ class Scheduler:
     def complete(self, dispatch_id: int, duration: float | None) -> Dispatch | None:
         """An action finished (`duration`: seconds the worker measured; None if it failed)."""
         now = self.clock.now()
-        dispatch = self.placement.finish(dispatch_id, now)
+        dispatch = self.placement.finish(dispatch_id, now, duration)
         if dispatch is None:
             return None
         self.backlogs.shrank()
