@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -29,6 +30,7 @@ from headway.planning.frontend import frontend_seconds
 from headway.planning.pipeline import Catalogue, Configuration, Pipeline, Profiles, Stage
 from headway.planning.plan_file import plan_document, read_plan, write_plan
 from headway.planning.planner import MARGIN, SCREEN, Planner
+from headway.planning.report import report
 from headway.store import Store
 from headway.store.profiles import measured
 
@@ -79,17 +81,24 @@ def pipeline_for(
 @click.option(
     "--config",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    required=True,
     envvar="HEADWAY_CONFIG",
-    help="headway.yaml with the pipeline (or app) and the hardware catalogue.",
+    help="headway.yaml with the pipeline (or app) and the hardware catalogue (required to plan).",
 )
-@click.option("--app", required=True, help="Pipeline (or application) to plan.")
-@click.option("--slo-ms", required=True, type=click.FloatRange(min=0.001), help="P99 target.")
+@click.option("--app", help="Pipeline (or application) to plan (required to plan).")
+@click.option("--slo-ms", type=click.FloatRange(min=0.001), help="P99 target (required to plan).")
 @click.option(
     "--trace",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    required=True,
-    help="Planning trace: `headway trace` CSV, or a JSON list of arrival seconds.",
+    help="Planning trace: `headway trace` CSV, or a JSON list of arrival seconds (required to "
+    "plan).",
+)
+@click.option(
+    "--report",
+    "report_of",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Show this plan file's report instead of planning: the configuration per stage, its "
+    "cost, its simulated latency distribution against the SLO, and CG-Mean and CG-Peak beside "
+    "it (what `headway plan -o` wrote; nothing is simulated again).",
 )
 @click.option("--catalogue", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
@@ -159,10 +168,11 @@ def pipeline_for(
 @click.option("--out", "-o", type=click.Path(dir_okay=False, path_type=Path))
 @STATE
 def plan_command(
-    config: Path,
-    app: str,
-    slo_ms: float,
-    trace: Path,
+    config: Path | None,
+    app: str | None,
+    slo_ms: float | None,
+    trace: Path | None,
+    report_of: Path | None,
     catalogue: Path | None,
     profiles: tuple[Path, ...],
     simulate_plan: Path | None,
@@ -180,6 +190,20 @@ def plan_command(
 ) -> None:
     """Plan the cheapest configuration whose simulated P99 meets the SLO (InferLine)."""
     console = Console()
+    if report_of is not None:
+        try:
+            document = read_document(report_of)
+        except HeadwayError as exc:
+            raise click.ClickException(exc.message) from None
+        if not isinstance(document, dict) or "app" not in document:
+            raise click.ClickException(f"{report_of}: not a plan file")
+        _show(console, document, report_of)
+        return
+    missing = [f"--{n}" for n, v in (("config", config), ("app", app), ("slo-ms", slo_ms),
+                                      ("trace", trace)) if v is None]  # fmt: skip
+    if missing:
+        raise click.UsageError(f"to plan, give {', '.join(missing)} (or --report PLAN)")
+    assert config is not None and app is not None and slo_ms is not None and trace is not None
     try:
         kinds = catalogue_from(config, catalogue)
         pipeline, timed = pipeline_for(config, app, repository, samples, kinds)
@@ -220,6 +244,8 @@ def plan_command(
             shortest = pipeline.critical_path(service)
         lengths = window_lengths(max(shortest, 1e-3))
         document = plan_document(app, plan, planner, envelope(arrivals, lengths), seconds)
+        if plan.config is not None:  # its latency distribution, and CG-Mean and CG-Peak
+            document["report"] = report(planner, plan.config)
         write_plan(document, out)
     except HeadwayError as exc:
         raise click.ClickException(exc.message) from None
@@ -247,8 +273,11 @@ def _estimate(
     )
 
 
-def _show(console: Console, document: dict[str, object], out: Path) -> None:
-    table = Table(title=f"plan for {document['app']} (written to {out})")
+def _show(console: Console, document: dict[str, Any], out: Path) -> None:
+    if not document.get("feasible", False):
+        console.print(f"plan for {document['app']} ({out}): infeasible: {document.get('reason')}")
+        return
+    table = Table(title=f"plan for {document['app']} ({out})")
     for column in ("stage", "model", "hardware", "batch", "replicas", "util", "$/h"):
         table.add_column(column)
     stages = document["stages"]
@@ -276,9 +305,51 @@ def _show(console: Console, document: dict[str, object], out: Path) -> None:
             else ")"
         )
     )
+    _show_report(console, document)
     if whole < SCREEN:
         console.print(
             f"note: the trace has {whole:,} queries, so its P99 rests on its {whole // 100:,} "
             f"slowest; a plan on a short trace misses more on other traffic than it did here. "
             f"Plan on a longer one (at least {SCREEN:,} queries), or to a lower --slo-ms."
         )
+
+
+def _show_report(console: Console, document: dict[str, Any]) -> None:
+    """The plan's simulated latency quantiles against its SLO, and CG-Mean and CG-Peak."""
+    found = document.get("report")
+    if not isinstance(found, dict):
+        console.print("no report in this plan file (plan again to have one)")
+        return
+    slo = float(document["slo_ms"])
+    quantiles = Table(title=f"simulated latency (SLO {slo:g} ms)")
+    for column in ("quantile", "ms", ""):
+        quantiles.add_column(column)
+    points = [(q, ms) for q, ms in found.get("latency_ms", []) if q >= 50]
+    longest = max([slo, *(ms for _, ms in points)], default=1.0) or 1.0
+    for q, ms in points:
+        bar = "#" * max(1, round(30 * ms / longest))
+        quantiles.add_row(f"p{q:g}", f"{ms:.2f}", bar + (" over the SLO" if ms > slo else ""))
+    console.print(quantiles)
+    attainment = found.get("attainment")
+    if attainment is not None:
+        console.print(f"{attainment:.2%} of the trace's queries within the SLO")
+    baselines = Table(title="beside InferLine's coarse-grained baselines")
+    for column in ("deployment", "$/h", "p99 ms", "within SLO", "configuration"):
+        baselines.add_column(column)
+    rows = [("plan", {"cost_per_hour": document["cost_per_hour"], "p99_ms": document["p99_ms"],
+                      "attainment": attainment, "config": {s: f"{v['hardware']} b"
+                      f"{v['max_batch_size']} x{v['replicas']}" for s, v in
+                      document["stages"].items()}})]  # fmt: skip
+    names = {"cg_mean": "CG-Mean", "cg_peak": "CG-Peak"}
+    rows += [(names.get(n, n), b) for n, b in found.get("baselines", {}).items()]
+    for name, b in rows:
+        config = b.get("infeasible") or ", ".join(f"{k}: {v}" for k, v in b["config"].items())
+        share = b.get("attainment")
+        baselines.add_row(
+            name,
+            f"{b['cost_per_hour']:.3f}" if "cost_per_hour" in b else "-",
+            f"{b['p99_ms']:.2f}" if "p99_ms" in b else "-",
+            f"{share:.2%}" if share is not None else "-",
+            config,
+        )
+    console.print(baselines)
