@@ -126,17 +126,21 @@ def snapshot(at: float, model: ModelCounts, ran: float, queued: int = 0) -> Cont
 def reading(second: float, requests: int, ran: float, cpu: float) -> Reading:
     model = counts(requests=requests, successes=requests)
     operators = [{"name": "flow/map:f", "app": "flow", "calls": requests}]
-    return Reading(1000.0 + second, snapshot(second, model, ran), [], operators,
+    apps = [{"name": "pick", "policy": "exp3", "weights": {"m": 0.25 + second / 100}},
+            {"name": "flow", "queries": requests}]  # fmt: skip
+    return Reading(1000.0 + second, snapshot(second, model, ran), apps, operators,
                    {0: Usage(cpu, 50.0)})  # fmt: skip
 
 
-def test_a_sample_holds_models_workers_and_operators() -> None:
+def test_a_sample_holds_models_workers_apps_and_operators() -> None:
     figures = sample(reading(2.0, 30, ran=0.9, cpu=3.5), reading(1.0, 10, ran=0.4, cpu=3.0))
     assert figures["model", "m", "requests"] == 20 and figures["model", "m", "replicas"] == 1
     assert figures["worker", "0", "cpu"] == pytest.approx(50.0)  # half a core
     assert figures["worker", "0", "rss_mb"] == 50.0 and figures["worker", "0", "models_mb"] == 1.5
     assert figures["worker", "0", "busy:m"] == pytest.approx(0.5)  # labels, not keys
     assert figures["operator", "flow/map:f", "calls"] == 20
+    assert figures["app", "pick", "weight:m"] == pytest.approx(0.27)  # the weights now
+    assert figures["app", "flow", "queries"] == 20
 
 
 def test_the_recorder_reads_on_its_timer_and_the_tables_cover_its_window() -> None:

@@ -6,6 +6,7 @@ import contextlib
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,3 +42,10 @@ def chromium_page(*, failed_requests: bool = False) -> Iterator[tuple[Any, list[
             yield page, problems
         finally:
             browser.close()
+
+
+def artifacts(default: Path) -> Path:
+    """Where screenshots go: $HEADWAY_ARTIFACTS (CI keeps it) or the test's folder."""
+    folder = Path(os.environ.get("HEADWAY_ARTIFACTS", default))
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder

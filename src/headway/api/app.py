@@ -19,9 +19,10 @@ from typing import Any, Protocol
 import orjson
 
 import headway
-from headway.api import apidocs, dashboard
+from headway.api import apidocs
 from headway.api.apps import AppRoutes, lookup_route
 from headway.api.auth import BearerToken, for_admin, for_inference, is_admin, is_open
+from headway.api.dashboard import Dashboard
 from headway.api.descriptions import config, index, metadata, unready
 from headway.api.errors import (
     JSON,
@@ -73,6 +74,7 @@ class HeadwayApp:
         inference_token: str | None = None,
         tracing: Tracing | None = None,
         origins: OriginPolicy | None = None,
+        history_seconds: int | None = None,
     ) -> None:
         self.controller = controller
         self.max_body_bytes = max_body_bytes
@@ -100,6 +102,9 @@ class HeadwayApp:
         self.companions: list[Companion] = []
         #: The live tuner (`headway serve --tune`), when one runs: its figures go to /metrics.
         self.tuner: LiveTuner | None = None
+        #: `/dashboard`: its routes, and the figures it reads once a second while serving
+        #: (`history_seconds` of them kept; 0: no history).
+        self.dashboard = Dashboard(controller, self.apps, history_seconds=history_seconds)
 
     @property
     def tracing(self) -> Tracing | None:
@@ -125,10 +130,12 @@ class HeadwayApp:
             for companion in self.companions:
                 await companion.stop()
             raise
+        self.dashboard.start()
         self.started = True
 
     async def stop(self) -> None:
         self.started = False
+        self.dashboard.stop()
         for companion in self.companions:
             await companion.stop()
         for task in list(self._tasks):
@@ -287,7 +294,7 @@ class HeadwayApp:
             return 307, b"", [(b"location", b"/dashboard")]
         if parts[0] == "dashboard":
             expect(method, "GET")
-            return dashboard.route(parts[1:], self.controller, self.apps)
+            return self.dashboard.route(parts[1:])
         if parts[0] == "docs":
             expect(method, "GET")
             return apidocs.route(parts[1:])

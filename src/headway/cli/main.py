@@ -310,6 +310,14 @@ def cli() -> None:
     "rate sooner.",
 )
 @click.option(
+    "--dashboard-history-s",
+    default=ServeSettings.dashboard_history_s,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Seconds of per-second figures the dashboard's charts keep (memory is fixed by it: "
+    "docs/dashboard.md); 0 keeps none (the tables still show).",
+)
+@click.option(
     "--log-level",
     default="warning",
     show_default=True,

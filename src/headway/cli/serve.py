@@ -17,6 +17,7 @@ from headway.api import tracing
 from headway.api.app import HeadwayApp
 from headway.api.asgi import AsgiApp
 from headway.api.auth import exposure_warning
+from headway.api.dashboard.history import HISTORY_SECONDS
 from headway.api.grpc.calls import Limits as GrpcLimits
 from headway.api.http import REPLY_POLL_S, HttpServer
 from headway.api.limits import (
@@ -34,6 +35,7 @@ from headway.apps import AppRegistry, load_config
 from headway.control.controller import Controller
 from headway.control.policy import POLICIES
 from headway.errors import ConfigError
+from headway.planning.description import read_document
 from headway.planning.live import LiveTuner
 from headway.planning.plan_file import apply_plan, read_plan
 from headway.planning.tuner import HOLD_DOWN as TUNER_HOLD_DOWN
@@ -94,6 +96,7 @@ class ServeSettings:
     allow_host: tuple[str, ...] = ()
     max_answer_mb: float | None = None
     max_unread_mb: float | None = None
+    dashboard_history_s: int = HISTORY_SECONDS
 
 
 def build_app(settings: ServeSettings) -> HeadwayApp:
@@ -145,7 +148,10 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
         inference_token=settings.inference_token,
         tracing=tracing.from_environment(),
         origins=OriginPolicy.for_bind(settings.host, settings.allow_origin, settings.allow_host),
+        history_seconds=settings.dashboard_history_s,
     )
+    if settings.plan is not None:  # the dashboard shows the plan the server follows
+        app.dashboard.plan = read_document(settings.plan)
     if settings.grpc_port:
         from headway.api.grpc.server import GrpcServer
 
