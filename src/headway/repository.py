@@ -41,7 +41,19 @@ _KNOWN_KEYS = {
     "max_queue",
     "options",
     "resources",
+    "ttft_ms",
+    "tpot_ms",
+    "generative",
 }
+#: How a generative model's steps are batched: each step re-formed (Orca's iteration level,
+#: the default), or a batch held until its longest sequence ends (the baseline).
+ITERATION, REQUEST = "iteration", "request"
+#: A generative model's sequences held at once on a worker unless model.yaml says otherwise
+#: (vLLM's `max_num_seqs` defaults to 256 on a GPU; a CPU worker runs far fewer well).
+DEFAULT_MAX_SEQUENCES = 8
+#: The most parts (tokens) one sequence makes unless model.yaml says otherwise (OpenAI's
+#: completions default `max_tokens` to 16; Triton's generate leaves it to the model).
+DEFAULT_MAX_PARTS = 64
 
 
 @dataclass(frozen=True)
@@ -69,6 +81,63 @@ class TensorSpec:
 
 
 @dataclass(frozen=True)
+class Generation:
+    """How a generative model's sequences are held and batched (model.yaml's `generative:`).
+
+    `max_sequences` is the memory bound: the sequences one worker holds at once, each with its
+    state (a key/value cache); a sequence that finds them all taken waits for one to end, and
+    is refused at once when none would end in time for its first part. `max_parts` is the most
+    parts a sequence makes (a request's `max_tokens` may ask for fewer). `batching` is
+    `iteration` (each step re-formed: a finished sequence leaves at once, a new one joins at
+    the next step) or `request` (a batch runs until its longest sequence ends: the baseline)."""
+
+    max_sequences: int = DEFAULT_MAX_SEQUENCES
+    max_parts: int = DEFAULT_MAX_PARTS
+    batching: str = ITERATION
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "max_sequences": self.max_sequences,
+            "max_parts": self.max_parts,
+            "batching": self.batching,
+        }
+
+    @classmethod
+    def parse(cls, raw: Any, where: str) -> Generation:
+        if raw is True or raw == {}:
+            return cls()
+        if not isinstance(raw, dict):
+            raise ConfigError(
+                f"{where}: generative must be a mapping like "
+                "{max_sequences: 8, max_parts: 64, batching: iteration}, or true"
+            )
+        unknown = set(raw) - {"max_sequences", "max_parts", "batching"}
+        if unknown:
+            raise ConfigError(
+                f"{where}: generative has unknown keys {sorted(unknown)}; known: "
+                "['batching', 'max_parts', 'max_sequences']"
+            )
+        counts = {}
+        for key, default in (
+            ("max_sequences", DEFAULT_MAX_SEQUENCES),
+            ("max_parts", DEFAULT_MAX_PARTS),
+        ):
+            value = raw.get(key, default)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(
+                    f"{where}: generative.{key} must be an integer >= 1, got {value!r}"
+                )
+            counts[key] = value
+        batching = raw.get("batching", ITERATION)
+        if batching not in (ITERATION, REQUEST):
+            raise ConfigError(
+                f"{where}: generative.batching must be {ITERATION!r} or {REQUEST!r}, "
+                f"got {batching!r}"
+            )
+        return cls(counts["max_sequences"], counts["max_parts"], batching)
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     """One model version as the repository describes it."""
 
@@ -90,6 +159,14 @@ class ModelConfig:
     options: dict[str, Any] = field(default_factory=dict)
     #: What each of its workers needs from a node (the Ray engine places workers by it).
     resources: Resources = DEFAULT
+    #: Its answers come in parts (a generator `predict`, known once loaded; or generative).
+    streams: bool = False
+    #: The time-to-first-part and time-per-part targets of its streams (milliseconds; None:
+    #: the first part by `slo_ms`, no per-part target). A request may set its own.
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    #: A generative model's sequences (`Generation`); None: it answers each batch in one call.
+    generative: Generation | None = None
 
     @cached_property
     def key(self) -> str:
@@ -120,6 +197,7 @@ class ModelConfig:
             "inputs": [t.to_json() for t in self.inputs],
             "outputs": [t.to_json() for t in self.outputs],
             "options": self.options,
+            "generative": None if self.generative is None else self.generative.to_json(),
         }
 
 
@@ -215,6 +293,16 @@ def read_model(model_dir: Path) -> ModelConfig:
     if max_batch < 1 or replicas < 1:
         raise ConfigError(f"{where}: max_batch_size and replicas must be at least 1")
     memory = raw.get("memory_mb")
+    generative = raw.get("generative")
+    generation = None if generative in (None, False) else Generation.parse(generative, where)
+    if generation is not None and framework != "python":
+        raise ConfigError(f"{where}: generative models are framework 'python' (start/step/stop)")
+    targets = {}
+    for key in ("ttft_ms", "tpot_ms"):
+        if raw.get(key) is not None:
+            targets[key] = _positive(raw, key, 0.0, where)
+            if targets[key] == 0:
+                raise ConfigError(f"{where}: {key} must be above 0 (every stream would be refused)")
     options = raw.get("options") or {}
     if not isinstance(options, dict):
         raise ConfigError(f"{where}: options must be a mapping, got {options!r}")
@@ -236,6 +324,10 @@ def read_model(model_dir: Path) -> ModelConfig:
         versions=versions,
         options=dict(options),
         resources=parse_resources(raw.get("resources"), where),
+        streams=generation is not None,
+        ttft_ms=targets.get("ttft_ms"),
+        tpot_ms=targets.get("tpot_ms"),
+        generative=generation,
     )
 
 

@@ -9,7 +9,7 @@ A new framework is one small module in this package that defines `ADAPTER`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,17 @@ DEFAULT_OUTPUT = "output-0"
 
 
 class Adapter(ABC):
-    """One loaded model version inside a worker."""
+    """One loaded model version inside a worker.
+
+    Most answer a batch in one call (`predict`). One that `streams` answers it in parts
+    (`stream`, each part a batch of outputs); one that is `generative` keeps a state per
+    sequence and advances every running sequence by one step per call (`start`, `step`,
+    `stop`: docs/streams.md)."""
+
+    #: Its answers come in parts (`stream`).
+    streams = False
+    #: It keeps per-sequence state (`start`, `step`, `stop`).
+    generative = False
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config
@@ -39,6 +49,26 @@ class Adapter(ABC):
         self, inputs: dict[str, np.ndarray], outputs: Sequence[str] | None = None
     ) -> dict[str, np.ndarray]:
         """Predict a batch. `outputs` names the outputs wanted (None: all of them)."""
+
+    def stream(
+        self, inputs: dict[str, np.ndarray], outputs: Sequence[str] | None = None
+    ) -> Iterator[dict[str, np.ndarray]]:
+        """Predict a batch in parts, each part a batch of outputs; a model that answers at
+        once gives one part."""
+        yield self.predict(inputs, outputs)
+
+    def start(self, inputs: dict[str, np.ndarray], parameters: dict[str, Any]) -> Any:
+        """A generative model's new sequence from its inputs (one row): its state."""
+        raise ConfigError(f"model {self.config['name']!r} is not generative (no start/step)")
+
+    def step(self, states: list[Any]) -> tuple[dict[str, np.ndarray], list[bool]]:
+        """One step of every sequence in `states`: each one's part (row i of each output) and
+        whether it has ended."""
+        raise ConfigError(f"model {self.config['name']!r} is not generative (no start/step)")
+
+    def stop(self, state: Any) -> None:
+        """A sequence ended or was given up: release what its state holds."""
+        return None
 
     def signature(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Inputs and outputs inferred from the artifact, as `{name, datatype, shape}` dicts.

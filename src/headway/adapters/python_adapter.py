@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,12 @@ class PythonAdapter(Adapter):
     A class is instantiated with no arguments and, if it has `load`, loaded with the version folder.
     `predict(batch)` receives the array itself when the model has one input tensor, else the dict of
     arrays, and returns an array (output `output-0`) or a dict of name -> array. Attributes `inputs`
-    and `outputs` on the class or function (lists of `{name, datatype, shape}`) give the signature."""
+    and `outputs` on the class or function (lists of `{name, datatype, shape}`) give the signature.
+
+    A `predict` that is a generator streams: each value it yields is one part of the batch's
+    answer (an array or a dict, as a return value would be). A class with `start(inputs,
+    parameters)` and `step(states)` (and optionally `stop(state)`) is generative, when its
+    model.yaml says `generative:` (docs/streams.md)."""
 
     def load(self) -> None:
         entry = str(self.config.get("entrypoint") or "")
@@ -35,10 +40,21 @@ class PythonAdapter(Adapter):
                 self.model.load(self.path)
         except Exception as exc:
             raise ConfigError(f"{where}: loading failed: {exc!r}") from exc
+        self._inputs = self.config.get("inputs") or self.signature()[0]
+        if self.config.get("generative") is not None:
+            for method in ("start", "step"):
+                if not callable(getattr(self.model, method, None)):
+                    raise ConfigError(
+                        f"{where}: a generative model needs start(inputs, parameters) and "
+                        f"step(states) methods; it has no {method}"
+                    )
+            self.generative = True
+            self._stop = getattr(self.model, "stop", None)
+            return
         self._predict = getattr(self.model, "predict", self.model)
         if not callable(self._predict):
             raise ConfigError(f"{where}: needs a predict(batch) method or function")
-        self._inputs = self.config.get("inputs") or self.signature()[0]
+        self.streams = inspect.isgeneratorfunction(self._predict)
 
     def _import(self, entry: str, where: str) -> Any:
         file_name, _, attr = entry.rpartition(":")
@@ -57,20 +73,54 @@ class PythonAdapter(Adapter):
             raise ConfigError(f"{where}: {file} defines no {attr!r}")
         return getattr(module, attr)
 
+    def _argument(self, inputs: dict[str, np.ndarray]) -> Any:
+        """What the user's code is given: the array of a single-input model, else the dict."""
+        single = len(self._inputs) == 1 if self._inputs else len(inputs) == 1
+        return self.single_input(inputs) if single else dict(inputs)
+
     def predict(
         self, inputs: dict[str, np.ndarray], outputs: Sequence[str] | None = None
     ) -> dict[str, np.ndarray]:
-        single = len(self._inputs) == 1 if self._inputs else len(inputs) == 1
-        result = self._predict(self.single_input(inputs) if single else dict(inputs))
-        if not isinstance(result, dict):
-            result = {DEFAULT_OUTPUT: result}
-        return {str(k): np.asarray(v) for k, v in result.items() if wanted(outputs, str(k))}
+        return _outputs(self._predict(self._argument(inputs)), outputs)
+
+    def stream(
+        self, inputs: dict[str, np.ndarray], outputs: Sequence[str] | None = None
+    ) -> Iterator[dict[str, np.ndarray]]:
+        if not self.streams:
+            yield self.predict(inputs, outputs)
+            return
+        for part in self._predict(self._argument(inputs)):
+            yield _outputs(part, outputs)
+
+    def start(self, inputs: dict[str, np.ndarray], parameters: dict[str, Any]) -> Any:
+        return self.model.start(self._argument(inputs), parameters)
+
+    def step(self, states: list[Any]) -> tuple[dict[str, np.ndarray], list[bool]]:
+        answer = self.model.step(states)
+        if not (isinstance(answer, tuple) and len(answer) == 2):
+            raise TypeError(
+                "step(states) must return (outputs, finished): each sequence's part, and "
+                f"whether it ended; got {type(answer).__name__}"
+            )
+        result, finished = answer
+        return _outputs(result, None), [bool(f) for f in finished]
+
+    def stop(self, state: Any) -> None:
+        if self._stop is not None:
+            self._stop(state)
 
     def signature(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         where = f"model {self.config['name']!r} entrypoint {self.config.get('entrypoint')!r}"
         declared = (getattr(self.model, attr, None) or [] for attr in ("inputs", "outputs"))
         inputs, outputs = ([TensorSpec.parse(t, where).to_json() for t in ts] for ts in declared)
         return inputs, outputs
+
+
+def _outputs(result: Any, outputs: Sequence[str] | None) -> dict[str, np.ndarray]:
+    """A user's return value (an array, or a dict of them) as named outputs, those wanted."""
+    if not isinstance(result, dict):
+        result = {DEFAULT_OUTPUT: result}
+    return {str(k): np.asarray(v) for k, v in result.items() if wanted(outputs, str(k))}
 
 
 ADAPTER = PythonAdapter

@@ -39,6 +39,11 @@ class Dispatch:
     #: round trip, not the wait behind the action before it.
     startable_at: float = 0.0
     evict: list[str] = field(default_factory=list)
+    #: A streamed INFER (its model answers in parts): when its first and latest parts came,
+    #: and, for each of its requests that takes its answer whole (by index), its parts so far.
+    first_part_at: float | None = None
+    last_part_at: float = 0.0
+    gathered: dict[int, list[Any]] | None = None
 
 
 @dataclass

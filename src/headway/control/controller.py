@@ -62,6 +62,16 @@ from headway.store import Store
 log = logging.getLogger("headway.controller")
 
 
+def first_part_timeout(request: InferenceRequest, config: ModelConfig) -> float | None:
+    """Seconds a streamed answer's first part may take: the request's `ttft`, else its
+    `timeout`, else the model's `ttft_ms` (None: its `slo_ms`)."""
+    if request.ttft is not None:
+        return request.ttft
+    if request.timeout is not None:
+        return request.timeout
+    return None if config.ttft_ms is None else config.ttft_ms / 1000.0
+
+
 class Controller:
     """Serves a repository's models from an engine's workers. See the module docstring."""
 
@@ -313,6 +323,8 @@ class Controller:
             wanted = tuple(outputs) if outputs else None
             check_outputs(request.model, config.outputs, wanted)
             timeout = request.timeout
+            if config.streams:
+                timeout = first_part_timeout(request, config)
             deadline = started + (timeout if timeout is not None else config.slo_ms / 1000.0)
             job = Job(
                 config.key,
@@ -323,6 +335,7 @@ class Controller:
                 priority_level(request.priority),
                 wanted,
                 receiver,
+                stream=request.stream,
             )
             if config.cache:
                 self._cached.submit(job, stats, self._run)
@@ -466,6 +479,6 @@ class Controller:
         key = status.key
         return ModelSnapshot(
             status=status,
-            counts=ModelCounts.of(self.lifecycle.stats[key]),
+            counts=ModelCounts.of(self.lifecycle.stats[key], self.clock.now()),
             scheduling=self.scheduler.model_statistics(key),
         )

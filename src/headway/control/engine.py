@@ -44,6 +44,14 @@ class Reply(TypedDict):
     ok: bool
     #: Seconds the action ran on the worker (absent or 0.0 for a refused one).
     duration: NotRequired[float]
+    #: INFER of a streaming model: this message is one part of the answer (its tensors), and
+    #: the action goes on; the last message, without it, ends the action. `first`: seconds
+    #: from the action's start to its first part; `parts`: how many parts it sent.
+    part: NotRequired[bool]
+    first: NotRequired[float]
+    parts: NotRequired[int]
+    #: LOAD: the model's answers come in parts (its `predict` is a generator).
+    streams: NotRequired[bool]
     #: The action reached the worker after its `latest` start and was not run.
     late: NotRequired[bool]
     error: NotRequired[str]
@@ -63,7 +71,9 @@ Answer = tuple[Reply, Tensors]
 OnReady = Callable[[int, int], None]
 """(worker, pid): the worker started and can take actions."""
 OnMessage = Callable[[int, Reply, Tensors], None]
-"""(worker, reply, outputs): a worker answered an action."""
+"""(worker, reply, outputs): a worker answered an action (or sent a part of its answer)."""
+Emit = Callable[[Reply, Tensors], None]
+"""(reply, outputs): a worker sends one part of an action's answer, before its last reply."""
 OnExit = Callable[[int, int | None], None]
 """(worker, exit code): the worker died; the engine starts a replacement."""
 

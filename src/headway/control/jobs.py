@@ -38,6 +38,7 @@ class Job:
         "receiver",
         "rows",
         "seq",
+        "stream",
         "trace",
     )
 
@@ -57,6 +58,7 @@ class Job:
         trace: Any = None,
         counted: bool = False,
         measuring: bool = False,
+        stream: bool = False,
     ) -> None:
         self.model = model
         self.inputs = inputs
@@ -79,6 +81,9 @@ class Job:
         #: A measuring run (warm-up, a sweep's batch, a probe): no client asked for it, so
         #: its model's statistics count it apart from the traffic.
         self.measuring = measuring
+        #: Its receiver takes each part of a streamed answer as it comes (`Receiver.part`);
+        #: False: a streaming model's parts are gathered into one answer.
+        self.stream = stream
 
     def __repr__(self) -> str:
         return (

@@ -63,6 +63,37 @@ class Histogram:
         return out
 
 
+#: Seconds over which a model's parts per second are counted (`PartRate`).
+RATE_WINDOW_S = 10
+
+
+class PartRate:
+    """Parts delivered per second over the last RATE_WINDOW_S seconds: a ring of one-second
+    counts, cheap to add to from every step."""
+
+    __slots__ = ("counts", "seconds")
+
+    def __init__(self) -> None:
+        self.counts = [0] * RATE_WINDOW_S
+        self.seconds = [-1] * RATE_WINDOW_S
+
+    def add(self, parts: int, now: float) -> None:
+        second = int(now)
+        slot = second % RATE_WINDOW_S
+        if self.seconds[slot] != second:
+            self.seconds[slot], self.counts[slot] = second, 0
+        self.counts[slot] += parts
+
+    def per_second(self, now: float) -> float:
+        second = int(now)
+        recent = (
+            c
+            for c, s in zip(self.counts, self.seconds, strict=True)
+            if second - RATE_WINDOW_S < s <= second
+        )
+        return sum(recent) / RATE_WINDOW_S
+
+
 @dataclass
 class BatchTimes:
     """Where the time of the INFER actions of one batch size went (Triton's batch_stats)."""
@@ -117,6 +148,26 @@ class ModelStats:
     #: Measuring runs (warm-up runs, a sweep's batches, probes): INFER actions that carried
     #: no client's request, kept apart from the figures above, which count traffic only.
     measuring: MeasuringRuns = field(default_factory=MeasuringRuns)
+    #: Streams (answers in parts, docs/streams.md): seconds from each one's arrival to its
+    #: first part, and from each part to the next; the parts delivered, their rate, and the
+    #: streams that ended with their last part.
+    first_part: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS))
+    part_gap: Histogram = field(default_factory=lambda: Histogram(LATENCY_BUCKETS))
+    parts: int = 0
+    part_rate: PartRate = field(default_factory=PartRate)
+    streams: int = 0
+
+    def delivered(self, firsts: list[float], gaps: list[float], now: float) -> None:
+        """Count the parts of one step or one part message: the first parts of their streams
+        (`firsts`: seconds since each one's arrival) and the later ones (`gaps`: seconds since
+        each one's part before)."""
+        if firsts:
+            self.first_part.observe_all(firsts)
+        if gaps:
+            self.part_gap.observe_all(gaps)
+        count = len(firsts) + len(gaps)
+        self.parts += count
+        self.part_rate.add(count, now)
 
     def answered(self, latencies: list[float]) -> None:
         """Count requests answered, each `latencies` seconds after its arrival."""

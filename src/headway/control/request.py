@@ -12,7 +12,7 @@ never see how the controller queues, batches or places it (MLServer's typed
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Protocol, final
 
 import numpy as np
@@ -40,10 +40,30 @@ class InferenceRequest:
     `outputs` the outputs wanted (None: all). `trace` is the transport's trace of it
     (`api.tracing.Trace`), read only when tracing is on.
 
+    For a model whose answers come in parts (docs/streams.md): `stream` says the caller takes
+    each part as it is made (`Receiver.part`); else the parts are gathered into one answer.
+    `ttft` and `tpot` are its targets in seconds, time to the first part and time per part
+    after it (None: the model's `ttft_ms` and `tpot_ms`; the first part falls back on
+    `timeout`, then `slo_ms`). `parameters` reach a generative model's `start` (for example
+    `max_tokens`, `temperature`, `seed`).
+
     Read-only, and a plain class: one is made per call on the request path, where a
     dataclass's generated `__init__` would stay interpreted under `headway.speedups`."""
 
-    __slots__ = ("arrival", "inputs", "model", "outputs", "priority", "timeout", "trace", "version")
+    __slots__ = (
+        "arrival",
+        "inputs",
+        "model",
+        "outputs",
+        "parameters",
+        "priority",
+        "stream",
+        "timeout",
+        "tpot",
+        "trace",
+        "ttft",
+        "version",
+    )
 
     def __init__(
         self,
@@ -56,6 +76,10 @@ class InferenceRequest:
         inputs: Tensors | None = None,
         outputs: Sequence[str] | None = None,
         trace: Any = None,
+        stream: bool = False,
+        ttft: float | None = None,
+        tpot: float | None = None,
+        parameters: Mapping[str, Any] | None = None,
     ) -> None:
         self.model: Final = model
         self.version: Final = version
@@ -65,6 +89,10 @@ class InferenceRequest:
         self.inputs: Final = inputs
         self.outputs: Final = outputs
         self.trace: Final = trace
+        self.stream: Final = stream
+        self.ttft: Final = ttft
+        self.tpot: Final = tpot
+        self.parameters: Final = parameters
 
     def decoded(
         self, inputs: Tensors, outputs: Sequence[str] | None = None, trace: Any = None
@@ -79,6 +107,10 @@ class InferenceRequest:
             inputs=inputs,
             outputs=outputs,
             trace=trace if trace is not None else self.trace,
+            stream=self.stream,
+            ttft=self.ttft,
+            tpot=self.tpot,
+            parameters=self.parameters,
         )
 
     def __repr__(self) -> str:
@@ -86,7 +118,7 @@ class InferenceRequest:
         return (
             f"InferenceRequest({self.model!r}, version={self.version!r}, "
             f"timeout={self.timeout!r}, priority={self.priority!r}, arrival={self.arrival!r}, "
-            f"inputs={inputs})"
+            f"inputs={inputs}" + (", stream=True" if self.stream else "") + ")"
         )
 
 
@@ -112,16 +144,46 @@ class Receiver(Protocol):
     stage. Exactly one of `done` or `fail` is called, once, at the moment the answer is known
     (inside the worker's reply: no loop turn in between), unless the request is withdrawn.
 
-    An answer may come in several parts: `part` is called with each part's rows of each
-    output before `done`, and `done`'s prediction then holds the last part. No model streams
-    yet, so today every answer is one part and `part` is never called; a receiver that cannot
-    stream says so when it is."""
+    An answer may come in parts (a streaming or generative model, docs/streams.md). Only a
+    request submitted with `stream=True` is told of each: `part` is called with the part's
+    rows of each output as it is made, in order, then `done` with no outputs (every part went
+    to `part`) or `fail` with what ended the stream (the model's error, its worker's death).
+    A model that answers at once gives a streamed request no part, and `done` the whole
+    answer. Without `stream`, a streaming model's parts are gathered (`gather`) into the one
+    answer `done` is given, and `part` is never called."""
 
     def part(self, outputs: Tensors) -> None: ...
 
     def done(self, prediction: Prediction) -> None: ...
 
     def fail(self, error: Exception) -> None: ...
+
+
+def gather(parts: Sequence[Tensors]) -> Tensors:
+    """One answer from a stream's parts: each output's parts stacked along a new axis 1, so
+    its rows stay the request's rows (a row's parts in order along the second dimension). A
+    part without an output, or of another shape than the others, cannot be stacked:
+    ValueError, naming it."""
+    if not parts:
+        return {}
+    names = list(parts[0])
+    gathered: Tensors = {}
+    for name in names:
+        arrays = []
+        for number, part in enumerate(parts):
+            array = part.get(name)
+            if array is None:
+                raise ValueError(f"part {number} has no output {name!r}: parts cannot be gathered")
+            arrays.append(array)
+        try:
+            gathered[name] = np.stack(arrays, axis=1)
+        except ValueError:
+            shapes = sorted({tuple(a.shape) for a in arrays})
+            raise ValueError(
+                f"output {name!r} comes in parts of shapes {shapes}, which cannot be gathered "
+                "into one answer; ask for a stream"
+            ) from None
+    return gathered
 
 
 class Ticket(Protocol):
@@ -148,7 +210,7 @@ class FutureReceiver:
         self.then = then
 
     def part(self, outputs: Tensors) -> None:
-        raise NotImplementedError("an awaited answer is taken whole: nothing streams to it")
+        raise NotImplementedError("an awaited answer is taken whole: its parts are gathered")
 
     def done(self, prediction: Prediction) -> None:
         future = self.future

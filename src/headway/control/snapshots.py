@@ -100,9 +100,18 @@ class ModelCounts:
     last_inference: float
     #: Warm-up runs, sweeps and probes: kept apart from the traffic above.
     measuring: MeasuringSnapshot
+    #: Streams (answers in parts): seconds from arrival to each one's first part, and from
+    #: each part to the next; the parts delivered, per second over the last seconds
+    #: (`model_stats.RATE_WINDOW_S`), and the streams that ended with their last part.
+    first_part: HistogramSnapshot
+    part_gap: HistogramSnapshot
+    parts: int
+    parts_per_second: float
+    streams: int
 
     @classmethod
-    def of(cls, stats: ModelStats) -> ModelCounts:
+    def of(cls, stats: ModelStats, at: float = 0.0) -> ModelCounts:
+        """`stats` as they are now; `at`: now on the controller's clock (for the rates)."""
         return cls(
             requests=stats.requests,
             successes=stats.successes,
@@ -119,6 +128,11 @@ class ModelCounts:
             per_request=BatchTimesSnapshot.of(stats.per_request),
             last_inference=stats.last_inference,
             measuring=MeasuringSnapshot.of(stats.measuring),
+            first_part=HistogramSnapshot.of(stats.first_part),
+            part_gap=HistogramSnapshot.of(stats.part_gap),
+            parts=stats.parts,
+            parts_per_second=stats.part_rate.per_second(at),
+            streams=stats.streams,
         )
 
 

@@ -22,7 +22,7 @@ import traceback
 from typing import Any
 
 from headway.adapters import Adapter, adapter_class
-from headway.control.engine import Action, Answer, Reply, Tensors
+from headway.control.engine import Action, Answer, Emit, Reply, Tensors
 from headway.runtime import handshake
 from headway.runtime.wire import READ_SIZE, FrameReader, connect, pack, send_all, unpack
 
@@ -76,7 +76,9 @@ class WorkerState:
     def __init__(self) -> None:
         self.models: dict[str, Adapter] = {}
 
-    def handle(self, action: Action, tensors: Tensors) -> Answer:
+    def handle(self, action: Action, tensors: Tensors, emit: Emit | None = None) -> Answer:
+        """Run one action and return its reply. A streaming model's INFER sends each part
+        of its answer through `emit` as it is made, before the reply that ends it."""
         op = action.get("op")
         latest = action.get("latest")
         if latest is not None and time.monotonic() > latest:
@@ -88,9 +90,12 @@ class WorkerState:
         started = time.perf_counter()
         reply: Reply
         try:
-            if op not in self.OPERATIONS:
+            if op == "infer":
+                reply, outputs = self._infer(action, tensors, emit)
+            elif op in self.OPERATIONS:
+                reply, outputs = getattr(self, f"_{op}")(action, tensors)
+            else:
                 raise ValueError(f"unknown op {op!r}; a worker knows {sorted(self.OPERATIONS)}")
-            reply, outputs = getattr(self, f"_{op}")(action, tensors)
         except Exception as exc:  # the model's failure is reported, never fatal to the worker
             reply, outputs = {"id": None, "ok": False, "error": f"{type(exc).__name__}: {exc}"}, {}
             if os.environ.get("HEADWAY_WORKER_TRACEBACKS"):
@@ -116,35 +121,61 @@ class WorkerState:
         self.models[action["model"]] = adapter
         inputs, outputs = adapter.signature()
         memory = max(0.0, _rss_mb() - before)
-        return {
+        reply: Reply = {
             "id": None,
             "ok": True,
             "inputs": inputs,
             "outputs": outputs,
             "memory_mb": memory,
-        }, {}
+        }
+        if adapter.streams:
+            reply["streams"] = True
+        return reply, {}
 
     def _unload(self, action: Action, _: Tensors) -> Answer:
         self.models.pop(action["model"], None)
         gc.collect(0)  # as for an evicting LOAD: a full collection takes too long here
         return {"id": None, "ok": True}, {}
 
-    def _infer(self, action: Action, tensors: Tensors) -> Answer:
+    def _infer(self, action: Action, tensors: Tensors, emit: Emit | None) -> Answer:
         adapter = self.models.get(action["model"])
         if adapter is None:
             raise LookupError(f"model {action['model']!r} is not loaded on this worker")
+        if adapter.streams:
+            return self._stream(adapter, action, tensors, emit)
         outputs = adapter.predict(tensors, action.get("outputs"))
-        rows = action["rows"]
-        for name, array in outputs.items():
-            if array.ndim == 0 or array.shape[0] != rows:
-                raise ValueError(
-                    f"output {name!r} has shape {list(array.shape)}; its first dimension must be "
-                    f"the batch ({rows} rows)"
-                )
+        _check_rows(outputs, action["rows"])
         return {"id": None, "ok": True}, outputs
+
+    def _stream(
+        self, adapter: Adapter, action: Action, tensors: Tensors, emit: Emit | None
+    ) -> Answer:
+        """A streaming model's batch: each part sent as it is made, then a reply that ends
+        it (no outputs: they all went as parts). An error after some parts ends it there."""
+        if emit is None:
+            raise RuntimeError("this worker cannot send a streaming model's parts")
+        started = time.perf_counter()
+        rows, first, parts = action["rows"], 0.0, 0
+        number = action.get("id")
+        for outputs in adapter.stream(tensors, action.get("outputs")):
+            _check_rows(outputs, rows)
+            if not parts:
+                first = time.perf_counter() - started
+            parts += 1
+            emit({"id": number, "ok": True, "part": True}, outputs)
+        return {"id": None, "ok": True, "parts": parts, "first": first}, {}
 
     def _ping(self, action: Action, _: Tensors) -> Answer:
         return {"id": None, "ok": True, "pid": os.getpid(), "models": sorted(self.models)}, {}
+
+
+def _check_rows(outputs: Tensors, rows: int) -> None:
+    for name, array in outputs.items():
+        if array.ndim == 0 or array.shape[0] != rows:
+            raise ValueError(
+                f"output {name!r} has shape {list(array.shape)}; its first dimension must be "
+                f"the batch ({rows} rows)"
+            )
 
 
 def serve(endpoint: str, identity: str, secret: str) -> None:
@@ -163,6 +194,10 @@ def serve(endpoint: str, identity: str, secret: str) -> None:
         return  # the frontend is gone, or is not one
     send_all(sock, pack(handshake.hello(secret, first, identity, os.getpid())))
     state = WorkerState()
+
+    def emit(reply: Reply, outputs: Tensors) -> None:
+        send_all(sock, pack(reply, outputs))
+
     spin = float(os.environ.get(SPIN_ENV, DEFAULT_SPIN_US)) / 1e6
     idle_since, gap = 0.0, float("inf")
     while True:
@@ -184,7 +219,7 @@ def serve(endpoint: str, identity: str, secret: str) -> None:
             header, tensors = unpack(frames)
             if header.get("op") == "stop":
                 return
-            reply, outputs = state.handle(header, tensors)
+            reply, outputs = state.handle(header, tensors, emit)
             send_all(sock, pack(reply, outputs))
         idle_since = time.perf_counter()
 

@@ -21,7 +21,7 @@ from headway.control.jobs import Job
 from headway.control.model_stats import ModelStats
 from headway.control.models.lifecycle import ModelLifecycle
 from headway.control.models.states import ModelState
-from headway.control.request import Prediction
+from headway.control.request import Prediction, Receiver, gather
 from headway.control.scheduling.scheduler import Scheduler
 from headway.errors import HeadwayError, ModelError
 
@@ -211,7 +211,12 @@ class Relay:
             self.scheduler.refused(dispatch_id)
             self.kick()
             return
-        dispatch = self.scheduler.complete(dispatch_id, reply.get("duration") if ok else None)
+        if reply.get("part"):
+            self._part(dispatch_id, tensors)
+            return
+        dispatch = self.scheduler.complete(
+            dispatch_id, reply.get("duration") if ok else None, reply.get("first")
+        )
         if dispatch is None:
             return
         if dispatch.kind == INFER:
@@ -262,10 +267,53 @@ class Relay:
                 at=received,
             )
 
+    def _part(self, dispatch_id: int, tensors: Tensors) -> None:
+        """One part of a streamed INFER's answer: each request's rows of it to its receiver
+        at once, or kept to gather for a request that takes its answer whole."""
+        dispatch = self.scheduler.placement.inflight.get(dispatch_id)
+        if dispatch is None:  # its worker died meanwhile: its requests were failed or retried
+            return
+        now = self.clock.now()
+        first = dispatch.first_part_at is None
+        if first:
+            dispatch.first_part_at = now
+        stats = self.stats.get(dispatch.model)
+        firsts: list[float] = []
+        gaps: list[float] = []
+        start = 0
+        for index, job in enumerate(dispatch.requests):
+            end = start + job.rows
+            receiver = job.receiver
+            if receiver is not None:
+                mine = {k: v[start:end] for k, v in tensors.items()}
+                if job.outputs is not None:
+                    mine = {k: v for k, v in mine.items() if k in job.outputs}
+                if job.counted:
+                    if first:
+                        firsts.append(now - job.arrival)
+                    else:
+                        gaps.append(now - dispatch.last_part_at)
+                if job.stream:
+                    try:
+                        receiver.part(mine)
+                    except Exception:
+                        log.exception("answering a request failed")
+                else:
+                    if dispatch.gathered is None:
+                        dispatch.gathered = {}
+                    dispatch.gathered.setdefault(index, []).append(mine)
+            start = end
+        dispatch.last_part_at = now
+        if stats is not None:
+            stats.delivered(firsts, gaps, now)
+
     def _answer(self, dispatch: Dispatch, tensors: Tensors) -> None:
         name, _, version = dispatch.model.rpartition("@")
         now = self.clock.now()
         stats = self.stats[dispatch.model]
+        if dispatch.first_part_at is not None:
+            self._answer_stream(dispatch, name, int(version), now, stats)
+            return
         late = sum(1 for r in dispatch.requests if now > r.deadline and r.measured)
         if late:
             stats.late += late
@@ -299,15 +347,48 @@ class Relay:
         if latencies:
             stats.answered(latencies)
 
+    def _answer_stream(
+        self, dispatch: Dispatch, name: str, version: int, now: float, stats: ModelStats
+    ) -> None:
+        """A streamed INFER ended: each request's stream is done (its parts went to it), or,
+        taken whole, answered with its parts gathered. Late: a first part after its deadline."""
+        first = dispatch.first_part_at
+        assert first is not None
+        stats.late += sum(1 for r in dispatch.requests if first > r.deadline and r.measured)
+        gathered = dispatch.gathered or {}
+        latencies: list[float] = []
+        for index, job in enumerate(dispatch.requests):
+            receiver = job.receiver
+            if receiver is None:
+                continue
+            job.receiver = None
+            try:
+                outputs = {} if job.stream else gather(gathered.get(index, []))
+            except ValueError as exc:
+                self._failed(job, receiver, ModelError(f"model {name!r}: {exc}"))
+                continue
+            if job.counted:
+                latencies.append(now - job.arrival)
+                stats.streams += 1
+            try:
+                receiver.done(Prediction(name, version, outputs))
+            except Exception:
+                log.exception("answering a request failed")
+        if latencies:
+            stats.answered(latencies)
+
     def fail(self, job: Job, error: HeadwayError) -> None:
         """Fail `job` with `error`, unless it has its answer already (or was withdrawn)."""
         receiver = job.receiver
         if receiver is not None:
             job.receiver = None
-            stats = self.stats.get(job.model) if job.counted else None
-            if stats is not None:
-                stats.failed(error.reason, self.clock.now() - job.arrival)
-            try:
-                receiver.fail(error)
-            except Exception:
-                log.exception("answering a request failed")
+            self._failed(job, receiver, error)
+
+    def _failed(self, job: Job, receiver: Receiver, error: HeadwayError) -> None:
+        stats = self.stats.get(job.model) if job.counted else None
+        if stats is not None:
+            stats.failed(error.reason, self.clock.now() - job.arrival)
+        try:
+            receiver.fail(error)
+        except Exception:
+            log.exception("answering a request failed")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from headway.control.actions import LOAD, UNLOAD
@@ -311,6 +312,8 @@ class ModelLifecycle:
             if size is None:
                 size = float(reply.get("memory_mb") or 0.0)
             model.memory_mb = max(model.memory_mb, size)
+            if reply.get("streams"):
+                model.config = replace(model.config, streams=True)
             self.scheduler.placement.add_model(
                 config.key,
                 max_batch=config.max_batch_size,
@@ -356,6 +359,8 @@ class ModelLifecycle:
         inferred_in = tuple(TensorSpec.parse(t, config.name) for t in reply.get("inputs") or ())
         inferred_out = tuple(TensorSpec.parse(t, config.name) for t in reply.get("outputs") or ())
         model.config = config.with_signature(inferred_in, inferred_out)
+        if reply.get("streams"):
+            model.config = replace(model.config, streams=True)
         measured = float(reply.get("memory_mb") or 0.0)
         size = config.memory_mb if config.memory_mb is not None else None
         if size is None and measured > 0:

@@ -25,17 +25,21 @@ def learn(
     durations: Durations,
     models: Mapping[str, ModelSlot],
     inline_waiting: bool | None = None,
+    first: float | None = None,
 ) -> bool:
     """Fold the measured `duration` (s) of `dispatch`, ended at `now`, into the estimates and
     its model's batch counts. True when a LOAD changed the estimate for never-loaded models
     (the cold starts waiting on it must be weighed again). `inline_waiting`: the INFER ran on
     the event loop (inline), and work waited when it ended (`Durations.observe_inline_run`);
-    None: it ran on a worker process."""
+    None: it ran on a worker process. `first`: a streamed INFER's seconds to its first part,
+    what its deadlines bound and so what its estimates predict (its whole run is `duration`)."""
     if dispatch.kind == LOAD:
         return durations.observe_load(dispatch.model, duration)
     if dispatch.kind == INFER:
         if all(r.measured for r in dispatch.requests):
-            durations.estimator.observe(dispatch.model, dispatch.rows, duration)
+            durations.estimator.observe(
+                dispatch.model, dispatch.rows, duration if first is None else first
+            )
         if inline_waiting is not None:
             durations.observe_inline_run(
                 dispatch.worker, dispatch.sent_at, now - duration, now, waiting=inline_waiting
@@ -47,7 +51,8 @@ def learn(
         model = models.get(dispatch.model)
         if model is not None:
             model.finished_at = now
-            met = all(now <= r.deadline for r in dispatch.requests)
+            answered = now if dispatch.first_part_at is None else dispatch.first_part_at
+            met = all(answered <= r.deadline for r in dispatch.requests)
             model.aimd.on_batch(met_deadlines=met)
             model.batches += 1
             model.late_batches += not met

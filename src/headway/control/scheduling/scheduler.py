@@ -294,8 +294,11 @@ class Scheduler:
             self.count(model.key, DROPPED, error.reason)
 
     # -- results ------------------------------------------------------------------------------
-    def complete(self, dispatch_id: int, duration: float | None) -> Dispatch | None:
-        """An action finished (`duration`: seconds the worker measured; None if it failed)."""
+    def complete(
+        self, dispatch_id: int, duration: float | None, first: float | None = None
+    ) -> Dispatch | None:
+        """An action finished (`duration`: seconds the worker measured; None if it failed;
+        `first`: a streamed INFER's seconds to its first part)."""
         now = self.clock.now()
         dispatch = self.placement.finish(dispatch_id, now, duration)
         if dispatch is None:
@@ -313,6 +316,7 @@ class Scheduler:
                 durations=self.durations,
                 models=self._models,
                 inline_waiting=waiting,
+                first=first,
             )
             self.placement.turn = self.durations.turn
             if estimate_changed and self.demand_loading:

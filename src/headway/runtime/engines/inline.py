@@ -24,6 +24,7 @@ Where an action runs (`runs`):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import queue
 import sys
@@ -39,6 +40,7 @@ from headway.control.engine import (
     OnExit,
     OnMessage,
     OnReady,
+    Reply,
     Tensors,
 )
 from headway.runtime.worker import FRAMEWORKS_ENV, WorkerState, prepare
@@ -86,7 +88,8 @@ class InlineEngine(Engine):
         self._thread: threading.Thread | None = None
         self._switch_interval = 0.0  # the interpreter's, restored at stop (THREAD)
         self._inbox: queue.SimpleQueue[Message | None] = queue.SimpleQueue()
-        self._answers: deque[Answer] = deque()
+        #: each with whether it ends its action (else it is a part of a streamed answer)
+        self._answers: deque[tuple[Answer, bool]] = deque()
         self._unanswered = 0
         self.on_ready: OnReady = lambda worker, pid: None
         self.on_message: OnMessage = lambda worker, header, tensors: None
@@ -148,7 +151,12 @@ class InlineEngine(Engine):
             return None
         if self._thread is not None and (seconds is None or seconds > LOOP_RUN_LIMIT_S):
             return None
-        return self.state.handle(action, tensors)
+        return self.state.handle(action, tensors, self._part)
+
+    def _part(self, reply: Reply, tensors: Tensors) -> None:
+        """A part of a streamed answer, made on the loop: handed on at once."""
+        if not self._stopping:
+            self.on_message(0, reply, tensors)
 
     def idle(self) -> bool:
         """Nothing runs, waits to run, or (LOOP) is still to follow up a run: until the run's
@@ -174,8 +182,9 @@ class InlineEngine(Engine):
         this on the loop, for when no turn of reads asks first)."""
         answers = self._answers
         while answers:
-            answer = answers.popleft()
-            self._unanswered -= 1
+            answer, final = answers.popleft()
+            if final:
+                self._unanswered -= 1
             if not self._stopping:
                 self.on_message(0, *answer)
 
@@ -187,13 +196,19 @@ class InlineEngine(Engine):
         """The runs' thread: one action at a time, each answer handed to the loop."""
         loop = self._loop
         assert loop is not None
+
+        def part(reply: Reply, tensors: Tensors) -> None:  # in order with the answers
+            self._answers.append(((reply, tensors), False))
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody hears it
+                loop.call_soon_threadsafe(self.catch_up)
+
         while (message := self._inbox.get()) is not None:
             action, tensors = message
             try:  # a model's exception is its reply already (`WorkerState.handle`)
-                answer = self.state.handle(action, tensors)
+                answer = self.state.handle(action, tensors, part)
             except BaseException as exc:  # SystemExit from a model: the thread goes on
                 answer = {"id": action.get("id"), "ok": False, "error": repr(exc)}, {}
-            self._answers.append(answer)
+            self._answers.append((answer, True))
             try:
                 loop.call_soon_threadsafe(self.catch_up)
             except RuntimeError:  # the loop is closed: nobody is left to answer
@@ -210,7 +225,7 @@ class InlineEngine(Engine):
         action, tensors = self._queue.popleft()
         assert self._loop is not None
         if action["op"] in ("load", "unload"):  # seconds, perhaps: off the event loop
-            future = self._loop.run_in_executor(None, self.state.handle, action, tensors)
+            future = self._loop.run_in_executor(None, self.state.handle, action, tensors, None)
             future.add_done_callback(lambda done: self._reply(done.result()))
             return
         # Held from here until this `_next` is called again (`_reply` calls it soon): the loop
@@ -219,7 +234,7 @@ class InlineEngine(Engine):
         self.held_until = HOLDING
         self._running = True
         try:
-            self._reply(self.state.handle(action, tensors))
+            self._reply(self.state.handle(action, tensors, self._part))
         finally:
             self._running = False
 
