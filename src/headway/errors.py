@@ -21,7 +21,9 @@ class HeadwayError(Exception):
      │    ├── WorkerFailed     the worker running it died or failed
      │    ├── DeadlineUnmeetable  the deadline cannot be met: rejected early
      │    │    ├── ColdStartTooSlow  the model cannot be loaded in time
-     │    │    └── Backlogged        the work queued ahead would make it late
+     │    │    ├── Backlogged        the work queued ahead would make it late
+     │    │    ├── SequencesFull     a generative model's sequences are all taken
+     │    │    └── PartTargetUnmeetable  its per-part target is below a step
      │    └── Shed             the server is behind reading requests
      ├── Overloaded            queue full: shed at once                      (HTTP 429)
      └── ModelError            the model itself raised while predicting      (HTTP 500)"""
@@ -97,6 +99,19 @@ class ColdStartTooSlow(DeadlineUnmeetable):
 class Backlogged(DeadlineUnmeetable):
     """The rows queued ahead of the request (or a worker busy with another model) would make
     it late: until its model's queue shrinks, a request due no later is refused the same way."""
+
+
+class SequencesFull(DeadlineUnmeetable):
+    """A generative model's sequence slots (its memory bound, `max_sequences` per worker) are
+    all taken, and none would free in time for the request's first part."""
+
+    reason = "sequences_full"
+
+
+class PartTargetUnmeetable(DeadlineUnmeetable):
+    """The request's time-per-part target is below what one step of its model takes."""
+
+    reason = "tpot"
 
 
 class Shed(Unavailable):

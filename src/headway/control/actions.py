@@ -11,10 +11,27 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from headway.control.jobs import Job
+from headway.control.jobs import Job, Sequence
 from headway.errors import HeadwayError
 
 INFER, LOAD, UNLOAD = "infer", "load", "unload"
+#: One step of a generative model on a worker: every sequence it holds makes one part, the
+#: sequences the step starts first (docs/streams.md).
+STEP = "step"
+
+
+@dataclass(eq=False)
+class StepPlan:
+    """What a STEP carries beyond the sequences it starts (`Dispatch.requests`): every
+    sequence it runs, in order (those it starts last), the sequences to stop first (by
+    number: withdrawn), and its shape as its duration is predicted and learnt: sequences,
+    their total length, and the units of the inputs it starts (their prefill)."""
+
+    run: list[Sequence]
+    stops: list[int]
+    sequences: int
+    context: int
+    prefill: int
 
 
 @dataclass(eq=False)

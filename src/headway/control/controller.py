@@ -26,7 +26,7 @@ from headway.control.cache import CachedAnswers, PredictionCache
 from headway.control.dispatch.relay import Relay, ReplyWatch
 from headway.control.engine import Engine
 from headway.control.estimates.profiles import LatencyEstimator
-from headway.control.jobs import Job
+from headway.control.jobs import Job, Sequence, input_units
 from headway.control.models.lifecycle import ModelLifecycle
 from headway.control.models.measuring import WARMUP_RUNS, Measuring
 from headway.control.models.states import READY, ModelState
@@ -326,6 +326,8 @@ class Controller:
             if config.streams:
                 timeout = first_part_timeout(request, config)
             deadline = started + (timeout if timeout is not None else config.slo_ms / 1000.0)
+            if config.generative is not None:
+                return self._submit_sequence(request, config, started, deadline, receiver)
             job = Job(
                 config.key,
                 inputs,
@@ -349,6 +351,63 @@ class Controller:
             raise
         return job
 
+    def _submit_sequence(
+        self,
+        request: InferenceRequest,
+        config: ModelConfig,
+        arrival: float,
+        deadline: float,
+        receiver: Receiver,
+    ) -> Sequence:
+        """Admit a generative model's request as one sequence (`Scheduler.submit` judges its
+        two targets), or raise why not."""
+        inputs = request.inputs
+        assert inputs is not None and config.generative is not None
+        rows = next(iter(inputs.values())).shape[0]
+        if rows != 1:
+            raise InvalidInput(
+                f"model {config.name!r} is generative: a request is one sequence (one row); "
+                f"got {rows} rows, send them as {rows} requests"
+            )
+        if self.on_demand:
+            raise ModelNotReady(
+                f"model {config.name!r} is generative, and generative models are not loaded on "
+                "demand: serve it without --memory-budget-mb"
+            )
+        parameters = dict(request.parameters or {})
+        cap = config.generative.max_parts
+        asked = parameters.get("max_tokens")
+        if asked is not None:
+            if isinstance(asked, bool) or not isinstance(asked, int) or asked < 1:
+                raise InvalidInput(f"parameter max_tokens must be an integer >= 1, got {asked!r}")
+            cap = min(cap, asked)
+        tpot = request.tpot
+        if tpot is None and config.tpot_ms is not None:
+            tpot = config.tpot_ms / 1000.0
+        if tpot is not None and tpot <= 0:
+            raise InvalidInput(f"tpot must be above 0 seconds, got {tpot!r}")
+        outputs = request.outputs
+        sequence = Sequence(
+            config.key,
+            inputs,
+            arrival,
+            deadline,
+            number=self.scheduler.steps.new_number(),
+            cap=cap,
+            units=input_units(inputs),
+            tpot=tpot,
+            parameters=parameters or None,
+            priority=priority_level(request.priority),
+            outputs=tuple(outputs) if outputs else None,
+            receiver=receiver,
+            stream=request.stream,
+            counted=True,
+        )
+        sequence.trace = request.trace
+        self.scheduler.submit(sequence)
+        self.relay.kick()
+        return sequence
+
     def withdraw(self, ticket: Ticket) -> bool:
         """Withdraw a request that `submit` admitted and that is no longer wanted (a competing
         copy that lost, a query cut off at its deadline): it is never answered, and if it is
@@ -358,7 +417,10 @@ class Controller:
         if job.receiver is None:
             return False  # answered already (or withdrawn)
         job.receiver = None
-        return self.scheduler.withdraw(job)
+        queued = self.scheduler.withdraw(job)
+        if isinstance(job, Sequence):
+            self.relay.kick()  # a running one is stopped with its worker's next step
+        return queued
 
     async def infer(self, request: InferenceRequest) -> Prediction:
         """`submit`, awaited: the prediction, or the HeadwayError that says why not. An awaiter

@@ -21,7 +21,7 @@ Tensors = dict[str, np.ndarray]
 class Action(TypedDict):
     """What a worker is told to do. Which keys are present depends on `op`."""
 
-    #: "load", "infer", "unload" (`control/actions.py`), "ping" or "stop".
+    #: "load", "infer", "step", "unload" (`control/actions.py`), "ping" or "stop".
     op: str
     id: NotRequired[int]
     model: NotRequired[str]
@@ -30,6 +30,11 @@ class Action(TypedDict):
     rows: NotRequired[int]
     outputs: NotRequired[list[str] | None]
     latest: NotRequired[float]
+    #: STEP: the sequences to start ([number, parameters, cap] each, their inputs the
+    #: tensors' rows in order), to stop first (numbers), and to run (numbers, in order).
+    start: NotRequired[list[list[Any]]]
+    stop: NotRequired[list[int]]
+    run: NotRequired[list[int]]
     #: LOAD: the model's wire config (`ModelConfig.to_wire`) and the models to evict first.
     config: NotRequired[dict[str, Any] | None]
     evict: NotRequired[list[str]]
@@ -52,6 +57,11 @@ class Reply(TypedDict):
     parts: NotRequired[int]
     #: LOAD: the model's answers come in parts (its `predict` is a generator).
     streams: NotRequired[bool]
+    #: STEP: the sequences whose parts the outputs' rows are, in order; those that ended
+    #: with this part; and those that failed, [number, error] each (not in `order`).
+    order: NotRequired[list[int]]
+    finished: NotRequired[list[int]]
+    failed: NotRequired[list[list[Any]]]
     #: The action reached the worker after its `latest` start and was not run.
     late: NotRequired[bool]
     error: NotRequired[str]

@@ -90,3 +90,107 @@ class Job:
             f"Job(model={self.model!r}, rows={self.rows}, arrival={self.arrival}, "
             f"deadline={self.deadline}, priority={self.priority}, seq={self.seq})"
         )
+
+
+def input_units(inputs: dict[str, np.ndarray]) -> int:
+    """The size of a sequence's inputs, as a step's prefill reads them: a text's bytes (or
+    characters), a number tensor's elements."""
+    units = 0
+    for array in inputs.values():
+        if array.dtype.kind in "OSU":
+            units += sum(len(value) for value in array.flat)
+        else:
+            units += int(array.size)
+    return units
+
+
+class Sequence(Job):
+    """One sequence of a generative model (docs/streams.md): a client's request of one row
+    whose answer a worker makes one part per step, keeping its state between steps.
+
+    Its `deadline` bounds its first part; `tpot` (seconds; None: no target) each part after
+    it: part k (from 0) is due `k * tpot` after the first, so a stream ahead of its schedule
+    has slack for a slower step. `cap` is the most parts it makes, `units` the size of its
+    inputs (what its first step, the prefill, reads). Until a step starts it (`worker`, -1
+    before) it waits in its model's queue."""
+
+    __slots__ = (
+        "cap",
+        "first_at",
+        "gathered",
+        "last_at",
+        "made",
+        "number",
+        "parameters",
+        "stopping",
+        "tpot",
+        "units",
+        "worker",
+    )
+
+    def __init__(
+        self,
+        model: str,
+        inputs: dict[str, np.ndarray],
+        arrival: float,
+        deadline: float,
+        *,
+        number: int,
+        cap: int,
+        units: int,
+        tpot: float | None = None,
+        parameters: dict[str, Any] | None = None,
+        priority: int = DEFAULT_PRIORITY,
+        outputs: tuple[str, ...] | None = None,
+        receiver: Receiver | None = None,
+        stream: bool = False,
+        measured: bool = True,
+        counted: bool = False,
+    ) -> None:
+        super().__init__(
+            model,
+            inputs,
+            1,
+            arrival,
+            deadline,
+            priority,
+            outputs,
+            receiver,
+            measured=measured,
+            counted=counted,
+            stream=stream,
+        )
+        self.number = number
+        self.cap = cap
+        self.units = units
+        self.tpot = tpot
+        self.parameters = parameters
+        #: The worker holding its state (-1: waiting to start), the parts it made, when its
+        #: first and latest came, and whether it is to be stopped at the next step (withdrawn).
+        self.worker = -1
+        self.made = 0
+        self.first_at: float | None = None
+        self.last_at = 0.0
+        self.stopping = False
+        #: Its parts so far, for a request that takes its answer whole (`Job.stream` False).
+        self.gathered: list[dict[str, np.ndarray]] | None = None
+
+    @property
+    def context(self) -> int:
+        """Its length now: its inputs' units and the parts made after them."""
+        return self.units + self.made
+
+    def due(self) -> float:
+        """When its next part is due: its first by its deadline, each later one `tpot` after
+        the schedule's previous (infinity without a per-part target)."""
+        if self.first_at is None:
+            return self.deadline
+        if self.tpot is None:
+            return float("inf")
+        return self.first_at + self.made * self.tpot
+
+    def __repr__(self) -> str:
+        return (
+            f"Sequence(model={self.model!r}, number={self.number}, made={self.made}, "
+            f"worker={self.worker}, deadline={self.deadline}, priority={self.priority})"
+        )

@@ -148,6 +148,8 @@ class ModelScheduling:
     batches: int
     late_batches: int
     estimates_s: Mapping[int, float]
+    #: A generative model's sequences running on its workers (`queued`: those waiting).
+    running: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,13 +68,26 @@ SPIN_ENV = "HEADWAY_WORKER_SPIN_US"
 DEFAULT_SPIN_US = "0"
 
 
+class Held:
+    """A generative model's sequence held on this worker: its state, parts made, and cap."""
+
+    __slots__ = ("cap", "made", "state")
+
+    def __init__(self, state: Any, cap: int) -> None:
+        self.state = state
+        self.made = 0
+        self.cap = cap
+
+
 class WorkerState:
     """The models this worker hosts and the actions it knows. No sockets here."""
 
-    OPERATIONS = frozenset({"load", "infer", "unload", "ping"})
+    OPERATIONS = frozenset({"load", "infer", "step", "unload", "ping"})
 
     def __init__(self) -> None:
         self.models: dict[str, Adapter] = {}
+        #: Each generative model's sequences held here, by the controller's numbers.
+        self.sequences: dict[str, dict[int, Held]] = {}
 
     def handle(self, action: Action, tensors: Tensors, emit: Emit | None = None) -> Answer:
         """Run one action and return its reply. A streaming model's INFER sends each part
@@ -111,6 +124,7 @@ class WorkerState:
         evict = action.get("evict")
         for key in evict or ():
             self.models.pop(key, None)
+            self.sequences.pop(key, None)
         if evict:
             # Young generation only: a full collection takes longer than a tight SLO on every
             # evicting LOAD (docs/decisions.md).
@@ -134,6 +148,7 @@ class WorkerState:
 
     def _unload(self, action: Action, _: Tensors) -> Answer:
         self.models.pop(action["model"], None)
+        self.sequences.pop(action["model"], None)
         gc.collect(0)  # as for an evicting LOAD: a full collection takes too long here
         return {"id": None, "ok": True}, {}
 
@@ -164,6 +179,63 @@ class WorkerState:
             parts += 1
             emit({"id": number, "ok": True, "part": True}, outputs)
         return {"id": None, "ok": True, "parts": parts, "first": first}, {}
+
+    def _step(self, action: Action, tensors: Tensors) -> Answer:
+        """One step of a generative model: stop the sequences named, start the new ones (each
+        a row of the tensors), then advance every sequence named to run by one part. A
+        sequence that cannot start fails alone; a step that raises fails every sequence it
+        ran, and their states are released."""
+        model = action["model"]
+        adapter = self.models.get(model)
+        if adapter is None:
+            raise LookupError(f"model {model!r} is not loaded on this worker")
+        if not adapter.generative:
+            raise TypeError(f"model {model!r} is not generative: it takes infer, not step")
+        held = self.sequences.setdefault(model, {})
+        for number in action.get("stop") or ():
+            gone = held.pop(number, None)
+            if gone is not None:
+                adapter.stop(gone.state)
+        bound = int((adapter.config.get("generative") or {}).get("max_sequences", 0)) or None
+        failed: list[list[Any]] = []
+        for row, (number, parameters, cap) in enumerate(action.get("start") or ()):
+            if bound is not None and len(held) >= bound:
+                failed.append([number, f"the worker holds its {bound} sequences (max_sequences)"])
+                continue
+            inputs = {name: array[row : row + 1] for name, array in tensors.items()}
+            try:
+                held[number] = Held(adapter.start(inputs, dict(parameters or {})), int(cap))
+            except Exception as exc:
+                failed.append([number, f"{type(exc).__name__}: {exc}"])
+        order = [number for number in action.get("run") or () if number in held]
+        if not order:
+            return {"id": None, "ok": True, "order": [], "finished": [], "failed": failed}, {}
+        try:
+            outputs, finished = adapter.step([held[number].state for number in order])
+            _check_rows(outputs, len(order))
+            if len(finished) != len(order):
+                raise ValueError(
+                    f"step returned {len(finished)} finished flags for {len(order)} sequences"
+                )
+        except Exception:
+            for number in order:
+                with contextlib.suppress(Exception):  # the step's error is the one to report
+                    adapter.stop(held.pop(number).state)
+            raise
+        ended = []
+        for number, done in zip(order, finished, strict=True):
+            sequence = held[number]
+            sequence.made += 1
+            if done or sequence.made >= sequence.cap:
+                ended.append(number)
+                adapter.stop(held.pop(number).state)
+        return {
+            "id": None,
+            "ok": True,
+            "order": order,
+            "finished": ended,
+            "failed": failed,
+        }, outputs
 
     def _ping(self, action: Action, _: Tensors) -> Answer:
         return {"id": None, "ok": True, "pid": os.getpid(), "models": sorted(self.models)}, {}

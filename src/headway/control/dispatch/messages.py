@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from headway.control.actions import INFER, LOAD, Dispatch
+from headway.control.actions import INFER, LOAD, STEP, Dispatch, StepPlan
 from headway.control.engine import Action, Message, Tensors
-from headway.control.jobs import Job
+from headway.control.jobs import Job, Sequence
 
 
 def message(dispatch: Dispatch, config: dict[str, Any] | None = None) -> Message:
@@ -32,10 +32,31 @@ def message(dispatch: Dispatch, config: dict[str, Any] | None = None) -> Message
             }
         if dispatch.latest is not None:
             header["latest"] = dispatch.latest
+    elif dispatch.kind == STEP:
+        plan = dispatch.payload
+        assert isinstance(plan, StepPlan)
+        starting = dispatch.requests
+        header["start"] = [_start(s) for s in starting]
+        header["stop"] = plan.stops
+        header["run"] = [s.number for s in plan.run]
+        header["rows"] = len(starting)
+        if len(starting) == 1:
+            tensors = starting[0].inputs
+        elif starting:
+            tensors = {
+                name: np.concatenate([r.inputs[name] for r in starting])
+                for name in starting[0].inputs
+            }
     elif dispatch.kind == LOAD:
         header["config"] = config
         header["evict"] = dispatch.evict
     return header, tensors
+
+
+def _start(job: Job) -> list[Any]:
+    """How a STEP names a sequence it starts: [number, parameters, cap]."""
+    assert isinstance(job, Sequence)
+    return [job.number, job.parameters, job.cap]
 
 
 def union_outputs(requests: list[Job]) -> list[str] | None:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from headway.clock import Timer, TimerClock
-from headway.control.actions import INFER, LOAD, Dispatch
+from headway.control.actions import INFER, LOAD, STEP, Dispatch, StepPlan
 from headway.control.dispatch.messages import message
 from headway.control.engine import Engine, Reply, Tensors
 from headway.control.jobs import Job
@@ -237,6 +237,8 @@ class Relay:
                 error = ModelError(f"model {dispatch.model!r} failed: {reply.get('error')}")
                 for request in dispatch.requests:
                     self.fail(request, error)
+        elif dispatch.kind == STEP:
+            self._stepped(worker, dispatch, reply, tensors)
         elif dispatch.kind == LOAD:
             self._loaded(worker, dispatch.model, reply)
         if self.reply_watch is not None and not self.scheduler.placement.busy_workers():
@@ -306,6 +308,85 @@ class Relay:
         dispatch.last_part_at = now
         if stats is not None:
             stats.delivered(firsts, gaps, now)
+
+    def _stepped(self, worker: int, dispatch: Dispatch, reply: Reply, tensors: Tensors) -> None:
+        """A generative model's step ended: each running sequence's part to its receiver (one
+        reply carries the parts of every sequence in the step), `done` for those it ended,
+        `fail` for those it failed (all of them when the step itself failed, naming why)."""
+        ok = reply["ok"]
+        outcome = self.scheduler.stepped(dispatch, reply if ok else None)
+        plan = dispatch.payload
+        assert isinstance(plan, StepPlan)
+        name, _, version = dispatch.model.rpartition("@")
+        number = int(version)
+        now = self.clock.now()
+        stats = self.stats.get(dispatch.model)
+        ran = float(reply.get("duration") or 0.0)
+        if self.tracing:
+            for sequence, _, _, _ in outcome.parts:
+                if sequence.trace is not None:
+                    sequence.trace.span(
+                        "step", dispatch.sent_at, now, **{"step.sequences": plan.sequences,
+                        "step.part": sequence.made, "worker.id": worker, "worker.run_s": ran}
+                    )  # fmt: skip
+        firsts: list[float] = []
+        gaps: list[float] = []
+        late = 0
+        for sequence, row, first, since in outcome.parts:
+            receiver = sequence.receiver
+            if receiver is None:
+                continue  # withdrawn: it is stopped with the next step
+            mine = {k: v[row : row + 1] for k, v in tensors.items()}
+            wanted = sequence.outputs
+            if wanted is not None:
+                mine = {k: v for k, v in mine.items() if k in wanted}
+            if sequence.counted:
+                (firsts if first else gaps).append(since)
+                late += first and now > sequence.deadline
+            if sequence.stream:
+                try:
+                    receiver.part(mine)
+                except Exception:
+                    log.exception("answering a request failed")
+            else:
+                if sequence.gathered is None:
+                    sequence.gathered = []
+                sequence.gathered.append(mine)
+        latencies: list[float] = []
+        for sequence in outcome.ended:
+            receiver = sequence.receiver
+            if receiver is None:
+                continue
+            sequence.receiver = None
+            try:
+                outputs = {} if sequence.stream else gather(sequence.gathered or [])
+            except ValueError as exc:
+                self._failed(sequence, receiver, ModelError(f"model {name!r}: {exc}"))
+                continue
+            if sequence.counted:
+                latencies.append(now - sequence.arrival)
+            try:
+                receiver.done(Prediction(name, number, outputs))
+            except Exception:
+                log.exception("answering a request failed")
+        cause = reply.get("error") if not ok else None
+        for sequence, error in outcome.failed:
+            self.fail(sequence, ModelError(f"model {name!r} failed: {error or cause}"))
+        if stats is not None:
+            stats.delivered(firsts, gaps, now)
+            stats.late += late
+            if latencies:
+                stats.answered(latencies)
+                stats.streams += len(latencies)
+            if ok and plan.run:
+                stats.executed(
+                    plan.sequences,
+                    [dispatch.sent_at - s.arrival for s in dispatch.requests if s.counted],
+                    infer_s=ran,
+                    input_s=max(0.0, now - dispatch.sent_at - ran),
+                    output_s=self.clock.now() - now,
+                    at=now,
+                )
 
     def _answer(self, dispatch: Dispatch, tensors: Tensors) -> None:
         name, _, version = dispatch.model.rpartition("@")

@@ -12,7 +12,7 @@ from typing import Any
 
 from headway.control.actions import LOAD, UNLOAD
 from headway.control.engine import Engine, Reply
-from headway.control.jobs import Job
+from headway.control.jobs import Job, Sequence
 from headway.control.model_stats import ModelStats
 from headway.control.models.measuring import WARMUP_RUNS, Measuring
 from headway.control.models.states import (
@@ -156,6 +156,7 @@ class ModelLifecycle:
             batch_delay=config.batch_delay_ms / 1000.0,
             max_queue=config.max_queue,
             size_mb=size_estimate(config),
+            generation=config.generative,
         )
         self.measuring.seed_profile(config)
 
@@ -319,6 +320,7 @@ class ModelLifecycle:
                 max_batch=config.max_batch_size,
                 batch_delay=config.batch_delay_ms / 1000.0,
                 max_queue=config.max_queue,
+                generation=config.generative,
             )
             first = not model.workers
             self.scheduler.placed(config.key, worker, size_mb=size)
@@ -326,7 +328,10 @@ class ModelLifecycle:
             model.state, model.reason = READY, ""
             if first:
                 self.measuring.seed_profile(model.config)
-                self.measuring.warm_up(model.config, WARMUP_RUNS)
+                if model.config.generative is not None:
+                    self.measuring.warm_up_steps(model.config)
+                else:
+                    self.measuring.warm_up(model.config, WARMUP_RUNS)
         elif not model.workers:
             model.reason = f"failed to load: {reply.get('error')}"
             log.error("model %s %s", key, model.reason)
@@ -389,13 +394,18 @@ class ModelLifecycle:
         for model in self.states.values():
             model.workers.discard(worker)
         for request in failed:
-            self._fail(
-                request,
-                WorkerFailed(
+            if isinstance(request, Sequence) and request.made:
+                error = WorkerFailed(
+                    f"model {request.model!r}: the worker running the stream died (exit code "
+                    f"{code}) after {request.made} parts, and its sequence with it; retry "
+                    "the request"
+                )
+            else:
+                error = WorkerFailed(
                     f"model {request.model!r}: the worker running the request died (exit code "
                     f"{code}) and the retry failed too; retry the request"
-                ),
-            )
+                )
+            self._fail(request, error)
         if retried:
             log.warning("requeued %d request(s) from worker %d", len(retried), worker)
         self._kick()

@@ -14,7 +14,7 @@ import numpy as np
 
 from headway.clock import Clock
 from headway.control.estimates.durations import TRUSTED_LOADS
-from headway.control.jobs import Job
+from headway.control.jobs import Job, Sequence, input_units
 from headway.control.request import FutureReceiver, Prediction
 from headway.control.scheduling.probes import PROBE_PRIORITY, next_sweep_size
 from headway.control.scheduling.scheduler import Scheduler
@@ -27,6 +27,11 @@ from headway.store import Store
 #: estimates no longer stretched) before its sweep and its first requests.
 WARMUP_RUNS = 4
 WARMUP_DEADLINE_S = 30.0
+#: Parts each warm-up sequence of a generative model makes: enough steps per batch size for
+#: the step profile (`estimates.steps.MIN_STEPS` in all) to be fitted after the first sizes.
+WARMUP_PARTS = 8
+#: The most rounds of warm-up sequences a generative model is given to profile its steps.
+WARMUP_ROUNDS = 4
 
 
 class Measuring:
@@ -74,6 +79,81 @@ class Measuring:
         if load is not None:
             for _ in range(TRUSTED_LOADS):  # as many as are trusted over other models' loads
                 durations.loads.observe(key, 1, load)
+
+    def warm_up_steps(
+        self, config: ModelConfig, sizes: list[int] | None = None, rounds: int = 0
+    ) -> None:
+        """Warm a generative model up and profile its steps: one cold sequence first (not a
+        measurement), then 1, 2, 4 ... up to `max_sequences` sequences at once, each making
+        up to WARMUP_PARTS parts from inputs of zeros (empty texts), after every queued
+        request; again (up to WARMUP_ROUNDS times) while the profile has fewer than twice the
+        steps it needs, as when the model ends such sequences early. The step profile then
+        predicts steps of any size the model runs, so its first streams are judged on its own
+        measurements."""
+        generation = config.generative
+        assert generation is not None
+        if sizes is None:
+            sizes = [1]
+            while sizes[-1] < generation.max_sequences:
+                sizes.append(min(sizes[-1] * 2, generation.max_sequences))
+            if rounds == 0:
+                sizes.insert(0, 0)  # the cold one
+                if self.track_warming:
+                    self.warming.add(config.key)
+        if not sizes:
+            profile = self.scheduler.step_estimates.profile(config.key)
+            if len(profile) < 2 * profile.min_steps and rounds + 1 < WARMUP_ROUNDS:
+                self.warm_up_steps(config, None, rounds + 1)
+                return
+            self.warming.discard(config.key)
+        elif not self._start_sequences(config, sizes, rounds):
+            self.warming.discard(config.key)
+
+    def _start_sequences(self, config: ModelConfig, sizes: list[int], rounds: int) -> bool:
+        size, rest = sizes[0], sizes[1:]
+        count = max(size, 1)
+        specs = config.inputs
+        if not specs or not self.scheduler.placement.has_model(config.key):
+            return False
+        inputs = {
+            s.name: np.full(
+                (1, *(max(d, 1) for d in s.shape[1:])),
+                b"" if s.datatype == "BYTES" else 0,
+                object if s.datatype == "BYTES" else numpy_dtype(s.datatype),
+            )
+            for s in specs
+        }
+        left = [count]
+
+        def ended(future: asyncio.Future[Prediction]) -> None:
+            left[0] -= 1
+            if future.exception() is not None:
+                self.warming.discard(config.key)
+            elif left[0] == 0:
+                self.warm_up_steps(config, rest, rounds)
+
+        now = self.clock.now()
+        for _ in range(count):
+            future = self._new_future()
+            future.add_done_callback(ended)
+            sequence = Sequence(
+                config.key,
+                inputs,
+                now,
+                now + WARMUP_DEADLINE_S,
+                number=self.scheduler.steps.new_number(),
+                cap=WARMUP_PARTS,
+                units=input_units(inputs),
+                priority=PROBE_PRIORITY,
+                receiver=FutureReceiver(future),
+                measured=size > 0,
+            )
+            try:
+                self.scheduler.submit(sequence)
+            except HeadwayError:
+                return False
+        self._kick()
+        return True
 
     def warm_up(self, config: ModelConfig, runs: int, rows: int = 1) -> None:
         """Run a few one-row batches of zeros so the first real request meets a warm model

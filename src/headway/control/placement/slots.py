@@ -19,7 +19,9 @@ from headway.control.actions import LOAD, Dispatch
 from headway.control.estimates.batch_size import AIMD
 from headway.control.placement.memory import WorkerMemory
 from headway.control.placement.queues import DeadlineQueue
+from headway.control.placement.sequences import SequenceSlots
 from headway.control.snapshots import ModelScheduling
+from headway.repository import Generation
 
 #: At most this many actions are in flight on one worker, whatever `schedule_ahead` allows.
 MAX_IN_FLIGHT = 4
@@ -104,6 +106,9 @@ class ModelSlot:
     late_batches: int = 0
     finished_at: float = float("-inf")  # when its last INFER ended
     alone_since: float = float("-inf")  # when the last request started alone may have arrived
+    #: A generative model's running sequences (its queue holds those waiting for a slot);
+    #: None for a model that answers each batch in one call.
+    sequences: SequenceSlots | None = None
 
     def statistics(self, estimates: dict[int, float]) -> ModelScheduling:
         """What the scheduler keeps of it now, with its latency `estimates` by batch size."""
@@ -114,6 +119,7 @@ class ModelSlot:
             batches=self.batches,
             late_batches=self.late_batches,
             estimates_s=estimates,
+            running=0 if self.sequences is None else self.sequences.total(),
         )
 
     @property
@@ -165,13 +171,17 @@ class Placement:
         batch_delay: float = 0.0,
         max_queue: int = 4096,
         size_mb: float = 0.0,
+        generation: Generation | None = None,
     ) -> None:
-        """Register a model (its batching limits, queue bound and declared memory), unplaced."""
+        """Register a model (its batching limits, queue bound and declared memory; a
+        generative one's sequences), unplaced."""
         if key not in self.models:
             queue = DeadlineQueue(max_queue, fifo=self.fifo)
             self.models[key] = ModelSlot(
                 key, queue, max_batch, batch_delay, AIMD(max_batch), size_mb=size_mb
             )
+            if generation is not None:
+                self.models[key].sequences = SequenceSlots(key, generation)
 
     def remove_model(self, key: str) -> ModelSlot | None:
         """Forget a model, releasing it on every worker; returns its slot (None: unknown)."""

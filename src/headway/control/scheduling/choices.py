@@ -179,7 +179,8 @@ class ActionMaker:
         self._queued = queued
         self._count = tally.count
         self._unplaced = unplaced
-        self._ids = itertools.count(1)
+        #: Numbers every action, the generative models' steps too (`steps.Steps`).
+        self.ids = self._ids = itertools.count(1)
 
     def control(self, worker: int, kind: str, key: str, payload: Any = None) -> Dispatch:
         """A LOAD or UNLOAD that the controller asked of `worker`."""

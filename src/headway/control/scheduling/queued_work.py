@@ -69,8 +69,9 @@ class QueuedWork:
             self.cold.mark(model)
 
     def unplaced(self, model: ModelSlot) -> None:
-        """`model` lost a replica or a load: what its queue waits for changed."""
-        if model.queue:
+        """`model` lost a replica or a load: what its queue waits for changed. (A generative
+        model's queue holds sequences, which `steps` drops.)"""
+        if model.queue and model.sequences is None:
             self.refresh_drop(model)  # unloaded again: a load counts once more
             self.mark_cold(model)
 

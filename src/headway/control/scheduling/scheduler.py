@@ -13,13 +13,16 @@ from __future__ import annotations
 from typing import Any
 
 from headway.clock import Clock
-from headway.control.actions import Decisions, Dispatch, Tally, earliest
+from headway.control.actions import STEP, Decisions, Dispatch, Tally, earliest
 from headway.control.admission.admit import Admission
 from headway.control.admission.backlog import Backlogs
 from headway.control.admission.reasons import DROPPED, REFUSED_BY_WORKER
+from headway.control.admission.streams import admit_sequence
+from headway.control.engine import Reply
 from headway.control.estimates.durations import Durations
 from headway.control.estimates.profiles import LatencyEstimator
-from headway.control.jobs import Job
+from headway.control.estimates.steps import StepEstimates
+from headway.control.jobs import Job, Sequence
 from headway.control.placement.slots import ModelSlot, Placement, WorkerSlot
 from headway.control.policy import HEADWAY, SchedulingPolicy
 from headway.control.scheduling.choices import (
@@ -32,6 +35,7 @@ from headway.control.scheduling.choices import (
 from headway.control.scheduling.outcomes import learn
 from headway.control.scheduling.probes import LoadProbes, Probes
 from headway.control.scheduling.queued_work import QueuedWork
+from headway.control.scheduling.steps import StepOutcome, Steps
 from headway.control.snapshots import ModelScheduling, SchedulerSnapshot
 from headway.errors import ColdStartTooSlow
 
@@ -47,7 +51,9 @@ class Scheduler:
        UNLOAD) first; else the largest batch of its most urgent loaded model that the estimates
        say will meet the earliest deadline in it; or, with demand loading, a LOAD of the most
        urgent model that no worker holds (evicting idle, least recently used models to fit the
-       worker's memory share), when its requests can still make their deadlines after the load.
+       worker's memory share), when its requests can still make their deadlines after the load;
+       a worker holding a generative model runs its next step (`steps`: iteration-level
+       batching) unless another model's request is due before that step's most urgent part.
 
     Each INFER carries the latest time it may start; a worker refuses one that arrives later.
     `SchedulingPolicy` switches these behaviours off one by one for a Clipper-style baseline."""
@@ -106,6 +112,11 @@ class Scheduler:
         #: whenever that work may have shrunk (`shrank`: an action sent or ended, a request
         #: withdrawn or dropped, a placement changed).
         self.backlogs = Backlogs()
+        #: Generative models' steps (`steps`), predicted from their step profiles.
+        self.step_estimates = StepEstimates()
+        self.steps = Steps(
+            self._models, self.durations, self.step_estimates, tally, self.actions.ids
+        )
         #: Whether a job joins its queue (`admission.admit`).
         self.admission = Admission(
             self.durations,
@@ -122,7 +133,10 @@ class Scheduler:
         self.backlogs.forget(key)
         self.probes.forget(key)
         self.load_probes.forget(key)
-        return self._queued.forget(key, self.placement.remove_model(key))
+        model = self.placement.remove_model(key)
+        running = [] if model is None else self.steps.running(model)
+        self.steps.waiting.discard(key)
+        return [*self._queued.forget(key, model), *running]
 
     def placed(self, key: str, worker: int, size_mb: float | None = None) -> None:
         """`key` is now loaded on `worker` (`size_mb`: its measured memory, when known)."""
@@ -145,7 +159,10 @@ class Scheduler:
             return [], []
         slot, held = lost
         self.backlogs.shrank()
-        return self._queued.worker_lost(slot.inflight, held, self.retries)
+        infers = [d for d in slot.inflight if d.kind != STEP]
+        retried, failed = self._queued.worker_lost(infers, held, self.retries)
+        again, lost_streams = self.steps.worker_lost(worker, held, self.retries)
+        return [*retried, *again], [*failed, *lost_streams]
 
     # -- admission: `admission.Admission` decides ---------------------------------------------
     def control(self, worker: int, kind: str, key: str, payload: Any = None) -> Dispatch:
@@ -156,8 +173,22 @@ class Scheduler:
 
     def submit(self, job: Job) -> None:
         """Admit a job or raise at once (`admission.Admission.admit`): Overloaded (queue
-        full) or DeadlineUnmeetable."""
+        full) or DeadlineUnmeetable. A generative model's sequence is judged by its two
+        targets (`admission.streams`) and waits for a slot in its model's queue."""
         model = self._models[job.model]
+        if isinstance(job, Sequence):
+            admit_sequence(
+                model,
+                job,
+                self.clock.now(),
+                steps=self.step_estimates,
+                placement=self.placement,
+                overhead=self.durations.overhead,
+                tally=self.tally,
+            )
+            model.queue.push(job)
+            self.steps.waiting.add(model.key)
+            return
         try:
             service = self.admission.admit(model, job, self.clock.now())
         except ColdStartTooSlow:
@@ -170,6 +201,11 @@ class Scheduler:
         """Take `job` out of its model's queue: its submitter no longer wants it, and it must
         not take a worker. False if it is not queued (sent already, answered or dropped)."""
         model = self._models.get(job.model)
+        if isinstance(job, Sequence) and model is not None and model.sequences is not None:
+            if job.worker >= 0:  # running: stopped with its worker's next step
+                model.sequences.withdraw(job)
+                return False
+            return bool(model.queue.remove_if({id(job)}))
         found = model is not None and self._queued.withdraw(model, job)
         if found:
             self.backlogs.shrank()
@@ -216,6 +252,10 @@ class Scheduler:
         if self.policy.early_reject:
             for model in self._drops.due(now):
                 self._drop_hopeless(model, now, decisions)
+        if self.steps.waiting:
+            wake = self.steps.drop_hopeless(now, decisions)
+            if wake is not None:
+                decisions.wakeup = earliest(decisions.wakeup, wake)
         for worker in self._workers.values():
             while worker.available(now, self.policy.schedule_ahead):
                 dispatch = self._next_action(worker, now, decisions)
@@ -259,6 +299,13 @@ class Scheduler:
             return worker.control.popleft()
         start = max(now, worker.free_at)
         model = most_urgent(worker, self._models, self._waiting)
+        generative = self.steps.most_urgent(worker) if worker.models else None
+        if generative is not None:
+            head = None if model is None else model.queue.peek()
+            if head is None or generative[0] <= head.deadline:
+                step = self.steps.step(worker, generative[1], now, decisions)
+                if step is not None:
+                    return step
         cold = None
         if self.demand_loading:
             cold = self._queued.cold.choose(
@@ -304,6 +351,11 @@ class Scheduler:
         if dispatch is None:
             return None
         self.backlogs.shrank()
+        if dispatch.kind == STEP:
+            if duration is not None:
+                self.steps.learn(dispatch, duration)
+                self.durations.observe_round_trip(now - dispatch.startable_at - duration, now)
+            return dispatch
         if duration is not None:
             waiting = None
             if self.placement.inline:  # it ran on the event loop: did work wait meanwhile?
@@ -323,6 +375,11 @@ class Scheduler:
                 # (only this model's own estimate changed, and it is loaded)
                 self._queued.load_estimate_changed()
         return dispatch
+
+    def stepped(self, dispatch: Dispatch, reply: Reply | None) -> StepOutcome:
+        """A generative model's step ended (`complete`): what it made (`steps.Steps.stepped`);
+        `reply` None: it failed as a whole."""
+        return self.steps.stepped(dispatch, reply, self.clock.now())
 
     def refused(self, dispatch_id: int) -> Dispatch | None:
         """The worker refused an INFER that reached it after its latest start: requeue its

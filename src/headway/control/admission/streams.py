@@ -1,0 +1,182 @@
+"""Whether a generative model's new sequence is admitted: its two targets, judged at once.
+
+Clockwork's rule carried over to streams (DistServe's two targets): refuse now what cannot
+be served in time, rather than start it late. A sequence is refused when
+
+- its per-part target is below what one step of the model takes with it alone
+  (`PartTargetUnmeetable`): no schedule could keep it;
+- its first part cannot arrive by its deadline (`SequencesFull` when that is because every
+  slot is taken until after it, else `DeadlineUnmeetable`). The first part comes from the
+  first step that starts it, once a slot is free for it: the model's `max_sequences` per
+  worker, fewer where the per-part targets of the streams running there allow fewer per step,
+  less the sequences waiting ahead of it. A running sequence frees its slot at the latest when
+  it has made its `cap` parts, each step predicted from the step profile
+  (`estimates.steps`). Under request-level batching no sequence joins a worker before
+  all of its running ones ended.
+
+Until a model's steps are profiled, its sequences are admitted (a queued one whose first part
+can no longer arrive in time is dropped when that becomes so: `scheduling.steps`).
+"""
+
+from __future__ import annotations
+
+from headway.control.actions import Tally
+from headway.control.admission.reasons import REJECTED_AT_ADMISSION
+from headway.control.estimates.steps import StepEstimates
+from headway.control.jobs import Sequence
+from headway.control.placement.sequences import SequenceSlots
+from headway.control.placement.slots import ModelSlot, Placement
+from headway.errors import (
+    DeadlineUnmeetable,
+    HeadwayError,
+    Overloaded,
+    PartTargetUnmeetable,
+    SequencesFull,
+)
+from headway.repository import REQUEST
+
+
+def name_of(key: str) -> str:
+    return key.rpartition("@")[0] or key
+
+
+def decode_step(
+    steps: StepEstimates, key: str, sequences: int, context: int, overhead: float
+) -> float | None:
+    """Seconds from one part to the next for a step of `sequences` sequences `context` units
+    long in all, as a stream sees it: the step and the round trip."""
+    step = steps.predict(key, sequences, context)
+    return None if step is None else step + overhead
+
+
+def capacity_within(
+    steps: StepEstimates, slots: SequenceSlots, context: float, tpot: float | None, overhead: float
+) -> int:
+    """How many sequences one step may hold and still take no longer than `tpot` (None: no
+    target), each about `context` units long: at most the model's `max_sequences`, at least 1."""
+    most = slots.capacity
+    if tpot is None:
+        return most
+    while most > 1:
+        step = decode_step(steps, slots.key, most, int(most * context), overhead)
+        if step is None or step <= tpot:
+            break
+        most -= 1
+    return most
+
+
+def first_part_at(
+    model: ModelSlot,
+    sequence: Sequence,
+    now: float,
+    *,
+    steps: StepEstimates,
+    placement: Placement,
+    overhead: float,
+) -> tuple[float, bool] | None:
+    """When `sequence`'s first part is predicted to arrive at the latest if admitted now, and
+    whether it must wait for a running sequence to end for a slot; None while the model's
+    steps are not profiled."""
+    slots = model.sequences
+    assert slots is not None
+    key = model.key
+    ahead = model.queue.rows_ahead(sequence.priority, sequence.deadline)
+    frees: list[float] = []  # when each slot of every replica is free, at the latest
+    joins: list[float] = []  # the step that starts it there
+    starts: list[float] = []  # when each replica's next step can start
+    for worker_id in sorted(model.replicas):
+        worker = placement.workers.get(worker_id)
+        if worker is None or not worker.alive:
+            continue
+        held = slots.running.get(worker_id, [])
+        context = sum(s.context for s in held)
+        start = max(now, worker.free_at)
+        step = decode_step(steps, key, max(len(held), 1), context, overhead)
+        join = steps.predict(key, len(held) + 1, context + sequence.units, sequence.units)
+        if step is None or join is None:
+            return None
+        joins.append(join + overhead)
+        starts.append(start)
+        tpots = [s.tpot for s in held if s.tpot is not None]
+        if sequence.tpot is not None:
+            tpots.append(sequence.tpot)
+        mean = (context + sequence.units) / (len(held) + 1)
+        room = capacity_within(steps, slots, mean, min(tpots) if tpots else None, overhead)
+        ends = sorted(start + max(s.cap - s.made, 0) * step for s in held)
+        if slots.generation.batching == REQUEST and held:
+            frees.extend([ends[-1]] * room)  # the batch drains before any joins
+            continue
+        # free now beyond those held; then one more as each held one ends, once fewer
+        # than `room` are left
+        frees.extend([start] * max(room - len(held), 0))
+        frees.extend(ends[max(len(held) - room, 0) :])
+    if not joins:
+        return None  # not placed yet (loading): its queue waits for the load
+    frees.sort()
+    if ahead >= len(frees):
+        return float("inf"), True
+    slot = frees[ahead]
+    return slot + max(joins), slot > min(starts) + 1e-9
+
+
+def admit_sequence(
+    model: ModelSlot,
+    sequence: Sequence,
+    now: float,
+    *,
+    steps: StepEstimates,
+    placement: Placement,
+    overhead: float,
+    tally: Tally,
+) -> None:
+    """Admit `sequence` (return) or raise why not, counting the refusal (see the module
+    docstring)."""
+    try:
+        refuse(model, sequence, now, steps=steps, placement=placement, overhead=overhead)
+    except HeadwayError as exc:
+        tally.count(model.key, REJECTED_AT_ADMISSION, exc.reason)
+        raise
+
+
+def refuse(
+    model: ModelSlot,
+    sequence: Sequence,
+    now: float,
+    *,
+    steps: StepEstimates,
+    placement: Placement,
+    overhead: float,
+) -> None:
+    key = model.key
+    name = name_of(key)
+    if model.queue.full:
+        raise Overloaded(
+            f"model {name!r}: {len(model.queue)} sequences wait for a slot (its max_queue); "
+            "retry with backoff"
+        )
+    if sequence.tpot is not None:
+        alone = decode_step(steps, key, 1, sequence.units + 1, overhead)
+        if alone is not None and alone > sequence.tpot:
+            raise PartTargetUnmeetable(
+                f"model {name!r}: a part every {sequence.tpot * 1e3:.1f} ms cannot be kept: one "
+                f"step takes {alone * 1e3:.1f} ms with this sequence alone; raise tpot_ms"
+            )
+    found = first_part_at(model, sequence, now, steps=steps, placement=placement, overhead=overhead)
+    if found is None:
+        return
+    first, waits = found
+    if first <= sequence.deadline:
+        return
+    budget = (sequence.deadline - now) * 1e3
+    if waits:
+        slots = model.sequences
+        assert slots is not None
+        raise SequencesFull(
+            f"model {name!r}: its {slots.capacity} sequences per worker (max_sequences, its "
+            f"memory bound) are taken, and none frees in time for a first part within "
+            f"{budget:.0f} ms; retry with backoff, or raise ttft_ms"
+        )
+    raise DeadlineUnmeetable(
+        f"model {name!r}: the first part cannot arrive within {budget:.0f} ms (its first step "
+        f"takes {(first - now) * 1e3:.0f} ms); raise ttft_ms"
+    )

@@ -1,0 +1,108 @@
+"""How long a generative model's step will take, from a profile of its measured steps.
+
+A step advances every sequence in it by one part: its cost grows with how many sequences it
+holds (the batched layers), with their total length (attention reads each one's cache), and
+with the inputs of the sequences it starts (their prefill). So a step's duration is predicted
+as a line in those three, `fixed + per_sequence * n + per_unit * context + per_prefill *
+prefill`, fitted by least squares to the model's last measured steps (Orca and vLLM size a
+step the same way, from the batch and the tokens in it). A share of the errors is added, so
+that a prediction is rarely below what the step takes: the steps after a first part are what a
+stream's per-part target is held to, and admission rests on them.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+#: Measured steps kept per model: enough to cover each batch size the model runs.
+STEP_WINDOW = 256
+#: Steps measured before predictions are trusted (a model's warm-up runs more).
+MIN_STEPS = 8
+#: The share of measured steps a prediction covers: each is the fitted line times the ratio
+#: of measured to fitted that this share of the window stays under.
+COVERED = 0.9
+#: No prediction is stretched by more than this ratio, however noisy the window.
+MAX_STRETCH = 3.0
+
+
+class StepProfile:
+    """One model's measured steps, and the line fitted to them (see the module docstring)."""
+
+    def __init__(self, window: int = STEP_WINDOW, min_steps: int = MIN_STEPS) -> None:
+        self.min_steps = min_steps
+        #: (sequences, total context, prefill units, seconds) of the last steps measured
+        self.steps: deque[tuple[int, int, int, float]] = deque(maxlen=window)
+        self._fit: tuple[np.ndarray, float] | None = None
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def observe(self, sequences: int, context: int, prefill: int, seconds: float) -> None:
+        self.steps.append((sequences, context, prefill, seconds))
+        self._fit = None
+
+    def predict(self, sequences: int, context: int, prefill: int = 0) -> float | None:
+        """Seconds a step of `sequences` sequences, `context` units long in all, starting
+        sequences of `prefill` units, is predicted to take; None until `min_steps` steps
+        were measured."""
+        if len(self.steps) < self.min_steps:
+            return None
+        if self._fit is None:
+            self._fit = self._refit()
+        coefficients, stretch = self._fit
+        line = float(coefficients @ np.array([1.0, sequences, context, prefill]))
+        return max(line, 0.0) * stretch
+
+    def _refit(self) -> tuple[np.ndarray, float]:
+        data = np.array(self.steps, dtype=np.float64)
+        features = np.column_stack([np.ones(len(data)), data[:, :3]])
+        seconds = data[:, 3]
+        coefficients = nonnegative_fit(features, seconds)
+        fitted = features @ coefficients
+        ratios = seconds[fitted > 0] / fitted[fitted > 0]
+        stretch = float(np.quantile(ratios, COVERED)) if ratios.size else 1.0
+        return coefficients, min(max(stretch, 1.0), MAX_STRETCH)
+
+
+def nonnegative_fit(features: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Least squares with every coefficient at least 0 (a cost never falls as a step grows):
+    a coefficient the plain fit makes negative is set to 0 and the rest fitted again. A
+    feature that never varies in the window (all steps of one size) gets 0, the constant
+    takes its share."""
+    active = [i for i in range(features.shape[1]) if i == 0 or np.ptp(features[:, i]) > 0]
+    coefficients = np.zeros(features.shape[1])
+    while active:
+        solution, *_ = np.linalg.lstsq(features[:, active], values, rcond=None)
+        negative = [i for i, c in zip(active, solution, strict=True) if c < 0]
+        if not negative:
+            coefficients[active] = solution
+            break
+        active = [i for i in active if i not in negative]
+    return coefficients
+
+
+class StepEstimates:
+    """Every generative model's `StepProfile`, by model key."""
+
+    def __init__(self, window: int = STEP_WINDOW, min_steps: int = MIN_STEPS) -> None:
+        self.window = window
+        self.min_steps = min_steps
+        self.profiles: dict[str, StepProfile] = {}
+
+    def profile(self, key: str) -> StepProfile:
+        profile = self.profiles.get(key)
+        if profile is None:
+            profile = self.profiles[key] = StepProfile(self.window, self.min_steps)
+        return profile
+
+    def observe(self, key: str, sequences: int, context: int, prefill: int, seconds: float) -> None:
+        self.profile(key).observe(sequences, context, prefill, seconds)
+
+    def predict(self, key: str, sequences: int, context: int, prefill: int = 0) -> float | None:
+        profile = self.profiles.get(key)
+        return None if profile is None else profile.predict(sequences, context, prefill)
+
+    def forget(self, key: str) -> None:
+        self.profiles.pop(key, None)
