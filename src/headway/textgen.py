@@ -1,0 +1,480 @@
+"""A small text generator made here: a GPT-2-shaped transformer trained in seconds on the
+Python standard library's own docstrings, served as a generative model (docs/streams.md).
+
+No download: the corpus is the docstrings of standard modules, read from the interpreter that
+runs this (`corpus`), one character a token. The model is GPT-2's shape made small (`TinyGPT`:
+token and position embeddings, pre-norm blocks of causal self-attention and an MLP, a tied
+output layer), trained for a few hundred steps (`train`), enough for its output to read as
+English-looking docstring text. `Generator` serves it through Headway's generative interface:
+`start` reads a prompt into a sequence's key/value cache (the prefill), `step` samples each
+running sequence's next character and advances all of them in one batched pass, each attending
+over its own cache (Orca's selective batching), and `stop` lets a sequence's cache go.
+
+Needs PyTorch (the `torch` extra).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import json
+import math
+import re
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: The standard modules whose docstrings are the corpus (all pure Python, in every CPython).
+MODULES = (
+    "argparse", "ast", "asyncio", "base64", "bisect", "calendar", "collections", "configparser",
+    "contextlib", "copy", "csv", "dataclasses", "datetime", "decimal", "difflib", "email",
+    "enum", "fractions", "ftplib", "functools", "gettext", "gzip", "heapq", "hmac", "html",
+    "http.client", "http.server", "imaplib", "inspect", "ipaddress", "json", "logging",
+    "mailbox", "pathlib", "pdb", "pickle", "pprint", "queue", "random", "shutil", "smtplib",
+    "socket", "statistics", "string", "subprocess", "tarfile", "tempfile", "textwrap",
+    "threading", "tokenize", "traceback", "typing", "unittest", "urllib.parse", "uuid",
+    "warnings", "wave", "weakref", "zipfile",
+)  # fmt: skip
+#: Token 0 ends a text (and begins one: a prompt follows it, as each docstring did); token 1
+#: stands for any piece the vocabulary lacks, and is never generated.
+END, UNKNOWN = 0, 1
+#: The characters a corpus keeps: printable ASCII and the newline (others become spaces).
+ALPHABET = "\n" + "".join(chr(c) for c in range(32, 127))
+#: Tokens in all: the end, the unknown, and the corpus's most frequent pieces (a word or a
+#: number with the space before it, a run of spaces, a sign), as GPT-2's pre-tokenizer cuts
+#: them. Whole words, so that a model trained for seconds still writes words.
+VOCABULARY = 768
+_PIECES = re.compile(r" ?[A-Za-z]+| ?[0-9]+| +|[^ ]")
+#: What a docstring marks up rather than says: quotes, brackets, roles (":class:`x`").
+_MARKUP = re.compile(r":[a-z]+:|[`*_\[\](){}<>|\\\"#=]")
+
+
+class Tokenizer:
+    """Text to tokens and back: the vocabulary's pieces, found from the corpus (a small,
+    fixed stand-in for GPT-2's byte-pair encoding, whole words only)."""
+
+    def __init__(self, pieces: list[str]) -> None:
+        self.pieces = ["", "", *pieces]
+        self.index = {piece: i for i, piece in enumerate(self.pieces) if piece}
+
+    @classmethod
+    def learn(cls, text: str, size: int = VOCABULARY) -> Tokenizer:
+        """The `size` tokens for `text`: the end, the unknown, and its most frequent pieces
+        (ties by the piece)."""
+        counts = Counter(m.group() for m in _PIECES.finditer(text.replace("\x00", "\n")))
+        frequent = sorted(counts, key=lambda p: (-counts[p], p))
+        return cls(frequent[: size - 2])
+
+    def encode(self, text: str) -> list[int]:
+        tokens: list[int] = []
+        for match in _PIECES.finditer(text):
+            piece = match.group()
+            tokens.append(END if piece == "\x00" else self.index.get(piece, UNKNOWN))
+        return tokens
+
+    def decode(self, tokens: list[int]) -> str:
+        return "".join(self.pieces[t] for t in tokens)
+
+
+def corpus(limit: int = 400_000) -> str:
+    """The one-line summaries of MODULES' docstrings (each module's, its classes', their
+    methods' and its functions'), in a fixed order, each followed by the end token's
+    character (a NUL): plain sentences, markup taken out, code and tables left out. Up to
+    `limit` characters."""
+    summaries: list[str] = []
+    seen: set[str] = set()
+
+    def add(thing: Any) -> None:
+        doc = getattr(thing, "__doc__", None)
+        if not isinstance(doc, str):
+            return
+        line = " ".join(_MARKUP.sub("", inspect.cleandoc(doc).split("\n\n")[0]).split())
+        letters = sum(c.isalpha() or c == " " for c in line)
+        if (
+            20 < len(line) < 200
+            and line[0].isupper()
+            and line.endswith(".")
+            and letters > 0.9 * len(line)
+            and line not in seen
+        ):
+            seen.add(line)
+            summaries.append(line)
+
+    for name in MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        add(module)
+        for _, member in sorted(vars(module).items()):
+            if getattr(member, "__module__", None) != module.__name__:
+                continue
+            add(member)
+            if inspect.isclass(member):
+                for _, method in sorted(vars(member).items()):
+                    add(method)
+    known = set(ALPHABET)
+    text = "\x00".join("".join(c if c in known else " " for c in s) for s in summaries)
+    return (text + "\x00")[:limit]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The transformer's size: layers, attention heads, width, and the longest context."""
+
+    layers: int = 2
+    heads: int = 4
+    width: int = 64
+    context: int = 128
+    vocabulary: int = VOCABULARY
+
+
+def model_class() -> type:
+    """`TinyGPT`, defined on first use (torch is imported only then)."""
+    import torch
+    from torch import nn
+
+    class TinyGPT(nn.Module):
+        """GPT-2's shape, small (see the module docstring). `forward` runs a batch of token
+        rows (training, prefill); `advance` one new token per sequence over their caches."""
+
+        def __init__(self, shape: Shape) -> None:
+            super().__init__()
+            self.shape = shape
+            self.tokens = nn.Embedding(shape.vocabulary, shape.width)
+            self.positions = nn.Embedding(shape.context, shape.width)
+            self.blocks = nn.ModuleList(Block(shape) for _ in range(shape.layers))
+            self.norm = nn.LayerNorm(shape.width)
+            for module in self.modules():  # GPT-2's initialisation: small weights
+                if isinstance(module, nn.Linear | nn.Embedding):
+                    nn.init.normal_(module.weight, std=0.02)
+                if isinstance(module, nn.Linear) and module.bias is not None:
+                    nn.init.zeros_(module.bias)
+
+        def logits(self, x: torch.Tensor) -> torch.Tensor:
+            tied: torch.Tensor = self.norm(x) @ self.tokens.weight.T  # the input's, tied
+            return tied
+
+        def forward(
+            self, tokens: torch.Tensor
+        ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+            """Logits of every position of `tokens` (batch, length), and each layer's keys
+            and values (batch, heads, length, head width)."""
+            length = tokens.shape[1]
+            x = self.tokens(tokens) + self.positions(torch.arange(length))
+            caches = []
+            for block in self.blocks:
+                x, cache = block(x)
+                caches.append(cache)
+            return self.logits(x), caches
+
+        def advance(
+            self, tokens: torch.Tensor, caches: list[list[tuple[torch.Tensor, torch.Tensor]]]
+        ) -> torch.Tensor:
+            """One new token per sequence (`tokens`: (n,)), each appended to its own cache
+            (`caches[i]`: per layer its keys and values (heads, length, head width), replaced
+            in place by the longer ones); the next logits (n, vocabulary)."""
+            lengths = [c[0][0].shape[1] for c in caches]
+            x = self.tokens(tokens) + self.positions(torch.tensor(lengths))
+            for layer, block in enumerate(self.blocks):
+                x = block.advance(x, [c[layer] for c in caches], lengths, caches, layer)  # type: ignore[operator]
+            return self.logits(x)
+
+    class Block(nn.Module):
+        def __init__(self, shape: Shape) -> None:
+            super().__init__()
+            self.heads = shape.heads
+            self.norm1 = nn.LayerNorm(shape.width)
+            self.qkv = nn.Linear(shape.width, 3 * shape.width)
+            self.out = nn.Linear(shape.width, shape.width)
+            self.norm2 = nn.LayerNorm(shape.width)
+            self.mlp = nn.Sequential(
+                nn.Linear(shape.width, 4 * shape.width),
+                nn.GELU(),
+                nn.Linear(4 * shape.width, shape.width),
+            )
+
+        def split(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+            """Queries, keys, values of `x` (..., width) as (..., heads, head width)."""
+            q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
+            shape = (*x.shape[:-1], self.heads, x.shape[-1] // self.heads)
+            return q.reshape(shape), k.reshape(shape), v.reshape(shape)
+
+        def forward(
+            self, x: torch.Tensor
+        ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+            q, k, v = (t.transpose(1, 2) for t in self.split(x))  # (batch, heads, len, hw)
+            attended = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.out(attended.transpose(1, 2).reshape(x.shape))
+            return x + self.mlp(self.norm2(x)), (k, v)
+
+        def advance(
+            self,
+            x: torch.Tensor,
+            mine: list[tuple[torch.Tensor, torch.Tensor]],
+            lengths: list[int],
+            caches: list[list[tuple[torch.Tensor, torch.Tensor]]],
+            layer: int,
+        ) -> torch.Tensor:
+            q, k, v = self.split(x)  # (n, heads, hw): the layers batched across sequences
+            longest = max(lengths) + 1
+            n, heads, hw = q.shape
+            keys = x.new_zeros((n, heads, longest, hw))
+            values = x.new_zeros((n, heads, longest, hw))
+            mask = torch.full((n, 1, 1, longest), float("-inf"))
+            for i, (old_k, old_v) in enumerate(mine):  # attention: each over its own cache
+                new_k = torch.cat([old_k, k[i][:, None]], dim=1)
+                new_v = torch.cat([old_v, v[i][:, None]], dim=1)
+                caches[i][layer] = (new_k, new_v)
+                size = new_k.shape[1]
+                keys[i, :, :size], values[i, :, :size] = new_k, new_v
+                mask[i, :, :, :size] = 0.0
+            scores = (q[:, :, None, :] @ keys.transpose(-1, -2)) / math.sqrt(hw) + mask
+            attended = (scores.softmax(dim=-1) @ values)[:, :, 0]  # (n, heads, hw)
+            x = x + self.out(attended.reshape(n, heads * hw))
+            result: torch.Tensor = x + self.mlp(self.norm2(x))
+            return result
+
+    return TinyGPT
+
+
+@dataclass(frozen=True)
+class Training:
+    """How long it trains: optimizer steps, rows per step, and tokens per row."""
+
+    steps: int = 300
+    batch: int = 16
+    length: int = 32
+    learning_rate: float = 6e-3
+    seed: int = 0
+
+
+def train(
+    shape: Shape = Shape(),
+    training: Training = Training(),
+    *,
+    text: str | None = None,
+    tokenizer: Tokenizer | None = None,
+) -> tuple[Any, Tokenizer, float]:
+    """A `TinyGPT` of `shape` trained on `text` (the `corpus` by default) with `tokenizer`
+    (learnt from the text by default); with the tokenizer and its final loss (the mean over
+    the last tenth of the steps, nats per token)."""
+    import torch
+
+    text = corpus() if text is None else text
+    tokenizer = tokenizer or Tokenizer.learn(text, shape.vocabulary)
+    data = torch.tensor(tokenizer.encode(text), dtype=torch.long)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small matrices: more threads mostly wait on each other
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(training.seed)
+            model = model_class()(shape)
+            optimizer = torch.optim.AdamW(model.parameters(), lr=training.learning_rate)
+            schedule = torch.optim.lr_scheduler.OneCycleLR(
+                optimizer, training.learning_rate, total_steps=training.steps, pct_start=0.1
+            )
+            losses: list[float] = []
+            for _ in range(training.steps):
+                starts = torch.randint(0, len(data) - training.length - 1, (training.batch,))
+                rows = torch.stack([data[s : s + training.length + 1] for s in starts])
+                logits, _ = model(rows[:, :-1])
+                loss = torch.nn.functional.cross_entropy(
+                    logits.reshape(-1, shape.vocabulary), rows[:, 1:].reshape(-1)
+                )
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                schedule.step()
+                losses.append(float(loss.detach()))
+    finally:
+        torch.set_num_threads(threads)
+    model.eval()
+    tail = losses[-max(1, training.steps // 10) :]
+    return model, tokenizer, sum(tail) / len(tail)
+
+
+WEIGHTS = "weights.pt"
+SHAPE = "shape.json"
+TOKENS = "tokens.json"
+
+
+def save(model: Any, tokenizer: Tokenizer, folder: Path) -> None:
+    import torch
+
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.save(model.state_dict(), folder / WEIGHTS)
+    (folder / SHAPE).write_text(json.dumps(asdict(model.shape)))
+    (folder / TOKENS).write_text(json.dumps(tokenizer.pieces[2:]))
+
+
+def load(folder: Path) -> tuple[Any, Tokenizer]:
+    import torch
+
+    model = model_class()(Shape(**json.loads((folder / SHAPE).read_text())))
+    model.load_state_dict(torch.load(folder / WEIGHTS, weights_only=True))
+    return model.eval(), Tokenizer(json.loads((folder / TOKENS).read_text()))
+
+
+class Generator:
+    """The served text generator: Headway's generative interface over a `TinyGPT` loaded from
+    the version folder (see the module docstring). Input `text_input` (one prompt per
+    request), output `text_output` (one token's text per part; an empty one ends the text).
+    Parameters: `temperature` (default 0.6; 0 picks the likeliest), `top_k` (default 10),
+    `seed`, and `ignore_end` (true: write on past the end of a sentence, up to `max_tokens`:
+    for benchmarks that set each text's length)."""
+
+    inputs = [{"name": "text_input", "datatype": "BYTES", "shape": [-1, 1]}]
+    outputs = [{"name": "text_output", "datatype": "BYTES", "shape": [-1]}]
+
+    def load(self, path: Path) -> None:
+        import torch
+
+        torch.set_num_threads(1)  # one core per worker, for predictable steps
+        self.torch = torch
+        self.model, self.tokenizer = load(Path(path))
+        self.context = self.model.shape.context
+
+    def start(self, text_input: np.ndarray, parameters: dict[str, Any]) -> dict[str, Any]:
+        """Read the prompt into the sequence's caches; its state."""
+        torch = self.torch
+        prompt = text_input.reshape(-1)[0]
+        if isinstance(prompt, bytes):
+            prompt = prompt.decode("utf-8", "replace")
+        tokens = [END, *self.tokenizer.encode(str(prompt))][-(self.context // 2) :]
+        generator = torch.Generator()
+        seed = parameters.get("seed")
+        generator.manual_seed(int(seed) if seed is not None else torch.seed())
+        with torch.inference_mode():
+            logits, caches = self.model(torch.tensor([tokens]))
+        return {
+            "caches": [(k[0], v[0]) for k, v in caches],
+            "logits": logits[0, -1],
+            "length": len(tokens),
+            "temperature": float(parameters.get("temperature", 0.6)),
+            "top_k": int(parameters.get("top_k", 10)),
+            "ignore_end": bool(parameters.get("ignore_end", False)),
+            "generator": generator,
+        }
+
+    def step(self, states: list[dict[str, Any]]) -> tuple[dict[str, np.ndarray], list[bool]]:
+        """Each sequence's next character, sampled from its logits, then one batched pass
+        that appends it to every cache and gives the next logits."""
+        torch = self.torch
+        chosen = [self._sample(state) for state in states]
+        finished = [
+            t == END or s["length"] + 1 >= self.context for t, s in zip(chosen, states, strict=True)
+        ]
+        going = [i for i, done in enumerate(finished) if not done]
+        if going:
+            caches = [[*states[i]["caches"]] for i in going]
+            with torch.inference_mode():
+                logits = self.model.advance(torch.tensor([chosen[i] for i in going]), caches)
+            for row, i in enumerate(going):
+                states[i]["caches"], states[i]["logits"] = caches[row], logits[row]
+                states[i]["length"] += 1
+        pieces = self.tokenizer.pieces
+        texts = np.array([pieces[t].encode() for t in chosen], dtype=object)
+        return {"text_output": texts}, finished
+
+    def _sample(self, state: dict[str, Any]) -> int:
+        torch = self.torch
+        logits = state["logits"].clone()
+        logits[UNKNOWN] = float("-inf")
+        if state["ignore_end"]:
+            logits[END] = float("-inf")
+        temperature = state["temperature"]
+        if temperature <= 0:
+            return int(logits.argmax())
+        top = torch.topk(logits, min(max(state["top_k"], 1), logits.shape[-1]))
+        probabilities = (top.values / temperature).softmax(dim=-1)
+        pick = torch.multinomial(probabilities, 1, generator=state["generator"])
+        return int(top.indices[pick])
+
+    def stop(self, state: dict[str, Any]) -> None:
+        state.clear()
+
+
+ENTRYPOINT = '''\
+"""The demo's text generator: headway.textgen's Generator over the weights in this folder."""
+
+from headway.textgen import Generator
+'''
+
+
+def build(
+    root: Path,
+    *,
+    name: str = "tiny-gpt",
+    shape: Shape = Shape(),
+    training: Training = Training(),
+    generation: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+    cache: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
+    """Write a text generator model `name` under `root` (`<name>/model.yaml`, `model.py`,
+    `1/weights.pt`), training it unless `cache` (a folder) holds weights trained with the
+    same shape, training and corpus; returns the model's folder."""
+    import yaml
+
+    report = progress or (lambda line: None)
+    text = corpus()
+    digest = hashlib.sha256(
+        json.dumps([asdict(shape), asdict(training)]).encode() + text.encode()
+    ).hexdigest()[:16]
+    kept = None if cache is None else cache / digest
+    folder = root / name
+    version = folder / "1"
+    if kept is not None and (kept / WEIGHTS).exists():
+        model, tokenizer = load(kept)
+        report(f"{name}: weights from {kept}")
+    else:
+        started = time.perf_counter()
+        model, tokenizer, loss = train(shape, training, text=text)
+        report(
+            f"trained {name} on {len(text):,} characters of standard-library docstrings in "
+            f"{time.perf_counter() - started:.1f}s (loss {loss:.2f} nats per token)"
+        )
+        if kept is not None:
+            save(model, tokenizer, kept)
+    save(model, tokenizer, version)
+    (folder / "model.py").write_text(ENTRYPOINT)
+    config: dict[str, Any] = {
+        "framework": "python",
+        "entrypoint": "model.py:Generator",
+        "generative": generation or {"max_sequences": 8, "max_parts": 128},
+        **(extra or {}),
+    }
+    (folder / "model.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return folder
+
+
+def sample(model: Any, tokenizer: Tokenizer, prompt: str, tokens: int, seed: int = 0) -> str:
+    """Up to `tokens` tokens of text after `prompt` from a `TinyGPT`, through `Generator` (a
+    look at what it learnt, in this process)."""
+    import torch
+
+    generator = Generator()
+    generator.torch, generator.model, generator.tokenizer = torch, model, tokenizer
+    generator.context = model.shape.context
+    state = generator.start(np.array([[prompt.encode()]], dtype=object), {"seed": seed})
+    out: list[str] = []
+    for _ in range(tokens):
+        parts, finished = generator.step([state])
+        out.append(parts["text_output"][0].decode())
+        if finished[0]:
+            break
+    return "".join(out)
+
+
+def text_of(parts: list[np.ndarray]) -> str:
+    """The text of a stream's `text_output` parts (each a row of bytes, or of str)."""
+    pieces = (value for part in parts for value in np.asarray(part).reshape(-1))
+    return "".join(p.decode() if isinstance(p, bytes) else str(p) for p in pieces)

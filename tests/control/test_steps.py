@@ -1,0 +1,208 @@
+"""Iteration-level batching of generative models, worked by hand on a manual clock: which
+sequences each step runs and starts, the per-part schedule that new admissions never break,
+the refusals at admission and the drops while waiting, priorities and withdrawals."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from headway.clock import ManualClock
+from headway.control.actions import STEP, Dispatch, StepPlan
+from headway.control.engine import Reply
+from headway.control.jobs import Sequence
+from headway.control.scheduling.scheduler import Scheduler
+from headway.errors import DeadlineUnmeetable, PartTargetUnmeetable, SequencesFull
+from headway.repository import REQUEST, Generation
+from tests.control.helpers import Tag, ms
+
+KEY = "gen@1"
+numbers = itertools.count(1)
+
+
+def generative(
+    clock: ManualClock, *, max_sequences: int = 4, batching: str = "iteration", workers: int = 1
+) -> Scheduler:
+    """A scheduler with one generative model on `workers` workers whose steps take 10 ms plus
+    2 ms per sequence (the profile seeded exactly, so predictions are those figures)."""
+    s = Scheduler(clock)
+    for worker in range(workers):
+        s.placement.add_worker(worker)
+    s.placement.add_model(KEY, generation=Generation(max_sequences, 100, batching))
+    for worker in range(workers):
+        s.placed(KEY, worker)
+    for n in range(1, 9):
+        for _ in range(3):
+            s.step_estimates.observe(KEY, n, 0, 0, ms(10 + 2 * n))
+    return s
+
+
+def sequence(
+    clock: ManualClock,
+    tag: str,
+    *,
+    ttft: float = 1.0,
+    tpot: float | None = None,
+    cap: int = 100,
+    priority: int = 10,
+) -> Sequence:
+    now = clock.now()
+    return Sequence(KEY, {"x": np.zeros((1, 1))}, now, now + ttft, number=next(numbers),
+                    cap=cap, units=0, tpot=tpot, priority=priority, receiver=Tag(tag))  # fmt: skip
+
+
+def steps(decisions_dispatches: list[Dispatch]) -> list[Dispatch]:
+    return [d for d in decisions_dispatches if d.kind == STEP]
+
+
+def run_of(step: Dispatch) -> list[str]:
+    assert isinstance(step.payload, StepPlan)
+    return [str(s.receiver) for s in step.payload.run]
+
+
+def reply(step: Dispatch, finished: tuple[str, ...] = ()) -> Reply:
+    assert isinstance(step.payload, StepPlan)
+    run = step.payload.run
+    return {"id": step.id, "ok": True, "order": [s.number for s in run],
+            "finished": [s.number for s in run if str(s.receiver) in finished], "failed": []}  # fmt: skip
+
+
+def finish(s: Scheduler, clock: ManualClock, step: Dispatch, *finished: str) -> None:
+    """The worker ran `step` for its predicted time and answered, `finished` ending."""
+    clock.advance(step.expected or 0.0)
+    done = s.complete(step.id, step.expected)
+    assert done is step
+    s.stepped(step, reply(step, finished))
+
+
+def poll_step(s: Scheduler) -> Dispatch:
+    [step] = steps(s.poll().dispatches)
+    return step
+
+
+def test_a_new_sequence_joins_at_the_next_step_and_a_finished_one_leaves_at_once(
+    clock: ManualClock,
+) -> None:
+    s = generative(clock)
+    s.submit(sequence(clock, "a"))
+    s.submit(sequence(clock, "b"))
+    first = poll_step(s)
+    assert run_of(first) == ["a", "b"] and [str(r.receiver) for r in first.requests] == ["a", "b"]
+    assert first.expected == pytest.approx(ms(14))
+    s.submit(sequence(clock, "c"))  # arrives while the step runs
+    assert not steps(s.poll().dispatches)  # one step at a time on a worker
+    finish(s, clock, first, "a")
+    second = poll_step(s)
+    assert run_of(second) == ["b", "c"]  # a left, c joined: the batch never drained
+    assert [str(r.receiver) for r in second.requests] == ["c"]
+
+
+def test_request_level_batching_holds_new_sequences_until_the_batch_drains(
+    clock: ManualClock,
+) -> None:
+    s = generative(clock, batching=REQUEST)
+    s.submit(sequence(clock, "a", ttft=10.0))
+    first = poll_step(s)
+    s.submit(sequence(clock, "b", ttft=10.0))
+    finish(s, clock, first)
+    second = poll_step(s)
+    assert run_of(second) == ["a"]  # b waits, a slot free: a still runs
+    finish(s, clock, second, "a")
+    assert run_of(poll_step(s)) == ["b"]
+
+
+def test_a_new_sequence_never_puts_a_running_stream_behind_its_per_part_target(
+    clock: ManualClock,
+) -> None:
+    s = generative(clock)
+    # a stream that must get a part every 13 ms: a step of one takes 12, of two 14
+    s.submit(sequence(clock, "tight", tpot=ms(13)))
+    first = poll_step(s)
+    finish(s, clock, first)
+    s.submit(sequence(clock, "new", ttft=5.0))
+    second = poll_step(s)
+    assert run_of(second) == ["tight"]  # a step of two would make its part late
+    finish(s, clock, second)
+    # each 12 ms step gains it 1 ms on its schedule; once it has 2 ms in hand, new joins
+    for _ in range(5):
+        step = poll_step(s)
+        if "new" in run_of(step):
+            break
+        finish(s, clock, step)
+    assert run_of(step) == ["tight", "new"]
+    [tight] = [r for r in step.payload.run if str(r.receiver) == "tight"]  # type: ignore[union-attr]
+    assert clock.now() + ms(14) <= tight.due()
+
+
+def test_admission_refuses_a_first_part_that_cannot_arrive_in_time(clock: ManualClock) -> None:
+    s = generative(clock)
+    with pytest.raises(DeadlineUnmeetable, match="first part cannot arrive within 10 ms"):
+        s.submit(sequence(clock, "hopeless", ttft=ms(10)))  # a step alone takes 12 ms
+    with pytest.raises(PartTargetUnmeetable, match="raise tpot_ms"):
+        s.submit(sequence(clock, "too-fast", tpot=ms(11)))
+    s.submit(sequence(clock, "fine", ttft=ms(20), tpot=ms(13)))
+    events = s.statistics().events
+    assert events[KEY, "rejected_at_admission", "deadline"] == 1
+    assert events[KEY, "rejected_at_admission", "tpot"] == 1
+
+
+def test_a_full_memory_bound_queues_or_refuses_by_when_a_slot_frees(clock: ManualClock) -> None:
+    s = generative(clock, max_sequences=2)
+    s.submit(sequence(clock, "a", cap=10))
+    s.submit(sequence(clock, "b", cap=50))
+    finish(s, clock, poll_step(s))
+    # both slots taken: the first frees after a's 9 more parts of 14 ms, about 126 ms
+    with pytest.raises(SequencesFull, match="its 2 sequences per worker"):
+        s.submit(sequence(clock, "late", ttft=ms(100)))
+    s.submit(sequence(clock, "waits", ttft=ms(200)))
+    for _ in range(9):
+        step = poll_step(s)
+        assert run_of(step) == ["a", "b"]
+        finish(s, clock, step, *(("a",) if step.payload.run[0].made == 9 else ()))  # type: ignore[union-attr]
+    assert run_of(poll_step(s)) == ["b", "waits"]
+
+
+def test_a_free_slot_goes_to_the_highest_priority_first(clock: ManualClock) -> None:
+    s = generative(clock, max_sequences=1)
+    s.submit(sequence(clock, "running", cap=2))
+    finish(s, clock, poll_step(s))
+    s.submit(sequence(clock, "low", ttft=5.0, priority=20))
+    s.submit(sequence(clock, "high", ttft=5.0, priority=1))
+    finish(s, clock, poll_step(s), "running")
+    assert run_of(poll_step(s)) == ["high"]
+
+
+def test_a_withdrawn_sequence_is_stopped_with_the_next_step(clock: ManualClock) -> None:
+    s = generative(clock, max_sequences=2)
+    a, b = sequence(clock, "a"), sequence(clock, "b")
+    s.submit(a)
+    s.submit(b)
+    finish(s, clock, poll_step(s))
+    assert s.withdraw(a) is False  # running, not queued: stopped at the next step
+    waiting = sequence(clock, "waiting", ttft=5.0)
+    s.submit(waiting)
+    step = poll_step(s)
+    assert isinstance(step.payload, StepPlan)
+    assert step.payload.stops == [a.number]
+    assert run_of(step) == ["b", "waiting"]  # its slot was free at once
+    later = sequence(clock, "later", ttft=5.0)
+    s.submit(later)
+    assert s.withdraw(later) is True  # still waiting: it leaves the queue
+    assert s.queue_length(KEY) == 0
+
+
+def test_a_waiting_sequence_is_dropped_once_its_first_part_cannot_arrive(
+    clock: ManualClock,
+) -> None:
+    s = generative(clock, max_sequences=1)
+    s.submit(sequence(clock, "long", cap=100))
+    finish(s, clock, poll_step(s))
+    # admitted: the slot frees in time if long ends early (it may, before its cap)
+    s.submit(waiting := sequence(clock, "waiting", ttft=3.0))
+    decisions = s.poll()
+    assert decisions.wakeup == pytest.approx(waiting.deadline - ms(12))
+    clock.advance(decisions.wakeup - clock.now() + 1e-6)  # type: ignore[operator]
+    dropped = s.poll().rejected
+    assert [(str(j.receiver), e.reason) for j, e in dropped] == [("waiting", "deadline")]

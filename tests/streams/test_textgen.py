@@ -1,0 +1,83 @@
+"""The text generator made here (`headway.textgen`): its cached step matches a full pass, and
+it streams text through the controller from a real worker, several sequences per step."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from headway import textgen  # noqa: E402
+from headway.control.controller import Controller  # noqa: E402
+from headway.control.request import InferenceRequest  # noqa: E402
+from headway.repository import Repository  # noqa: E402
+from headway.runtime.engines.local import LocalEngine  # noqa: E402
+from tests.streams.receivers import Recorder  # noqa: E402
+
+#: Small and quick: these tests check the serving, not the prose.
+SHAPE = textgen.Shape(layers=2, heads=2, width=32, context=64, vocabulary=256)
+TRAINING = textgen.Training(steps=20, batch=8, length=16)
+
+
+@pytest.fixture(scope="session")
+def weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of weights trained once per test session."""
+    cache = tmp_path_factory.mktemp("textgen-cache")
+    textgen.build(tmp_path_factory.mktemp("warm"), shape=SHAPE, training=TRAINING, cache=cache)
+    return cache
+
+
+def test_a_cached_step_gives_what_a_full_pass_gives(weights: Path) -> None:
+    [folder] = list(weights.iterdir())
+    model, tokenizer = textgen.load(folder)
+    tokens = tokenizer.encode("Return the value of the given object.")
+    full, _ = model(torch.tensor([tokens]))
+    _, caches = model(torch.tensor([tokens[:4]]))
+    mine = [[(k[0], v[0]) for k, v in caches]]
+    stepped = [model.advance(torch.tensor([t]), mine)[0] for t in tokens[4:]]
+    torch.testing.assert_close(torch.stack(stepped), full[0, 4:], atol=1e-4, rtol=1e-4)
+
+
+def test_the_generator_streams_text_several_sequences_per_step(
+    weights: Path, tmp_path: Path
+) -> None:
+    textgen.build(
+        tmp_path, shape=SHAPE, training=TRAINING, cache=weights,
+        generation={"max_sequences": 4, "max_parts": 24},
+    )  # fmt: skip
+
+    async def scenario() -> None:
+        controller = Controller(Repository.scan(tmp_path), LocalEngine(1), ready_timeout=60)
+        await controller.start()
+        try:
+            for _ in range(2000):
+                if not controller.warming("tiny-gpt"):
+                    break
+                await asyncio.sleep(0.01)
+            recorders = []
+            for prompt in ("Return the", "The socket", "Create a", ""):
+                recorder = Recorder()
+                request = InferenceRequest(
+                    "tiny-gpt",
+                    inputs={"text_input": np.array([[prompt.encode()]], dtype=object)},
+                    stream=True,
+                    ttft=30.0,
+                    parameters={"max_tokens": 12, "ignore_end": True, "seed": 1},
+                )
+                controller.submit(request, recorder)
+                recorders.append(recorder)
+            await asyncio.wait_for(asyncio.gather(*(r.ended for r in recorders)), 60)
+            for recorder in recorders:
+                assert recorder.kinds == ["part"] * 12 + ["done"]
+                text = textgen.text_of([p["text_output"] for p in recorder.parts()])
+                assert text.strip() and text.isascii()
+            sizes = controller.model_statistics("tiny-gpt").counts.batch_size
+            assert sizes.total / sizes.count > 1  # sequences shared steps
+        finally:
+            await controller.stop()
+
+    asyncio.run(scenario())
