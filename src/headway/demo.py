@@ -277,6 +277,37 @@ def _script(model: Any) -> Any:
         return torch.jit.script(model)
 
 
+#: The demo's text generator (`headway.textgen`), and the prompts its traffic sends.
+GENERATOR = "tiny-gpt"
+PROMPTS = (
+    "Return the",
+    "Create a",
+    "The socket",
+    "Read the",
+    "This module",
+    "Format the",
+    "If the",
+    "Set the",
+)
+
+
+def build_generator(root: Path, *, progress: Callable[[str], None] | None = None) -> str:
+    """Write the demo's text generator under `root` (trained on the standard library's
+    docstrings, or its weights from `root/.cache` when an earlier demo trained the same);
+    returns its name. Needs torch."""
+    from headway import textgen
+
+    textgen.build(
+        root,
+        name=GENERATOR,
+        cache=root / ".cache",
+        generation={"max_sequences": 8, "max_parts": 48},
+        extra={"ttft_ms": 2000, "tpot_ms": 250},
+        progress=progress,
+    )
+    return GENERATOR
+
+
 _BUILDERS: list[tuple[str, tuple[str, ...], Callable[[Path], DemoModel]]] = [
     ("digits-logreg", (), _digits_logreg),
     ("iris-forest", (), _iris_forest),

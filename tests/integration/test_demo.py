@@ -44,11 +44,17 @@ def test_demo_serves_every_framework_and_prints_a_table(tmp_path: Path) -> None:
     for framework in ("sklearn", "python", "torch", "onnx", "xgboost", "lightgbm"):
         assert framework in result.output
     rows = [line for line in result.output.splitlines() if "│" in line and "0." in line]
+    rows = [row for row in rows if "tiny-gpt" not in row]
     assert len(rows) >= 6
     for row in rows:
         cells = [c.strip() for c in row.split("│") if c.strip()]
         accuracy, errors = float(cells[2]), int(cells[-1])
         assert accuracy > 0.8 and errors == 0, row
+    # the text generator: trained, served, its streams measured, and what it wrote shown
+    [generator] = [line for line in result.output.splitlines() if "│ tiny-gpt" in line]
+    cells = [c.strip() for c in generator.split("│") if c.strip()]
+    assert float(cells[2].replace(",", "")) > 0 and cells[3] != "-" and int(cells[-1]) == 0
+    assert "'Return the" in result.output
 
 
 # -- the demo's requests on a busy server -------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from headway.api.metrics import render
 from headway.control.controller import Controller
 from headway.control.request import InferenceRequest, Ticket
 from headway.errors import ModelError, SequencesFull, WorkerFailed
@@ -60,6 +61,7 @@ def test_a_new_sequence_joins_the_running_batch_at_the_next_step(tmp_path: Path)
             await asyncio.wait_for(short.ended, 10)
             assert counts(short) == [1, 2, 3] and short.kinds[-1] == "done"
             assert not long.ended.done()  # it ended while the long one still ran
+            assert 'headway_running_sequences{model="counting"} 1.0' in render(controller).decode()
             await asyncio.wait_for(long.ended, 10)
             assert counts(long) == list(range(1, 61))
             statistics = controller.model_statistics("counting")
@@ -180,6 +182,33 @@ def test_a_worker_killed_mid_stream_ends_its_streams_and_serves_after_restart(
             after, _ = count(controller, 3, ttft=30.0)
             await asyncio.wait_for(after.ended, 30)
             assert counts(after) == [1, 2, 3]
+        finally:
+            await controller.stop()
+
+    asyncio.run(scenario())
+
+
+class Spans:
+    """A stand-in for a transport's trace (`api.tracing.Trace`): the spans written to it."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[str, float, float, dict[str, Any]]] = []
+
+    def span(self, name: str, start: float, end: float, **attributes: Any) -> None:
+        self.spans.append((name, start, end, attributes))
+
+
+def test_each_step_of_a_traced_stream_is_a_span(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        controller = await serving(counting(tmp_path))
+        controller.tracing = True
+        try:
+            trace = Spans()
+            recorder, _ = count(controller, 4, trace=trace)
+            await asyncio.wait_for(recorder.ended, 10)
+            assert [name for name, *_ in trace.spans] == ["step"] * 4
+            assert [a["step.part"] for *_, a in trace.spans] == [1, 2, 3, 4]
+            assert all(start <= end for _, start, end, _ in trace.spans)
         finally:
             await controller.stop()
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from headway.api.metrics import render
 from headway.control.controller import Controller
 from headway.control.request import InferenceRequest
 from headway.errors import ModelError
@@ -76,6 +77,12 @@ def test_each_part_reaches_the_receiver_as_it_is_made(repository: Repository) ->
             counts = controller.model_statistics("counter").counts
             assert counts.streams == 1 and counts.parts == 5
             assert counts.first_part.count == 1 and counts.part_gap.count == 4
+            metrics = render(controller).decode()
+            assert 'headway_time_to_first_part_seconds_count{model="counter"} 1.0' in metrics
+            assert 'headway_time_per_part_seconds_count{model="counter"} 4.0' in metrics
+            assert 'headway_parts_total{model="counter"} 5.0' in metrics
+            assert 'headway_streams_total{model="counter"} 1.0' in metrics
+            assert 'headway_parts_per_second{model="counter"} 0.5' in metrics
         finally:
             await controller.stop()
 

@@ -76,6 +76,30 @@ class ControllerCollector:
         measuring_rows = CounterMetricFamily(
             "headway_measuring_rows", "Rows of the measuring runs", labels=["model"]
         )
+        first_part = HistogramMetricFamily(
+            "headway_time_to_first_part_seconds",
+            "Time from a streamed request's arrival to its first part (time to first token)",
+            labels=["model"],
+        )
+        part_gap = HistogramMetricFamily(
+            "headway_time_per_part_seconds",
+            "Time from one part of a stream to the next (time per output token)",
+            labels=["model"],
+        )
+        parts = CounterMetricFamily("headway_parts", "Parts of streams delivered", labels=["model"])
+        rate = GaugeMetricFamily(
+            "headway_parts_per_second",
+            "Parts of streams delivered per second, over the last seconds",
+            labels=["model"],
+        )
+        streams = CounterMetricFamily(
+            "headway_streams", "Streams that ended with their last part", labels=["model"]
+        )
+        running = GaugeMetricFamily(
+            "headway_running_sequences",
+            "A generative model's sequences held on its workers",
+            labels=["model"],
+        )
         for model in snapshot.models:
             name, counts = model.status.label, model.counts
             requests.add_metric([name], counts.requests)
@@ -93,8 +117,21 @@ class ControllerCollector:
             computed.add_metric([name], _buckets(counts.compute.cumulative()), counts.compute.total)
             measuring.add_metric([name], counts.measuring.runs)
             measuring_rows.add_metric([name], counts.measuring.rows)
+            if model.status.config.streams or counts.parts:
+                first_part.add_metric(
+                    [name], _buckets(counts.first_part.cumulative()), counts.first_part.total
+                )
+                part_gap.add_metric(
+                    [name], _buckets(counts.part_gap.cumulative()), counts.part_gap.total
+                )
+                parts.add_metric([name], counts.parts)
+                rate.add_metric([name], counts.parts_per_second)
+                streams.add_metric([name], counts.streams)
+            if model.status.config.generative is not None:
+                running.add_metric([name], model.scheduling.running)
         yield from (requests, errors, hits, queue, ready, latency, batch, late, waited, computed)
         yield from (measuring, measuring_rows)
+        yield from (first_part, part_gap, parts, rate, streams, running)
         yield from _scheduler_events(snapshot)
         used = GaugeMetricFamily(
             "headway_worker_memory_bytes", "Model memory held", labels=["worker"]
