@@ -77,6 +77,23 @@ def test_a_new_sequence_joins_the_running_batch_at_the_next_step(tmp_path: Path)
     asyncio.run(scenario())
 
 
+def test_the_warm_up_steps_are_counted_apart_from_clients_traffic(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        controller = await serving(counting(tmp_path))
+        try:
+            counts_ = controller.model_statistics("counting").counts
+            assert counts_.measuring.runs > 0  # the warm-up stepped its sequences
+            assert counts_.batch_size.count == 0 and counts_.compute.count == 0
+            recorder, _ = count(controller, 3)
+            await asyncio.wait_for(recorder.ended, 10)
+            counts_ = controller.model_statistics("counting").counts
+            assert counts_.batch_size.count == 3  # one step per part, all a client's
+        finally:
+            await controller.stop()
+
+    asyncio.run(scenario())
+
+
 def test_parts_are_capped_by_max_tokens_and_gathered_when_not_streamed(tmp_path: Path) -> None:
     async def scenario() -> None:
         controller = await serving(counting(tmp_path))

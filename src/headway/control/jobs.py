@@ -146,6 +146,7 @@ class Sequence(Job):
         stream: bool = False,
         measured: bool = True,
         counted: bool = False,
+        measuring: bool = False,
     ) -> None:
         super().__init__(
             model,
@@ -158,6 +159,7 @@ class Sequence(Job):
             receiver,
             measured=measured,
             counted=counted,
+            measuring=measuring,
             stream=stream,
         )
         self.number = number

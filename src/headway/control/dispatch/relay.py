@@ -379,14 +379,17 @@ class Relay:
                 stats.answered(latencies)
                 stats.streams += len(latencies)
             if ok and plan.run:
-                stats.executed(
-                    plan.sequences,
-                    [dispatch.sent_at - s.arrival for s in dispatch.requests if s.counted],
-                    infer_s=ran,
-                    input_s=max(0.0, now - dispatch.sent_at - ran),
-                    output_s=self.clock.now() - now,
-                    at=now,
-                )
+                if all(s.measuring for s in plan.run):  # a warm-up's: no client's traffic
+                    stats.measuring.ran(plan.sequences, ran)
+                else:
+                    stats.executed(
+                        plan.sequences,
+                        [dispatch.sent_at - s.arrival for s in dispatch.requests if s.counted],
+                        infer_s=ran,
+                        input_s=max(0.0, now - dispatch.sent_at - ran),
+                        output_s=self.clock.now() - now,
+                        at=now,
+                    )
 
     def _answer(self, dispatch: Dispatch, tensors: Tensors) -> None:
         name, _, version = dispatch.model.rpartition("@")

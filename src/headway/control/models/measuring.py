@@ -147,6 +147,7 @@ class Measuring:
                 priority=PROBE_PRIORITY,
                 receiver=FutureReceiver(future),
                 measured=size > 0,
+                measuring=True,
             )
             try:
                 self.scheduler.submit(sequence)
