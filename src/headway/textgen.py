@@ -125,7 +125,7 @@ def corpus(limit: int = 400_000) -> str:
 
 
 @dataclass(frozen=True)
-class Shape:
+class Architecture:
     """The transformer's size: layers, attention heads, width, and the longest context."""
 
     layers: int = 2
@@ -144,7 +144,7 @@ def model_class() -> type:
         """GPT-2's shape, small (see the module docstring). `forward` runs a batch of token
         rows (training, prefill); `advance` one new token per sequence over their caches."""
 
-        def __init__(self, shape: Shape) -> None:
+        def __init__(self, shape: Architecture) -> None:
             super().__init__()
             self.shape = shape
             self.tokens = nn.Embedding(shape.vocabulary, shape.width)
@@ -187,7 +187,7 @@ def model_class() -> type:
             return self.logits(x)
 
     class Block(nn.Module):
-        def __init__(self, shape: Shape) -> None:
+        def __init__(self, shape: Architecture) -> None:
             super().__init__()
             self.heads = shape.heads
             self.norm1 = nn.LayerNorm(shape.width)
@@ -256,7 +256,7 @@ class Training:
 
 
 def train(
-    shape: Shape = Shape(),
+    shape: Architecture = Architecture(),
     training: Training = Training(),
     *,
     text: str | None = None,
@@ -317,7 +317,7 @@ def save(model: Any, tokenizer: Tokenizer, folder: Path) -> None:
 def load(folder: Path) -> tuple[Any, Tokenizer]:
     import torch
 
-    model = model_class()(Shape(**json.loads((folder / SHAPE).read_text())))
+    model = model_class()(Architecture(**json.loads((folder / SHAPE).read_text())))
     model.load_state_dict(torch.load(folder / WEIGHTS, weights_only=True))
     return model.eval(), Tokenizer(json.loads((folder / TOKENS).read_text()))
 
@@ -412,7 +412,7 @@ def build(
     root: Path,
     *,
     name: str = "tiny-gpt",
-    shape: Shape = Shape(),
+    shape: Architecture = Architecture(),
     training: Training = Training(),
     generation: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,

@@ -19,7 +19,7 @@ from headway.runtime.engines.local import LocalEngine  # noqa: E402
 from tests.streams.receivers import Recorder  # noqa: E402
 
 #: Small and quick: these tests check the serving, not the prose.
-SHAPE = textgen.Shape(layers=2, heads=2, width=32, context=64, vocabulary=256)
+SHAPE = textgen.Architecture(layers=2, heads=2, width=32, context=64, vocabulary=256)
 TRAINING = textgen.Training(steps=20, batch=8, length=16)
 
 
