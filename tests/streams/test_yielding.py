@@ -14,7 +14,7 @@ import pytest
 from headway.api.metrics import render
 from headway.control.controller import Controller
 from headway.control.request import InferenceRequest
-from headway.errors import ModelError
+from headway.errors import ModelError, WorkerFailed
 from headway.repository import Repository
 from headway.runtime.engines.local import LocalEngine
 from tests.streams.receivers import Recorder
@@ -22,18 +22,22 @@ from tests.streams.receivers import Recorder
 pytestmark = pytest.mark.integration
 
 COUNTER = '''
+import os
 import time
 import numpy as np
 
 
 class Counter:
-    """Counts to each row's value, one part per number, a pause between parts."""
+    """Counts to each row's value, one part per number, a pause between parts. A row of
+    -1 makes it raise at the fourth part; a row of -5 kills its worker there."""
 
     inputs = [{"name": "n", "datatype": "INT64", "shape": [-1, 1]}]
     outputs = [{"name": "count", "datatype": "INT64", "shape": [-1]}]
 
     def predict(self, batch):
         for i in range(int(batch.max())):
+            if i == 3 and (batch == -5).any():
+                os._exit(5)
             if i == 3 and (batch < 0).any():
                 raise RuntimeError("negative rows break the count at 3")
             time.sleep(0.05)
@@ -119,6 +123,32 @@ def test_an_error_inside_the_stream_ends_it_naming_the_cause(repository: Reposit
             assert recorder.kinds == ["part"] * 3 + ["fail"]
             assert isinstance(recorder.error, ModelError)
             assert "negative rows break the count at 3" in str(recorder.error)
+        finally:
+            await controller.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_worker_killed_mid_stream_ends_it_without_repeating_parts(
+    repository: Repository,
+) -> None:
+    async def scenario() -> None:
+        controller = await serving(repository)
+        try:
+            recorder = Recorder()
+            request = InferenceRequest("counter", inputs={"n": np.array([[6], [-5]])}, stream=True)
+            controller.submit(request, recorder)
+            await asyncio.wait_for(recorder.ended, 30)
+            # its parts went out: a retry would send them again, so the stream fails
+            assert recorder.kinds == ["part"] * 3 + ["fail"]
+            assert isinstance(recorder.error, WorkerFailed)
+            assert "after 3 parts" in str(recorder.error)
+            # the worker restarts and serves the next stream
+            after = Recorder()
+            request = InferenceRequest("counter", inputs={"n": np.array([[2]])}, stream=True)
+            controller.submit(request, after)
+            await asyncio.wait_for(after.ended, 60)
+            assert after.kinds == ["part", "part", "done"]
         finally:
             await controller.stop()
 

@@ -30,6 +30,7 @@ class Job:
         "counted",
         "deadline",
         "inputs",
+        "made",
         "measured",
         "measuring",
         "model",
@@ -84,6 +85,9 @@ class Job:
         #: Its receiver takes each part of a streamed answer as it comes (`Receiver.part`);
         #: False: a streaming model's parts are gathered into one answer.
         self.stream = stream
+        #: The parts its receiver took so far (a stream; a sequence counts every part): once
+        #: it has one, a worker's death fails it rather than run it again (they would repeat).
+        self.made = 0
 
     def __repr__(self) -> str:
         return (
@@ -119,7 +123,6 @@ class Sequence(Job):
         "first_at",
         "gathered",
         "last_at",
-        "made",
         "number",
         "parameters",
         "stopping",
@@ -170,7 +173,6 @@ class Sequence(Job):
         #: The worker holding its state (-1: waiting to start), the parts it made, when its
         #: first and latest came, and whether it is to be stopped at the next step (withdrawn).
         self.worker = -1
-        self.made = 0
         self.first_at: float | None = None
         self.last_at = 0.0
         self.stopping = False

@@ -296,6 +296,7 @@ class Relay:
                     else:
                         gaps.append(now - dispatch.last_part_at)
                 if job.stream:
+                    job.made += 1
                     try:
                         receiver.part(mine)
                     except Exception:

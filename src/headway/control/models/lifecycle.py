@@ -12,7 +12,7 @@ from typing import Any
 
 from headway.control.actions import LOAD, UNLOAD
 from headway.control.engine import Engine, Reply
-from headway.control.jobs import Job, Sequence
+from headway.control.jobs import Job
 from headway.control.model_stats import ModelStats
 from headway.control.models.measuring import WARMUP_RUNS, Measuring
 from headway.control.models.states import (
@@ -394,7 +394,7 @@ class ModelLifecycle:
         for model in self.states.values():
             model.workers.discard(worker)
         for request in failed:
-            if isinstance(request, Sequence) and request.made:
+            if request.made:
                 error = WorkerFailed(
                     f"model {request.model!r}: the worker running the stream died (exit code "
                     f"{code}) after {request.made} parts, and its sequence with it; retry "

@@ -79,14 +79,16 @@ class QueuedWork:
         self, inflight: Iterable[Dispatch], held: list[ModelSlot], retries: int
     ) -> tuple[list[Job], list[Job]]:
         """A worker died with `inflight` actions, holding or loading `held`: requeue the
-        requests it was sent that have had no more than `retries` attempts and whose model is
-        still served; returns (requeued, the rest). What `held` wait for changed."""
+        requests it was sent that have had no more than `retries` attempts, whose model is
+        still served and that streamed no part yet (a retry would repeat it); returns
+        (requeued, the rest). What `held` wait for changed."""
         retried: list[Job] = []
         failed: list[Job] = []
         for request in (r for dispatch in inflight for r in dispatch.requests):
             request.attempts += 1
             home = self._models.get(request.model)
-            if request.attempts <= retries and home is not None:
+            again = request.attempts <= retries and not (request.stream and request.made)
+            if again and home is not None:
                 self.push(home, request)
                 retried.append(request)
             else:
