@@ -7,7 +7,6 @@ import asyncio
 import math
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -104,12 +103,14 @@ def test_an_intervals_figures_are_what_happened_in_it() -> None:
     assert quantile_ms(histogram(), 0.5) is None
 
 
-def test_streams_figures_come_from_counts_that_carry_them() -> None:
-    assert stream_figures(counts(), None) == {}  # counts without streams: nothing
-    before = SimpleNamespace(first_part=histogram(0.002), parts=5)
-    now = SimpleNamespace(first_part=histogram(0.002, 0.02, 0.02), parts=65)
-    figures = stream_figures(now, before)  # type: ignore[arg-type]
-    assert figures == {"ttfp_p50_ms": 20.0, "ttfp_p99_ms": 20.0, "parts": 60}
+def test_streams_figures_are_those_of_a_model_that_streamed() -> None:
+    assert stream_figures(counts(), None) == {}  # never streamed: nothing to draw
+    before = counts(first_part=histogram(0.002), part_gap=histogram(0.001), parts=5)
+    now = counts(first_part=histogram(0.002, 0.02, 0.02),
+                 part_gap=histogram(0.001, *[0.005] * 57), parts=65)  # fmt: skip
+    figures = stream_figures(now, before)
+    assert figures == {"ttfp_p50_ms": 20.0, "ttfp_p99_ms": 20.0, "tpot_p50_ms": 5.0,
+                       "tpot_p99_ms": 5.0, "parts": 60}  # fmt: skip
 
 
 def snapshot(at: float, model: ModelCounts, ran: float, queued: int = 0) -> ControllerSnapshot:

@@ -7,10 +7,8 @@ resident memory. Counters become counts in the interval (`requests`, `answered`,
 `rejected:<reason>`, ...: the page divides by the interval for a rate), histograms become the
 quantiles of the values observed in it, gauges are read as they are at its end.
 
-Streams (time to first part, parts): when a model's `ModelCounts` carries `first_part` (a
-`HistogramSnapshot` of seconds to the first part) and `parts` (a count), its figures gain
-`ttfp_p50_ms`, `ttfp_p99_ms` and `parts` (`stream_figures`); nothing else is needed for the
-page to draw them.
+Streams: a model that has streamed gains `ttfp_p50_ms`, `ttfp_p99_ms` (time to first part),
+`tpot_p50_ms`, `tpot_p99_ms` (time from one part to the next) and `parts` (`stream_figures`).
 """
 
 from __future__ import annotations
@@ -110,18 +108,19 @@ def model_figures(now: ModelCounts, before: ModelCounts | None) -> Figures:
 
 
 def stream_figures(now: ModelCounts, before: ModelCounts | None) -> Figures:
-    """Time to first part and parts over the interval, for a model whose counts carry them
-    (streams); nothing for one whose counts do not."""
-    first: HistogramSnapshot | None = getattr(now, "first_part", None)
-    parts: int | None = getattr(now, "parts", None)
-    figures: Figures = {}
-    if first is not None:
-        waited = difference(first, getattr(before, "first_part", None))
-        figures["ttfp_p50_ms"] = quantile_ms(waited, 0.5)
-        figures["ttfp_p99_ms"] = quantile_ms(waited, 0.99)
-    if parts is not None:
-        figures["parts"] = parts - (getattr(before, "parts", 0) or 0)
-    return figures
+    """Time to first part, time per part and parts over the interval, for a model that has
+    streamed; nothing for one that never did (the page draws streams only where there are)."""
+    if not now.parts and not now.first_part.count:
+        return {}
+    first = difference(now.first_part, before.first_part if before else None)
+    gap = difference(now.part_gap, before.part_gap if before else None)
+    return {
+        "ttfp_p50_ms": quantile_ms(first, 0.5),
+        "ttfp_p99_ms": quantile_ms(first, 0.99),
+        "tpot_p50_ms": quantile_ms(gap, 0.5),
+        "tpot_p99_ms": quantile_ms(gap, 0.99),
+        "parts": now.parts - (before.parts if before else 0),
+    }
 
 
 def worker_figures(

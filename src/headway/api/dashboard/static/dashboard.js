@@ -84,6 +84,9 @@ function charts() {
   streams.closest("section").hidden = !ttfp.length;
   if (ttfp.length) {
     lineChart(streams, { ...base, id: "ttfp", title: "time to first part p99 (solid) and p50 (dashed), ms", unit: " ms", lines: ttfp });
+    lineChart(streams, { ...base, id: "tpot", title: "time per part p99 (solid) and p50 (dashed), ms", unit: " ms",
+      lines: lines("model", (f) => f.startsWith("tpot_"),
+        { label: (n, f) => `${n} ${f.slice(5, 8)}`, colourBy: (n) => n, dash: (f) => f === "tpot_p50_ms" }) });
     lineChart(streams, { ...base, id: "parts", title: "parts per second", lines: lines("model", (f) => f === "parts") });
   }
   const workers = document.getElementById("worker-charts");
