@@ -63,3 +63,12 @@ def test_what_no_node_has_is_named() -> None:
 def test_resources_spread_over_two_nodes_do_not_fit_one_worker() -> None:
     reason = unmet(Resources(cpus=4, gpus=1), NODES)  # 4 CPUs on one node, the GPU on the other
     assert reason is not None and "CPU 4" in reason and "GPU 1" in reason
+
+
+def test_local_gpus_counts_the_driver_s_gpu_folders(tmp_path: Path) -> None:
+    from headway.resources import local_gpus
+
+    assert local_gpus(str(tmp_path)) == 0
+    for bus in ("0000:01:00.0", "0000:02:00.0"):
+        (tmp_path / "proc/driver/nvidia/gpus" / bus).mkdir(parents=True)
+    assert local_gpus(str(tmp_path)) == 2

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from headway.errors import ConfigError
@@ -99,3 +100,14 @@ def unmet(resources: Resources, nodes: Iterable[Mapping[str, float]]) -> str | N
         f"it needs {missing} and no node of the cluster ({len(nodes)} alive) has that much; "
         "add a node that has it, or lower 'resources' in its model.yaml"
     )
+
+
+def local_gpus(root: str = "/") -> int:
+    """How many NVIDIA GPUs this machine shows (its driver lists one folder per GPU under
+    /proc/driver/nvidia/gpus); 0 without the driver. Read from the file system, so that a
+    server that plans nothing on a GPU imports no framework to ask."""
+    folder = Path(root, "proc/driver/nvidia/gpus")
+    try:
+        return sum(1 for entry in folder.iterdir() if entry.is_dir())
+    except OSError:
+        return 0

@@ -15,7 +15,9 @@ from sklearn.datasets import load_digits
 
 from headway.cli.main import cli
 from headway.cli.serve import ServeSettings, build_app
-from headway.planning.plan_file import apply_plan, read_plan
+from headway.planning.applying import serve_plan
+from headway.planning.description import DEFAULT_CATALOGUE
+from headway.planning.plan_file import read_plan
 from headway.repository import Repository
 from headway.store import Store
 from headway.store.profiles import measured, save_measured
@@ -176,7 +178,7 @@ def test_serve_plan_gives_each_model_its_replicas_and_batch(profiled: Path, tmp_
     assert result.exit_code == 0, result.output
     plan = read_plan(plan_path)
     repository = Repository.scan(profiled / "repo")
-    workers = apply_plan(plan, repository)
+    workers = serve_plan(plan, repository, DEFAULT_CATALOGUE, gpus=0).workers
     assert workers == sum(s.replicas for s in plan.stages)
     for stage in plan.stages:
         config = repository.get(stage.model)

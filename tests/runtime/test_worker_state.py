@@ -111,3 +111,28 @@ def test_a_bad_entrypoint_is_reported(tmp_path: Path, entrypoint: str) -> None:
     reply = load(state, tmp_path, "m", entrypoint)
     assert reply["ok"] is False
     assert entrypoint.split(":")[0 if "nothing" in entrypoint else 1] in reply["error"]
+
+
+def test_each_model_computes_with_its_own_threads(tmp_path: Path) -> None:
+    from headway.repository import read_model
+    from headway.runtime.threads import set_threads
+    from tests.runtime.workers import threads_model
+
+    state = WorkerState()
+    batch = np.zeros((2, 1), dtype=np.float32)
+    try:
+        for number, (name, threads) in enumerate([("three", 3), ("one", None)]):
+            config = read_model(threads_model(tmp_path, name, threads)).to_wire()
+            call(state, {"op": "load", "id": number, "model": name, "config": config})
+        answers = []
+        for name in ("three", "one", "three"):
+            reply, outputs = call(
+                state, {"op": "infer", "id": 9, "model": name, "rows": 2}, {"input-0": batch}
+            )
+            assert reply["ok"] is True, reply
+            answers.append(int(outputs["output-0"][0, 0]))
+        assert answers == [3, 1, 3]
+        reply, _ = call(state, {"op": "ping", "id": 10})
+        assert reply["threads"] == 3
+    finally:
+        set_threads(1)  # this process's pools, as the test found them

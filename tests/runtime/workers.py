@@ -66,3 +66,31 @@ def call(
     )
     reply.pop("tensors", None)  # the wire format's own table of the tensor frames
     return reply, outputs
+
+
+THREADS_PY = textwrap.dedent(
+    """
+    import numpy as np
+
+    from headway.runtime.threads import pool_threads
+
+    class Threads:
+        inputs = [{"name": "input-0", "datatype": "FP32", "shape": [-1, 1]}]
+        outputs = [{"name": "output-0", "datatype": "INT64", "shape": [-1, 1]}]
+
+        def predict(self, batch):
+            return np.full((len(batch), 1), min(pool_threads().values()), dtype=np.int64)
+    """
+)
+
+
+def threads_model(root: Path, name: str, threads: int | None) -> Path:
+    """A python model that answers the threads of the native pools it computes with."""
+    folder = root / name
+    (folder / "1").mkdir(parents=True)
+    (folder / "model.py").write_text(THREADS_PY)
+    options = "" if threads is None else f"options: {{threads: {threads}}}\n"
+    (folder / "model.yaml").write_text(
+        f"framework: python\nentrypoint: model.py:Threads\n{options}"
+    )
+    return folder

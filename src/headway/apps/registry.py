@@ -75,6 +75,8 @@ class AppRegistry:
         self._sources: dict[str, dict[str, Any] | None] = {}  # app -> its config-file entry
         self.late: set[asyncio.Task[Any]] = set()
         self._flusher: asyncio.Task[None] | None = None
+        #: The plan in force for an app (`headway serve --plan`), as its description shows it.
+        self.plans: dict[str, dict[str, Any]] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -332,8 +334,9 @@ class AppRegistry:
     # -- reporting -----------------------------------------------------------------------------
     def describe(self, name: str) -> dict[str, Any]:
         app = self.get(name)
+        plan = {"plan": self.plans[name]} if name in self.plans else {}
         if isinstance(app, FlowApplication):
-            return app.describe()
+            return {**app.describe(), **plan}
         state = app.registry.app
         return {
             "name": name,
@@ -341,6 +344,7 @@ class AppRegistry:
             "split": dict(state.split) if app.config.policy == "fixed" else None,
             "ready": app.ready_models(),
             "statistics": app.statistics(),
+            **plan,
         }
 
     def summary(self) -> list[dict[str, Any]]:

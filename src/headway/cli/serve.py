@@ -35,17 +35,21 @@ from headway.apps import AppRegistry, load_config
 from headway.control.controller import Controller
 from headway.control.policy import POLICIES
 from headway.errors import ConfigError
-from headway.planning.description import read_document
+from headway.planning.applying import PlanInForce, serve_plan
+from headway.planning.description import DEFAULT_CATALOGUE, load_planning, read_document
 from headway.planning.live import LiveTuner
-from headway.planning.plan_file import apply_plan, read_plan
+from headway.planning.plan_file import read_plan
 from headway.planning.tuner import HOLD_DOWN as TUNER_HOLD_DOWN
 from headway.planning.tuner import MAX_REPLICAS as TUNER_MAX_REPLICAS
 from headway.planning.tuner import TRAILING as TUNER_TRAILING
 from headway.repository import Repository
+from headway.resources import local_gpus
 from headway.runtime.engines.inline import LOOP, InlineEngine
 from headway.runtime.engines.local import LocalEngine
 from headway.runtime.worker import FRAMEWORKS_ENV, SPIN_ENV
 from headway.store import Store
+
+log = logging.getLogger("headway.serve")
 
 #: Allocations (net) between young-generation collections in the frontend (Python's: 700).
 GC_YOUNG_THRESHOLD = 20_000
@@ -108,8 +112,13 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
     plan = read_plan(settings.plan) if settings.plan is not None else None
     if settings.tune and plan is None:
         raise ConfigError("--tune needs --plan: the tuner follows a plan's traffic envelope")
+    in_force: PlanInForce | None = None
     if plan is not None:  # each planned replica is a worker process of its own
-        workers = apply_plan(plan, repository)
+        catalogue = load_planning(settings.config)[0] if settings.config else DEFAULT_CATALOGUE
+        in_force = serve_plan(plan, repository, catalogue, gpus=local_gpus())
+        workers = in_force.workers
+        for problem in in_force.problems():
+            log.warning("plan %s: %s", settings.plan, problem)
     # a bad config file fails here, before any worker starts, with the app and key named
     declared = load_config(settings.config, repository) if settings.config else {}
     # Workers import the frameworks up front: a first import (1-4 s) inside a LOAD would hold
@@ -138,6 +147,8 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
     )
     folder = settings.config.parent if settings.config else None
     apps = AppRegistry(controller, store, declared, config_folder=folder)
+    if in_force is not None:  # GET /apps/{app} shows the plan in force
+        apps.plans[in_force.plan.app] = in_force.describe()
     max_body = int(settings.max_body_mb * 2**20)
     app = HeadwayApp(
         controller,

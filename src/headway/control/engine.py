@@ -69,9 +69,10 @@ class Reply(TypedDict):
     inputs: NotRequired[list[dict[str, Any]]]
     outputs: NotRequired[list[dict[str, Any]]]
     memory_mb: NotRequired[float]
-    #: PING: the worker's process id and the models it holds.
+    #: PING: the worker's process id, the models it holds and its native threads now.
     pid: NotRequired[int]
     models: NotRequired[list[str]]
+    threads: NotRequired[int]
     tensors: NotRequired[list[Any]]
 
 

@@ -1,14 +1,14 @@
 """The plan file (`headway plan -o plan.yaml`): what to run, and what the tuner needs.
 
-`headway serve --plan` reads its `stages` (`apply_plan`: replicas and max_batch_size per
-model, one worker process per replica); the tuner reads the rest. docs/planning.md shows the
+`headway serve --plan` reads its `stages` (`applying.serve_plan`: hardware, max_batch_size
+and replicas per model, one worker process per replica); the tuner reads the rest. docs/planning.md shows the
 file.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +16,8 @@ import yaml
 
 from headway.errors import ConfigError
 from headway.planning.description import read_document
-from headway.planning.from_flow import is_stage_model
 from headway.planning.pipeline import Catalogue, Configuration, Pipeline, StageConfig
 from headway.planning.planner import Plan, Planner
-from headway.repository import Repository
 
 
 @dataclass(frozen=True)
@@ -34,6 +32,10 @@ class PlannedStage:
     scale: float
     throughput_qps: float
     utilisation: float
+    #: The hardware kind's threads per worker and GPU, as the plan file states them (None:
+    #: a file written before it carried them; the catalogue is asked instead).
+    threads: int | None = None
+    gpu: str | None = None
 
 
 @dataclass(frozen=True)
@@ -50,25 +52,6 @@ class PlanFile:
         return Configuration(
             {s.name: StageConfig(s.hardware, s.max_batch_size, s.replicas) for s in self.stages}
         )
-
-
-def apply_plan(plan: PlanFile, repository: Repository) -> int:
-    """Give each planned model its replicas and max batch size in `repository` (in place);
-    returns the worker processes the plan needs (a replica is a worker process). A model that
-    several stages call gets their replicas together and the largest of their batch sizes.
-    A flow's model-less worker stage (`from_flow.stage_model`) is no repository model: it is
-    served as the flow's own stage model, which the plan does not size."""
-    replicas: dict[str, int] = {}
-    batches: dict[str, int] = {}
-    for stage in plan.stages:
-        if is_stage_model(stage.model):
-            continue
-        replicas[stage.model] = replicas.get(stage.model, 0) + stage.replicas
-        batches[stage.model] = max(batches.get(stage.model, 1), stage.max_batch_size)
-    for model, count in replicas.items():
-        config = repository.get(model)  # ModelNotFound names what the repository has
-        repository.models[model] = replace(config, replicas=count, max_batch_size=batches[model])
-    return sum(replicas.values())
 
 
 def plan_document(
@@ -112,9 +95,12 @@ def stage_document(
 ) -> dict[str, Any]:
     c = config[name]
     stage = pipeline[name]
+    kind = catalogue[c.hardware]
     return {
         "model": stage.model,
         "hardware": c.hardware,
+        "threads": kind.threads,
+        "gpu": kind.gpu,
         "max_batch_size": c.max_batch,
         "replicas": c.replicas,
         "scale": stage.scale,
@@ -150,6 +136,8 @@ def parse_plan(document: Any, path: str = "the plan") -> PlanFile:
                 float(raw.get("scale", 1.0)),
                 float(raw["throughput_qps"]),
                 float(raw["utilisation"]),
+                int(raw["threads"]) if raw.get("threads") is not None else None,
+                str(raw["gpu"]) if raw.get("gpu") is not None else None,
             )
             for name, raw in document["stages"].items()
         )

@@ -24,6 +24,7 @@ from typing import Any
 from headway.adapters import Adapter, adapter_class
 from headway.control.engine import Action, Answer, Emit, Reply, Tensors
 from headway.runtime import handshake
+from headway.runtime.threads import set_threads
 from headway.runtime.wire import READ_SIZE, FrameReader, connect, pack, send_all, unpack
 
 
@@ -88,6 +89,11 @@ class WorkerState:
         self.models: dict[str, Adapter] = {}
         #: Each generative model's sequences held here, by the controller's numbers.
         self.sequences: dict[str, dict[int, Held]] = {}
+        #: The threads each model computes with (its `threads` option; 1 by default).
+        self.threads: dict[str, int] = {}
+        #: What the native thread pools are set to now (`runtime.threads`): one, as the engine
+        #: starts the worker; 0 when unknown (a LOAD may have loaded a library since).
+        self.pools = 1
 
     def handle(self, action: Action, tensors: Tensors, emit: Emit | None = None) -> Answer:
         """Run one action and return its reply. A streaming model's INFER sends each part
@@ -125,6 +131,7 @@ class WorkerState:
         for key in evict or ():
             self.models.pop(key, None)
             self.sequences.pop(key, None)
+            self.threads.pop(key, None)
         if evict:
             # Young generation only: a full collection takes longer than a tight SLO on every
             # evicting LOAD (docs/decisions.md).
@@ -133,6 +140,9 @@ class WorkerState:
         adapter = adapter_class(config["framework"])(config)
         adapter.load()
         self.models[action["model"]] = adapter
+        self.threads[action["model"]] = max(1, int(adapter.options.get("threads", 1)))
+        if self.pools != 1:  # a library it loaded sized its pool from the environment's one
+            self.pools = 0
         inputs, outputs = adapter.signature()
         memory = max(0.0, _rss_mb() - before)
         reply: Reply = {
@@ -149,6 +159,7 @@ class WorkerState:
     def _unload(self, action: Action, _: Tensors) -> Answer:
         self.models.pop(action["model"], None)
         self.sequences.pop(action["model"], None)
+        self.threads.pop(action["model"], None)
         gc.collect(0)  # as for an evicting LOAD: a full collection takes too long here
         return {"id": None, "ok": True}, {}
 
@@ -156,6 +167,10 @@ class WorkerState:
         adapter = self.models.get(action["model"])
         if adapter is None:
             raise LookupError(f"model {action['model']!r} is not loaded on this worker")
+        threads = self.threads[action["model"]]
+        if threads != self.pools:
+            set_threads(threads)
+            self.pools = threads
         if adapter.streams:
             return self._stream(adapter, action, tensors, emit)
         outputs = adapter.predict(tensors, action.get("outputs"))
@@ -238,7 +253,9 @@ class WorkerState:
         }, outputs
 
     def _ping(self, action: Action, _: Tensors) -> Answer:
-        return {"id": None, "ok": True, "pid": os.getpid(), "models": sorted(self.models)}, {}
+        reply: Reply = {"id": None, "ok": True, "pid": os.getpid(), "models": sorted(self.models)}
+        reply["threads"] = self.pools
+        return reply, {}
 
 
 def _check_rows(outputs: Tensors, rows: int) -> None:
