@@ -77,6 +77,9 @@ class StubController:
     def withdraw(self, ticket: Ticket) -> bool:
         raise NotImplementedError("applications await their calls (`infer`)")
 
+    def withdraw_queued(self, ticket: Ticket) -> bool:
+        raise NotImplementedError("applications await their calls (`infer`)")
+
     async def load(self, name: str, version: str | None = None) -> ModelState:
         return self.model(name, version)
 

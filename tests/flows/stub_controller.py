@@ -50,6 +50,10 @@ class StubController:
         ticket.receiver = None
         return True
 
+    def withdraw_queued(self, ticket: Ticket) -> bool:
+        """A call still queued is one whose answer has not come: here, every one."""
+        return self.withdraw(ticket)
+
     def served(self, name: str, version: int | None = None) -> ModelState | None:
         return None
 
@@ -58,6 +62,9 @@ class StubController:
 
     def shares_workers(self, name: str) -> bool:
         return False
+
+    def keep_apart(self, names: list[str], why: str) -> None:
+        pass
 
     async def infer(self, request: InferenceRequest) -> Prediction:
         future: asyncio.Future[Prediction] = asyncio.get_running_loop().create_future()

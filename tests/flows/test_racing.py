@@ -1,5 +1,6 @@
-"""Competing copies through the controller: once one answers, a copy still queued is withdrawn
-and never takes a worker; a call abandoned with its query leaves the queue too.
+"""Competing copies through the controller: each copy a model of its own, kept on a worker of its
+own; once one answers, a copy still queued is withdrawn and never takes a worker, one already
+running is left to finish and counted; a call abandoned with its query leaves the queue too.
 
 The controller runs over the fake engine with its INFER replies held and released by hand, on a
 manual clock (no deadline passes), so which copies were ever sent is exact.
@@ -15,21 +16,23 @@ import pytest
 
 from headway.clock import ManualClock
 from headway.control.controller import Controller
-from headway.flows.calls import race
+from headway.flows.calls import RaceStats, race
 from headway.flows.deadline import QueryDeadline
 from headway.repository import Repository
 from headway.testing import FakeEngine
 
 YAML = (
-    "framework: python\nentrypoint: m.py:M\nmax_batch_size: 1\nreplicas: 2\n"
+    "framework: python\nentrypoint: m.py:M\nmax_batch_size: 1\n"
     "inputs: [{name: x, datatype: FP32, shape: [-1, 1]}]\n"
 )
+COPIES = ["c0", "c1"]
 
 
 @pytest.fixture
 def repository(tmp_path: Path) -> Repository:
-    (tmp_path / "m" / "1").mkdir(parents=True)
-    (tmp_path / "m" / "model.yaml").write_text(YAML)
+    for name in COPIES:
+        (tmp_path / name / "1").mkdir(parents=True)
+        (tmp_path / name / "model.yaml").write_text(YAML)
     return Repository.scan(tmp_path)
 
 
@@ -38,13 +41,15 @@ def query(value: float) -> dict[str, np.ndarray]:
 
 
 async def started(repository: Repository) -> tuple[Controller, FakeEngine]:
-    """Two workers both holding the model, warmed up, with INFER replies now held."""
+    """Two workers, each holding one copy, warmed up, with INFER replies now held."""
     engine = FakeEngine(size=2, duration=1e-3)
     controller = Controller(repository, engine, clock=ManualClock())
+    controller.keep_apart(COPIES, "the test's stage")
     await controller.start()
     for _ in range(200):  # the warm-up runs answer on their own
         await asyncio.sleep(0)
-    assert controller.scheduler.placement.replicas("m@1") == {0, 1}
+    placement = controller.scheduler.placement
+    assert placement.replicas("c0@1") | placement.replicas("c1@1") == {0, 1}
     assert not controller.scheduler.placement.busy_workers()
     engine.hold = True
     return controller, engine
@@ -68,37 +73,70 @@ def answer(engine: FakeEngine, value: float) -> None:
     engine.on_message(worker, *engine.answer(worker, action, tensors))
 
 
-def test_a_queued_losing_copy_is_never_sent_after_the_winner_answers(
+def queued(controller: Controller) -> int:
+    return sum(controller.scheduler.queue_length(f"{name}@1") for name in COPIES)
+
+
+def test_a_queued_loser_is_withdrawn_and_a_running_one_finishes_counted(
     repository: Repository,
 ) -> None:
     async def scenario() -> None:
         controller, engine = await started(repository)
         since = len(engine.sent)
+        stats = RaceStats()
         races = {}
         for value in (1.0, 2.0, 3.0):
             races[value] = asyncio.ensure_future(
-                race(controller, "m", query(value), 2, ten_seconds(controller), "m")
+                race(controller, COPIES, query(value), ten_seconds(controller), "m", stats)
             )
             for _ in range(3):
                 await asyncio.sleep(0)
-        # each worker runs a copy of query 1 and was sent one of query 2 ahead; 3 waits
+        # each worker runs its copy of query 1 and was sent its copy of query 2 ahead
         assert sorted(sent_values(engine, since)) == [1.0, 1.0, 2.0, 2.0]
-        assert controller.scheduler.queue_length("m@1") == 2
-        answer(engine, 1.0)  # one worker's copy wins query 1, and it takes a copy of 3
+        assert {w for w, a in engine.sent[since:] if a["op"] == "infer"} == {0, 1}
+        assert queued(controller) == 2
+        answer(engine, 1.0)  # one copy wins query 1; the other runs on: left to finish
+        assert (stats.races, stats.losers_running, stats.losers_withdrawn) == (1, 1, 0)
         for _ in range(5):
             await asyncio.sleep(0)
-        assert sent_values(engine, since).count(3.0) == 1
-        assert controller.scheduler.queue_length("m@1") == 1
-        answer(engine, 3.0)  # it wins query 3: the copy still queued is withdrawn at once
-        assert controller.scheduler.queue_length("m@1") == 0
-        engine.catch_up()  # every copy sent ends; nothing is left to send
+        engine.catch_up()  # the rest of the copies sent end; query 3's copies are sent
         for _ in range(5):
             await asyncio.sleep(0)
         engine.catch_up()
-        assert len(sent_values(engine, since)) == 5  # 2 copies of queries 1 and 2, 1 of 3
         for value, task in races.items():
             assert (await task).outputs["x"][0, 0] == value
         assert not engine.held and not controller.scheduler.placement.busy_workers()
+        await controller.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_loser_still_queued_when_the_race_is_won_never_runs(repository: Repository) -> None:
+    async def scenario() -> None:
+        controller, engine = await started(repository)
+        stats = RaceStats()
+        busy = [  # worker 1 (the other copy's) runs one and was sent the next ahead
+            asyncio.ensure_future(race(controller, ["c1"], query(v), ten_seconds(controller), "m"))
+            for v in (8.0, 9.0)
+        ]
+        for _ in range(3):
+            await asyncio.sleep(0)
+        since = len(engine.sent)
+        task = asyncio.ensure_future(
+            race(controller, COPIES, query(1.0), ten_seconds(controller), "m", stats)
+        )
+        for _ in range(3):
+            await asyncio.sleep(0)
+        answer(engine, 1.0)  # the copy on worker 0 wins while the other waits in its queue
+        assert (stats.losers_withdrawn, stats.losers_running) == (1, 0)
+        assert queued(controller) == 0
+        engine.catch_up()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        engine.catch_up()
+        assert (await task).outputs["x"][0, 0] == 1.0
+        assert [(await b).outputs["x"][0, 0] for b in busy] == [8.0, 9.0]
+        assert len(sent_values(engine, since)) == 1  # the winner; the loser was never sent
         await controller.stop()
 
     asyncio.run(scenario())
@@ -109,21 +147,21 @@ def test_copies_of_an_abandoned_race_leave_the_queue(repository: Repository) -> 
         controller, engine = await started(repository)
         since = len(engine.sent)
         busy = [
-            asyncio.ensure_future(race(controller, "m", query(v), 2, ten_seconds(controller), "m"))
+            asyncio.ensure_future(race(controller, COPIES, query(v), ten_seconds(controller), "m"))
             for v in (1.0, 2.0)
         ]  # a copy of each runs on each worker, or was sent ahead to it
         for _ in range(3):
             await asyncio.sleep(0)
         cut = asyncio.ensure_future(
-            race(controller, "m", query(3.0), 2, ten_seconds(controller), "m")
+            race(controller, COPIES, query(3.0), ten_seconds(controller), "m")
         )
         for _ in range(3):
             await asyncio.sleep(0)
-        assert controller.scheduler.queue_length("m@1") == 2
+        assert queued(controller) == 2
         cut.cancel()  # its query was cut off at its deadline
         with pytest.raises(asyncio.CancelledError):
             await cut
-        assert controller.scheduler.queue_length("m@1") == 0
+        assert queued(controller) == 0
         engine.catch_up()
         for _ in range(5):
             await asyncio.sleep(0)

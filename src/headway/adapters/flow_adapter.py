@@ -4,6 +4,7 @@ rows cross the process boundary once, however many operators the chain has.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -60,9 +61,10 @@ class FlowStageAdapter(Adapter):
         self, inputs: dict[str, np.ndarray], outputs: Sequence[str] | None = None
     ) -> dict[str, np.ndarray]:
         from headway.flows.local import run_chain
-        from headway.flows.tensors import KEEP, TIMES, from_tensors, to_tensors
+        from headway.flows.tensors import CPU, KEEP, TIMES, from_tensors, to_tensors
         from headway.flows.types import Table
 
+        cpu = time.process_time()
         rows = len(next(iter(inputs.values())))
         table = from_tensors(self.schema, inputs, tuple(range(rows)))
         table = Table(table.schema, table.rows, table.qids, self.group)
@@ -76,6 +78,7 @@ class FlowStageAdapter(Adapter):
         if keep is not None:
             out[KEEP] = np.asarray(keep, dtype=np.bool_)
         out[TIMES] = np.tile(np.asarray(seconds) / max(rows, 1), (rows, 1))
+        out[CPU] = np.full(rows, (time.process_time() - cpu) / max(rows, 1))
         return out
 
 

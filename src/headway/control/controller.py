@@ -274,6 +274,20 @@ class Controller:
         state = self.lifecycle.models.get(name)
         return state is not None and self.scheduler.placement.shares_workers(state.config.key)
 
+    def keep_apart(self, names: list[str], why: str) -> None:
+        """Serve the models `names` (the competing copies of a flow stage, `why`) on distinct
+        workers, starting the workers they need; a ConfigError says why when it cannot."""
+        self.lifecycle.keep_apart(names, why)
+
+    def withdraw_queued(self, ticket: Ticket) -> bool:
+        """`withdraw` a request only if it is still queued (whether it was); one already
+        sent is left to run and be answered (a race's loser, whose time is counted)."""
+        job = cast(Job, ticket)
+        if job.receiver is None or not self.scheduler.withdraw(job):
+            return False
+        job.receiver = None
+        return True
+
     # -- the two doors -----------------------------------------------------------------------
     def may_refuse(self, waited: float) -> bool:
         """Whether `screen` may refuse a request that waited `waited` s to be read; False while

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -18,6 +20,7 @@ from headway.control.doors import Serving
 from headway.control.request import FutureReceiver, InferenceRequest, Prediction, Ticket
 from headway.errors import HeadwayError
 from headway.flows.deadline import QueryDeadline
+from headway.flows.tensors import CPU
 
 #: A call in flight: its ticket (`Controller.submit`) and the future of its answer.
 Call = tuple[Ticket, asyncio.Future[Prediction]]
@@ -73,24 +76,74 @@ def withdraw(controller: Serving, calls: list[Call]) -> None:
             controller.withdraw(ticket)
 
 
+@dataclass
+class RaceStats:
+    """What the races of a flow's competing stages did: each race, which copy won, and its
+    losers: withdrawn while still queued (they never took a worker), or already running when
+    the race was won (they run to their end on their own worker; `loser_cpu_s` counts the CPU
+    time those spent, once they answered)."""
+
+    races: int = 0
+    won_by: dict[int, int] = field(default_factory=dict)
+    losers_withdrawn: int = 0
+    losers_running: int = 0
+    loser_cpu_s: float = 0.0
+
+    def won(self, copy: int) -> None:
+        self.races += 1
+        self.won_by[copy] = self.won_by.get(copy, 0) + 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "races": self.races,
+            "won_by_copy": {str(k): v for k, v in sorted(self.won_by.items())},
+            "losers_withdrawn": self.losers_withdrawn,
+            "losers_running": self.losers_running,
+            "loser_cpu_s": self.loser_cpu_s,
+        }
+
+
 async def race(
-    controller: Serving, name: str, tensors: dict[str, np.ndarray], copies: int,
-    deadline: QueryDeadline, where: str,
+    controller: Serving, names: list[str], tensors: dict[str, np.ndarray],
+    deadline: QueryDeadline, where: str, stats: RaceStats | None = None,
 ) -> Prediction:  # fmt: skip
-    """Send `copies` copies of one call to model `name` (each with what is left of `deadline`,
-    as `call` gives it); the first good answer wins. The moment it arrives (inside its reply,
+    """Send one copy of a call to each of the models `names` (a competing stage's copies, each
+    on a worker of its own: `Controller.keep_apart`), each with what is left of `deadline`, as
+    `call` gives it; the first good answer wins. The moment it arrives (inside its reply,
     before the worker it freed takes its next action) the copies still queued are withdrawn,
-    so a loser never takes a worker after the race is won; so are all unanswered copies if the
-    race is abandoned."""
+    so a loser never takes a worker after the race is won; a copy already running finishes
+    on its own worker, its answer ignored and its CPU time counted (`stats`). All unanswered
+    copies are withdrawn if the race is abandoned."""
     calls: list[Call] = []
+    running: list[asyncio.Future[Prediction]] = []  # losers left to finish
     refused: HeadwayError | None = None
 
     def won(future: asyncio.Future[Prediction]) -> None:
-        if not future.cancelled() and future.exception() is None:
-            withdraw(controller, [c for c in calls if c[1] is not future])
+        if running or future.cancelled() or future.exception() is not None:
+            return
+        if any(
+            f.done() and not f.cancelled() and not f.exception()
+            for _, f in calls
+            if f is not future
+        ):
+            return  # decided already
+        if stats is not None:
+            stats.won(next((i for i, c in enumerate(calls) if c[1] is future), len(calls)))
+        for ticket, other in calls:
+            if other is future or other.done():
+                continue
+            if controller.withdraw_queued(ticket):
+                other.cancel()
+                if stats is not None:
+                    stats.losers_withdrawn += 1
+            else:
+                running.append(other)
+                if stats is not None:
+                    stats.losers_running += 1
+                    other.add_done_callback(partial(loser_cpu, stats))
 
     try:
-        for _ in range(copies):
+        for name in names:
             if any(c[1].done() and not c[1].cancelled() and not c[1].exception() for c in calls):
                 break  # answered inside `submit` (an engine that runs in this process)
             try:
@@ -104,4 +157,13 @@ async def race(
         winner: Prediction = await first([c[1] for c in calls])
         return winner
     finally:
-        withdraw(controller, calls)
+        withdraw(controller, [c for c in calls if not any(c[1] is f for f in running)])
+
+
+def loser_cpu(stats: RaceStats, future: asyncio.Future[Prediction]) -> None:
+    """Count the CPU time a race's loser spent running (its stage's `CPU` output)."""
+    if future.cancelled() or future.exception() is not None:
+        return
+    spent = future.result().outputs.get(CPU)
+    if spent is not None:
+        stats.loser_cpu_s += float(spent.sum())

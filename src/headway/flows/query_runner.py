@@ -307,8 +307,8 @@ class QueryRunner:
     async def _compete(
         self, stage: FlowStage, tensors: dict[str, np.ndarray], deadline: QueryDeadline
     ) -> Prediction:
-        """The rows go to the stage `replicas` times (a competing stage's model has that many
-        replicas and batches nothing, so the copies run on different workers); the first good
-        answer wins and the copies still queued are withdrawn (`calls.race`)."""
-        (name,) = self.stage_models.names[stage.id]
-        return await race(self.controller, name, tensors, stage.replicas, deadline, stage.name)
+        """The rows go to each of the stage's models: one, or a competing stage's copies (each
+        a model of its own, on a worker of its own, batching nothing); the first good answer
+        wins and the copies still queued are withdrawn (`calls.race`)."""
+        names = self.stage_models.names[stage.id]
+        return await race(self.controller, names, tensors, deadline, stage.name, self.stats.races)

@@ -3,8 +3,9 @@ loaded and warmed before it is ready, unloaded with it.
 
 A stage that is one model operator *is* that repository model; any other action stage (a fused
 chain, with or without a model) is registered as a model of framework `flow` whose worker runs
-the whole chain in one action (`headway.adapters.flow_adapter`). A competing stage's model has
-`compete_replicas` replicas (distinct workers) and batch size 1.
+the whole chain in one action (`headway.adapters.flow_adapter`). A competing stage is
+`compete_replicas` such models (its copies, `...s<id>.c<i>`), batch size 1, kept on distinct
+workers (`Controller.keep_apart`: the server starts the workers they need, or refuses the app).
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ WARM_POLL_S = 0.02
 
 def served_directly(stage: FlowStage) -> bool:
     """A stage that is one model operator is served as that repository model itself (its
-    batching, replicas, cache), unless batching is off for the flow."""
-    return stage.only_model and stage.batching
+    batching, replicas, cache), unless batching is off for the flow or the stage competes."""
+    return stage.only_model and stage.batching and stage.replicas == 1
 
 
 def model_signature(controller: Serving, key: str) -> tuple[TensorSpec, ...]:
@@ -76,8 +77,20 @@ class StageModels:
                 self.names[stage.id] = [stage.models[0]]
                 continue
             name = f"flow.{self.app}.{generation}.s{stage.id}"
-            self.controller.repository.models[name] = replace(self._stage_config(stage), name=name)
-            self.names[stage.id] = [name]
+            config = self._stage_config(stage)
+            names = (
+                [name] if stage.replicas == 1 else [f"{name}.c{i}" for i in range(stage.replicas)]
+            )
+            for each in names:
+                self.controller.repository.models[each] = replace(config, name=each)
+            self.names[stage.id] = names
+            if len(names) > 1:
+                try:
+                    self.controller.keep_apart(names, f"app {self.app!r}: stage {stage.name!r}")
+                except HeadwayError:  # the app is refused: none of its stage models stays
+                    for each in self._own_models():
+                        self.controller.repository.models.pop(each, None)
+                    raise
 
     def _stage_config(self, stage: FlowStage) -> ModelConfig:
         """A stage's model: its chain's models go with it; it takes their batching."""
@@ -95,8 +108,8 @@ class StageModels:
         path, _ = split_spec(self.config.flow, f"app {self.app!r}")
         batch = (inherit.max_batch_size if inherit else 32) if stage.batching else 1
         replicas = inherit.replicas if inherit else 1
-        if stage.replicas > 1:  # competing copies of a query run apart, one per worker
-            batch, replicas = 1, stage.replicas
+        if stage.replicas > 1:  # each copy a model of its own, on a worker of its own
+            batch, replicas = 1, 1
         return ModelConfig(
             name=f"flow.{self.app}",
             version=1,
@@ -149,16 +162,16 @@ class StageModels:
         for stage in self.plan.stages:
             if stage.kind != ACTION or served_directly(stage):
                 continue
-            name = self.names[stage.id][0]
-            state = self.controller.served(name)
-            if state is None or state.state != READY:
-                continue
-            first = self.flow.nodes[stage.nodes[0]].inputs[0].shape
-            mine = [op for op, _ in self.plan.ops(stage)]
-            ops = [*mine, *(n.op for n in self.flow.nodes if n.op is not None and n.op not in mine)]
-            specs = stage_inputs(first.schema, ops, self.signature)
-            if specs is not None:
-                self.controller.warm_up(name, specs)
+            for name in self.names[stage.id]:
+                state = self.controller.served(name)
+                if state is None or state.state != READY:
+                    continue
+                first = self.flow.nodes[stage.nodes[0]].inputs[0].shape
+                mine = [op for op, _ in self.plan.ops(stage)]
+                others = (n.op for n in self.flow.nodes if n.op is not None and n.op not in mine)
+                specs = stage_inputs(first.schema, [*mine, *others], self.signature)
+                if specs is not None:
+                    self.controller.warm_up(name, specs)
 
     def signature(self, key: str) -> tuple[TensorSpec, ...]:
         return model_signature(self.controller, key)

@@ -14,6 +14,7 @@ from typing import Any
 
 from headway.apps.records import Latencies
 from headway.control.model_stats import LATENCY_BUCKETS, Histogram
+from headway.flows.calls import RaceStats
 from headway.flows.plan import FlowPlan
 
 
@@ -68,6 +69,7 @@ class FlowStats:
         self.failed = 0
         #: Queries answered with the default output (their deadline could not be made).
         self.defaults = 0
+        self.races = RaceStats()
 
     def action(
         self,
@@ -98,4 +100,5 @@ class FlowStats:
             "defaults": self.defaults,
             "latency": self.latency.summary(),
             "operators": [op.to_dict() for op in self.operators.values()],
+            "races": self.races.to_dict(),
         }

@@ -20,6 +20,8 @@ from headway.flows.types import Schema, Table
 NULL = "\0null:"
 KEEP = "\0keep"
 TIMES = "\0seconds"
+#: The CPU seconds a worker's action took, shared out over its rows (a race counts its losers').
+CPU = "\0cpu"
 _JSON = orjson.OPT_SERIALIZE_NUMPY
 
 

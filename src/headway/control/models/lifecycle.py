@@ -14,6 +14,7 @@ from headway.control.actions import LOAD, UNLOAD
 from headway.control.engine import Engine, Reply
 from headway.control.jobs import Job
 from headway.control.model_stats import ModelStats
+from headway.control.models.apart import apart_workers, workers_short
 from headway.control.models.measuring import WARMUP_RUNS, Measuring
 from headway.control.models.states import (
     LOADING,
@@ -24,7 +25,14 @@ from headway.control.models.states import (
     size_estimate,
 )
 from headway.control.scheduling.scheduler import Scheduler
-from headway.errors import HeadwayError, InvalidInput, ModelNotFound, ModelNotReady, WorkerFailed
+from headway.errors import (
+    ConfigError,
+    HeadwayError,
+    InvalidInput,
+    ModelNotFound,
+    ModelNotReady,
+    WorkerFailed,
+)
 from headway.repository import MAX_VERSION_DIGITS, ModelConfig, Repository, TensorSpec
 from headway.store import Store
 
@@ -74,6 +82,8 @@ class ModelLifecycle:
         self.ready_workers: set[int] = set()
         #: Set once every worker is ready.
         self.all_ready = asyncio.Event()
+        #: The models each model must not share a worker with (`keep_apart`), by key.
+        self.apart: dict[str, frozenset[str]] = {}
         for name in repository.models:
             self.register(name)
 
@@ -168,8 +178,54 @@ class ModelLifecycle:
             for worker in started:
                 self.placement.setdefault(worker, set())
             return list(started)
+        siblings = self.apart.get(config.key)
+        if siblings:
+            return self.place_apart(config, siblings)
         workers = sorted(self.placement, key=lambda w: (len(self.placement[w]), w))
         return workers[: max(1, min(config.replicas, len(workers)))]
+
+    def keep_apart(self, names: list[str], why: str) -> None:
+        """Place the models `names` (the competing copies of a flow stage, `why`) on distinct
+        workers: the engine starts the workers they need beyond those it has, now; a
+        ConfigError says why when it cannot (then nothing is kept apart). An engine that
+        starts workers for each model (Ray's actors) gives each its own already."""
+        keys = [self.model(name).config.key for name in names]
+        short = workers_short(len(self.placement), len(keys))
+        started: list[int] = []
+        if self.engine.kind != "ray" and not self.on_demand:
+            for _ in range(short):
+                worker = self.engine.grow(self.states[keys[0]].config)
+                if worker is None:
+                    for grown in started:
+                        self.engine.retire(grown)
+                        del self.placement[grown]
+                    raise ConfigError(
+                        f"{why} races {len(keys)} copies, which need {len(keys)} distinct "
+                        f"workers; the server has {len(self.placement)} and its "
+                        f"{self.engine.kind} engine cannot start more: serve with more "
+                        "--workers (or --engine local), or turn compete off for the app"
+                    )
+                self.placement[worker] = set()
+                started.append(worker)
+        for key in keys:
+            self.apart[key] = frozenset(keys) - {key}
+
+    def place_apart(self, config: ModelConfig, siblings: frozenset[str]) -> list[int]:
+        """Workers for a model kept apart from `siblings`: ones holding none of them, more
+        started where too few are free (ModelNotReady when the engine cannot)."""
+        chosen, short = apart_workers(self.placement, siblings, max(1, config.replicas))
+        for _ in range(short):
+            worker = self.engine.grow(config)
+            if worker is None:
+                break
+            self.placement[worker] = set()
+            chosen.append(worker)
+        if not chosen:
+            raise ModelNotReady(
+                f"model {config.name!r}: every worker holds one of its competing copies, and "
+                f"the {self.engine.kind} engine cannot start another"
+            )
+        return chosen
 
     def release_idle_workers(self) -> None:
         """Hand back the workers that host nothing any more, with an engine that started them
