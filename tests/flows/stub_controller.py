@@ -66,6 +66,9 @@ class StubController:
     def keep_apart(self, names: list[str], why: str) -> None:
         pass
 
+    def stop_running(self, ticket: Ticket) -> bool:
+        return False
+
     async def infer(self, request: InferenceRequest) -> Prediction:
         future: asyncio.Future[Prediction] = asyncio.get_running_loop().create_future()
         self.submit(request, FutureReceiver(future))

@@ -288,6 +288,16 @@ class Controller:
         job.receiver = None
         return True
 
+    def stop_running(self, ticket: Ticket) -> bool:
+        """Ask the worker running a request that was sent (a race's loser) to stop it, where
+        the engine can (`Engine.stop_action`); whether it was asked. The request is then
+        answered with an error saying how much CPU time it had spent."""
+        job = cast(Job, ticket)
+        for dispatch in self.scheduler.placement.inflight.values():
+            if job in dispatch.requests:
+                return self.engine.stop_action(dispatch.worker, dispatch.id)
+        return False
+
     # -- the two doors -----------------------------------------------------------------------
     def may_refuse(self, waited: float) -> bool:
         """Whether `screen` may refuse a request that waited `waited` s to be read; False while

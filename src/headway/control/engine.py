@@ -8,6 +8,7 @@ contract; every engine (local processes, inline, the tests' fake, the simulator'
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, NotRequired, Protocol, TypedDict
 
@@ -74,6 +75,18 @@ class Reply(TypedDict):
     models: NotRequired[list[str]]
     threads: NotRequired[int]
     tensors: NotRequired[list[Any]]
+
+
+#: How a worker says it stopped an action (`Engine.stop_action`), with the CPU time it had spent.
+STOPPED_AFTER = "stopped after {cpu:.6f} s of CPU"
+_STOPPED = re.compile(r"stopped after ([0-9.]+) s of CPU")
+
+
+def stopped_cpu(error: str) -> float | None:
+    """The CPU seconds a stopped action had spent, from its error; None if it was not stopped
+    while it ran."""
+    found = _STOPPED.search(error)
+    return None if found is None else float(found.group(1))
 
 
 Message = tuple[Action, Tensors]
@@ -164,6 +177,12 @@ class Engine(Protocol):
         raise ModelNotReady saying why none can be placed. None: the controller places the
         model among the engine's `size` workers."""
         return None
+
+    def stop_action(self, worker: int, action: int) -> bool:
+        """Stop the action `action` on `worker` if it runs there or has not started (its reply
+        is then an error saying so: `STOPPED_AFTER`); whether the engine could ask. Only a
+        worker process of this machine can be stopped (`runtime.stopping`)."""
+        return False
 
     def retire(self, worker: int) -> bool:
         """Stop `worker` for good if it was started by `place` or `grow` (its model is gone);

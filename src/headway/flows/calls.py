@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from headway.control.doors import Serving
+from headway.control.engine import stopped_cpu
 from headway.control.request import FutureReceiver, InferenceRequest, Prediction, Ticket
 from headway.errors import HeadwayError
 from headway.flows.deadline import QueryDeadline
@@ -80,13 +81,15 @@ def withdraw(controller: Serving, calls: list[Call]) -> None:
 class RaceStats:
     """What the races of a flow's competing stages did: each race, which copy won, and its
     losers: withdrawn while still queued (they never took a worker), or already running when
-    the race was won (they run to their end on their own worker; `loser_cpu_s` counts the CPU
-    time those spent, once they answered)."""
+    the race was won: stopped where their worker can stop them, else run to their end on their
+    own worker; `loser_cpu_s` counts the CPU time those spent, once they ended."""
 
     races: int = 0
     won_by: dict[int, int] = field(default_factory=dict)
     losers_withdrawn: int = 0
     losers_running: int = 0
+    #: Of `losers_running`: those their worker was asked to stop (a local worker process).
+    losers_stopped: int = 0
     loser_cpu_s: float = 0.0
 
     def won(self, copy: int) -> None:
@@ -99,6 +102,7 @@ class RaceStats:
             "won_by_copy": {str(k): v for k, v in sorted(self.won_by.items())},
             "losers_withdrawn": self.losers_withdrawn,
             "losers_running": self.losers_running,
+            "losers_stopped": self.losers_stopped,
             "loser_cpu_s": self.loser_cpu_s,
         }
 
@@ -111,9 +115,10 @@ async def race(
     on a worker of its own: `Controller.keep_apart`), each with what is left of `deadline`, as
     `call` gives it; the first good answer wins. The moment it arrives (inside its reply,
     before the worker it freed takes its next action) the copies still queued are withdrawn,
-    so a loser never takes a worker after the race is won; a copy already running finishes
-    on its own worker, its answer ignored and its CPU time counted (`stats`). All unanswered
-    copies are withdrawn if the race is abandoned."""
+    so a loser never takes a worker after the race is won; a copy already running is told to
+    stop (`Controller.stop_running`, where its worker can) or finishes, its answer ignored
+    and its CPU time counted (`stats`). All unanswered copies are withdrawn if the race is
+    abandoned."""
     calls: list[Call] = []
     running: list[asyncio.Future[Prediction]] = []  # losers left to finish
     refused: HeadwayError | None = None
@@ -138,8 +143,10 @@ async def race(
                     stats.losers_withdrawn += 1
             else:
                 running.append(other)
+                stopped = controller.stop_running(ticket)
                 if stats is not None:
                     stats.losers_running += 1
+                    stats.losers_stopped += stopped
                     other.add_done_callback(partial(loser_cpu, stats))
 
     try:
@@ -161,8 +168,13 @@ async def race(
 
 
 def loser_cpu(stats: RaceStats, future: asyncio.Future[Prediction]) -> None:
-    """Count the CPU time a race's loser spent running (its stage's `CPU` output)."""
-    if future.cancelled() or future.exception() is not None:
+    """Count the CPU time a race's loser spent running: its stage's `CPU` output, or what
+    its worker said when it stopped it."""
+    if future.cancelled():
+        return
+    error = future.exception()
+    if error is not None:
+        stats.loser_cpu_s += stopped_cpu(str(error)) or 0.0
         return
     spent = future.result().outputs.get(CPU)
     if spent is not None:

@@ -24,6 +24,7 @@ from typing import Any
 from headway.adapters import Adapter, adapter_class
 from headway.control.engine import Action, Answer, Emit, Reply, Tensors
 from headway.runtime import handshake
+from headway.runtime.stopping import StopMarks
 from headway.runtime.threads import set_threads
 from headway.runtime.wire import READ_SIZE, FrameReader, connect, pack, send_all, unpack
 
@@ -94,6 +95,8 @@ class WorkerState:
         #: What the native thread pools are set to now (`runtime.threads`): one, as the engine
         #: starts the worker; 0 when unknown (a LOAD may have loaded a library since).
         self.pools = 1
+        #: Where the frontend marks the actions it stops (None: it stops none).
+        self.stops: StopMarks | None = None
 
     def handle(self, action: Action, tensors: Tensors, emit: Emit | None = None) -> Answer:
         """Run one action and return its reply. A streaming model's INFER sends each part
@@ -173,7 +176,15 @@ class WorkerState:
             self.pools = threads
         if adapter.streams:
             return self._stream(adapter, action, tensors, emit)
-        outputs = adapter.predict(tensors, action.get("outputs"))
+        stops = self.stops
+        if stops is None:
+            outputs = adapter.predict(tensors, action.get("outputs"))
+        else:
+            try:  # the handler clears `running` itself when it stops the action
+                stops.begin(action["id"])  # ActionStopped: stopped before it started
+                outputs = adapter.predict(tensors, action.get("outputs"))
+            finally:
+                stops.end()
         _check_rows(outputs, action["rows"])
         return {"id": None, "ok": True}, outputs
 
@@ -267,9 +278,10 @@ def _check_rows(outputs: Tensors, rows: int) -> None:
             )
 
 
-def serve(endpoint: str, identity: str, secret: str) -> None:
+def serve(endpoint: str, identity: str, secret: str, stops: str | None = None) -> None:
     """Connect to the controller, prove it holds the server's `secret` (`runtime.handshake`),
-    and execute actions until told to stop or orphaned."""
+    and execute actions until told to stop or orphaned; `stops`: the file where the frontend
+    marks the actions it stops (`runtime.stopping`)."""
     parent = os.getppid()
     # Imports first: once connected, the frontend gives a worker only moments to say hello.
     prepare(os.environ.get(FRAMEWORKS_ENV, ""))
@@ -283,6 +295,9 @@ def serve(endpoint: str, identity: str, secret: str) -> None:
         return  # the frontend is gone, or is not one
     send_all(sock, pack(handshake.hello(secret, first, identity, os.getpid())))
     state = WorkerState()
+    if stops is not None:
+        state.stops = StopMarks(stops)
+        state.stops.install()
 
     def emit(reply: Reply, outputs: Tensors) -> None:
         send_all(sock, pack(reply, outputs))
@@ -347,12 +362,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="A Headway worker process.")
     parser.add_argument("--endpoint", required=True)
     parser.add_argument("--identity", required=True)
+    parser.add_argument("--stops", default=None, help="the frontend's stop file for this worker")
     args = parser.parse_args(argv)
     # Not on the command line (`ps` shows it to every user), and not left in the environment
     # for the processes a model may start.
     secret = os.environ.pop(handshake.SECRET_ENV, "")
     with contextlib.suppress(KeyboardInterrupt):
-        serve(args.endpoint, args.identity, secret)
+        serve(args.endpoint, args.identity, secret, args.stops)
     sys.exit(0)
 
 

@@ -21,6 +21,7 @@ from headway.control.engine import Action, Engine, OnExit, OnMessage, OnReady, T
 from headway.repository import ModelConfig
 from headway.runtime import handshake
 from headway.runtime.engines.worker_sockets import WorkerLink, WorkerSockets
+from headway.runtime.stopping import SIGNAL, StopFile
 from headway.runtime.wire import Frames, pack, unpack
 
 log = logging.getLogger("headway.engine")
@@ -108,6 +109,8 @@ class LocalEngine(Engine):
         self._stopping = False
         #: workers started by `grow` beyond the `size` the engine started with
         self._grown: set[int] = set()
+        #: Each worker process's stop file (`runtime.stopping`), by worker.
+        self._stops: dict[int, StopFile] = {}
         self.on_ready: OnReady = lambda worker, pid: None
         self.on_message: OnMessage = lambda worker, header, tensors: None
         self.on_exit: OnExit = lambda worker, code: None
@@ -136,6 +139,9 @@ class LocalEngine(Engine):
                 proc.process.kill()
                 proc.process.wait()
         self._procs.clear()
+        for stops in self._stops.values():
+            stops.close()
+        self._stops.clear()
         self._sockets.stop()
         if self._ipc_path:
             with contextlib.suppress(OSError):
@@ -153,6 +159,9 @@ class LocalEngine(Engine):
         if worker not in self._grown:
             return False
         self._grown.discard(worker)
+        stops = self._stops.pop(worker, None)
+        if stops is not None:
+            stops.close()
         proc = self._procs.pop(worker, None)
         if proc is not None:
             self._write(proc, pack({"op": "stop"}))
@@ -160,6 +169,20 @@ class LocalEngine(Engine):
                 self._sockets.close(proc.connection)
             if proc.process.poll() is None:
                 proc.process.kill()
+        return True
+
+    def stop_action(self, worker: int, action: int) -> bool:
+        """Mark `action` stopped in the worker's stop file and signal the worker."""
+        proc, stops = self._procs.get(worker), self._stops.get(worker)
+        if proc is None or stops is None or proc.process.pid is None:
+            return False
+        if proc.process.poll() is not None:
+            return False
+        stops.mark(action)
+        try:
+            os.kill(proc.process.pid, SIGNAL)
+        except ProcessLookupError:
+            return False
         return True
 
     def pids(self) -> dict[int, int]:
@@ -249,6 +272,10 @@ class LocalEngine(Engine):
 
     def _launch(self, worker: int, identity: str) -> Launched:
         """Start the process of `worker`, which will say hello as `identity`."""
+        stops = self._stops.get(worker)
+        if stops is None:
+            base = self._ipc_path or os.path.join(tempfile.gettempdir(), f"headway-{os.getpid()}")
+            stops = self._stops[worker] = StopFile(f"{base}.w{worker}.stops")
         return subprocess.Popen(
             [
                 sys.executable,
@@ -258,6 +285,8 @@ class LocalEngine(Engine):
                 self.endpoint,
                 "--identity",
                 identity,
+                "--stops",
+                stops.path,
             ],
             env=self.env,
             stdin=subprocess.DEVNULL,
