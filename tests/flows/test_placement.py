@@ -28,6 +28,7 @@ from headway.flows.placement import (
     row_seconds,
     runs_in_frontend,
 )
+from headway.flows.plan import PlannedSize
 from headway.flows.serving import FlowApplication
 
 
@@ -131,3 +132,17 @@ def test_a_high_variance_model_less_stage_stays_on_its_workers() -> None:
     measured(app, MEASURED_ROWS, FRONTEND_ROW_S / 10)
     assert in_frontend(stage, app.stats.operators)
     assert not in_frontend(varied, app.stats.operators)  # its mean hides its slow calls
+
+
+def test_a_plan_sizes_a_model_less_stage_s_own_model() -> None:
+    controller = WorkerStub({"a": 0.01})
+    config = AppConfig("cascade", (), slo_ms=100.0, default_output=-1, flow=f"{__file__}:cascade")
+    planned = {"(flow cascade stage map:pick)": PlannedSize(3, 16, 2)}
+    app = FlowApplication(config, controller, Lookups(), flow=cascade(), planned=planned)
+    stage = next(s for s in app.plan.stages if s.name == "map:pick")
+    (name,) = app.stage_models.names[stage.id]
+    sized = controller.repository.models[name]
+    assert (sized.replicas, sized.max_batch_size, sized.options["threads"]) == (3, 16, 2)
+    assert app.stage_models.sized == {"(flow cascade stage map:pick)"}
+    _, other, unplanned = deployed()
+    assert "threads" not in other.repository.models[unplanned].options

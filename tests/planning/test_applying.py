@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from headway.flows.plan import PlannedSize
 from headway.planning.applying import serve_plan
 from headway.planning.description import DEFAULT_CATALOGUE
 from headway.planning.pipeline import Catalogue, Hardware
@@ -94,14 +95,21 @@ def test_stages_of_one_model_add_their_replicas(tmp_path: Path) -> None:
     assert (config.replicas, config.max_batch_size, config.options["threads"]) == (3, 8, 2)
 
 
-def test_a_model_less_flow_stage_is_not_sized_and_says_so(tmp_path: Path) -> None:
+def test_a_model_less_flow_stage_is_sized_by_its_app(tmp_path: Path) -> None:
     repo = repository(tmp_path, ("m", "sklearn"))
-    in_force = serve_plan(
-        plan(stage("w", "(flow f stage join)", "cpu1")), repo, DEFAULT_CATALOGUE, gpus=0
+    planned = plan(
+        stage("w", "(flow f stage join)", "cpu2", batch=8, replicas=2),
+        stage("g", "(flow f stage other)", "gpu", threads=1, gpu="a100"),
     )
-    (described,) = in_force.describe()["stages"]
-    assert described["applied"] == [] and "stage model" in described["not_applied"]["replicas"]
-    assert in_force.workers == 0
+    in_force = serve_plan(planned, repo, DEFAULT_CATALOGUE, gpus=1)
+    assert in_force.flow_stages() == {
+        "(flow f stage join)": PlannedSize(2, 8, 2),
+        "(flow f stage other)": PlannedSize(1, 4, 1),
+    }
+    assert in_force.workers == 3  # a worker per replica of each
+    joined, other = in_force.describe()["stages"]
+    assert joined["flow_stage"] and joined["not_applied"] == {}
+    assert other["not_applied"] == {"device": "a flow's model-less stage runs on the CPU only"}
 
 
 def test_a_plan_file_carries_each_stage_s_threads_and_gpu() -> None:

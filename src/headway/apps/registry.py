@@ -19,6 +19,7 @@ from headway.apps.records import QueryLog
 from headway.control.doors import Serving
 from headway.errors import ConfigError, InvalidInput, ModelNotFound
 from headway.flows.lookups import Lookups
+from headway.flows.plan import PlannedSize
 from headway.flows.serving import FlowApplication
 from headway.selection import StateRegistry
 from headway.store import Store
@@ -77,6 +78,8 @@ class AppRegistry:
         self._flusher: asyncio.Task[None] | None = None
         #: The plan in force for an app (`headway serve --plan`), as its description shows it.
         self.plans: dict[str, dict[str, Any]] = {}
+        #: The plan's sizes of model-less flow stages, by the name each is planned as.
+        self.planned: dict[str, PlannedSize] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def start(self) -> None:
@@ -201,7 +204,7 @@ class AppRegistry:
         return app
 
     def _install_flow(self, config: AppConfig, source: dict[str, Any] | None) -> FlowApplication:
-        app = FlowApplication(config, self.controller, self.lookups)
+        app = FlowApplication(config, self.controller, self.lookups, planned=self.planned)
         if self.db is not None:  # its select operators' learned state, when the policy is kept
             app.restore(self.db.states(config.name))
         self._replace(config.name, app)
@@ -336,6 +339,8 @@ class AppRegistry:
         app = self.get(name)
         plan = {"plan": self.plans[name]} if name in self.plans else {}
         if isinstance(app, FlowApplication):
+            if plan:
+                plan = {"plan": unsized(plan["plan"], app.stage_models.sized)}
             return {**app.describe(), **plan}
         state = app.registry.app
         return {
@@ -365,3 +370,16 @@ class AppRegistry:
                 "feedback": stats.feedback,
             })  # fmt: skip
         return out
+
+
+def unsized(plan: dict[str, Any], sized: set[str]) -> dict[str, Any]:
+    """The plan in force, with each model-less flow stage the app did not size (its flow has
+    no such stage, say, since it was planned) shown as not applied."""
+    stages = []
+    for stage in plan["stages"]:
+        if stage.get("flow_stage") and stage["model"] not in sized:
+            why = "the app's flow has no worker stage planned under this name"
+            stage = {**stage, "applied": [],
+                     "not_applied": dict.fromkeys(["hardware", "max_batch_size", "replicas"], why)}  # fmt: skip
+        stages.append(stage)
+    return {**plan, "stages": stages}

@@ -149,6 +149,7 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
     apps = AppRegistry(controller, store, declared, config_folder=folder)
     if in_force is not None:  # GET /apps/{app} shows the plan in force
         apps.plans[in_force.plan.app] = in_force.describe()
+        apps.planned.update(in_force.flow_stages())
     max_body = int(settings.max_body_mb * 2**20)
     app = HeadwayApp(
         controller,

@@ -9,7 +9,7 @@ which models.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -95,6 +95,25 @@ class FlowPlan:
             "edges": self.edges,
             "sink": self.sink,
         }  # fmt: skip
+
+
+#: The model a model-less worker stage is planned as (`planning.from_flow`; no repository
+#: model is named so), which `headway serve --plan` sizes the stage by.
+STAGE_MODEL = "(flow {flow} stage {stage})"
+
+
+def stage_model(plan: FlowPlan, stage: FlowStage) -> str:
+    """The model a model-less worker stage is planned as."""
+    return STAGE_MODEL.format(flow=plan.flow.name, stage=stage.name)
+
+
+class PlannedSize(NamedTuple):
+    """What a plan (`headway serve --plan`) gives a model-less worker stage's model: its
+    replicas, max batch size and threads (None: as it is)."""
+
+    replicas: int
+    max_batch_size: int
+    threads: int | None
 
 
 def is_action(op: Operator | None) -> bool:

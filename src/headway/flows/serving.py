@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -20,7 +21,7 @@ from headway.flows.deadline import QueryDeadline, explanation
 from headway.flows.flow import Flow
 from headway.flows.lookups import Lookups
 from headway.flows.model_inputs import check_types
-from headway.flows.plan import FlowPlan
+from headway.flows.plan import FlowPlan, PlannedSize
 from headway.flows.query_runner import QueryRunner, QueryTrace
 from headway.flows.select_state import SelectState
 from headway.flows.source import load_flow
@@ -44,7 +45,12 @@ class FlowApplication:
     are before the server is ready."""
 
     def __init__(
-        self, config: AppConfig, controller: Serving, lookups: Lookups, flow: Flow | None = None
+        self,
+        config: AppConfig,
+        controller: Serving,
+        lookups: Lookups,
+        flow: Flow | None = None,
+        planned: Mapping[str, PlannedSize] | None = None,
     ) -> None:
         assert config.flow is not None
         self.config = config
@@ -55,7 +61,7 @@ class FlowApplication:
         check_types(self.flow, partial(model_signature, controller), f"app {config.name!r}")
         self.stats = FlowStats(self.plan)
         self.selects = SelectState(config.name, self.plan)
-        self.stage_models = StageModels(config, self.flow, self.plan, controller)
+        self.stage_models = StageModels(config, self.flow, self.plan, controller, planned)
         self.runner = QueryRunner(
             config.name, self.flow, self.plan, controller, lookups, self.stage_models,
             self.selects, self.stats,

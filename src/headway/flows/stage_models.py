@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -22,7 +22,7 @@ from headway.control.doors import Serving
 from headway.control.models.states import READY
 from headway.errors import HeadwayError
 from headway.flows.flow import Flow
-from headway.flows.plan import ACTION, FlowPlan, FlowStage
+from headway.flows.plan import ACTION, FlowPlan, FlowStage, PlannedSize, stage_model
 from headway.flows.source import split_spec
 from headway.flows.warmup import stage_inputs
 from headway.repository import ModelConfig, TensorSpec
@@ -55,11 +55,22 @@ def model_signature(controller: Serving, key: str) -> tuple[TensorSpec, ...]:
 class StageModels:
     """The models each action stage of one flow app calls, by stage id (`names`)."""
 
-    def __init__(self, config: AppConfig, flow: Flow, plan: FlowPlan, controller: Serving) -> None:
+    def __init__(
+        self,
+        config: AppConfig,
+        flow: Flow,
+        plan: FlowPlan,
+        controller: Serving,
+        planned: Mapping[str, PlannedSize] | None = None,
+    ) -> None:
         self.config = config
         self.flow = flow
         self.plan = plan
         self.controller = controller
+        #: A plan's sizes, by the name a model-less stage is planned as (`flows.plan.stage_model`).
+        self.planned = planned or {}
+        #: The planned names of the stages sized by the plan.
+        self.sized: set[str] = set()
         self.names: dict[int, list[str]] = {}
         self._loading: asyncio.Future[Any] | None = None
         self._register()
@@ -108,6 +119,13 @@ class StageModels:
         path, _ = split_spec(self.config.flow, f"app {self.app!r}")
         batch = (inherit.max_batch_size if inherit else 32) if stage.batching else 1
         replicas = inherit.replicas if inherit else 1
+        threads = inherit.options.get("threads") if inherit else None  # its model's pools
+        size = None if stage.models else self.planned.get(stage_model(self.plan, stage))
+        if size is not None:  # a model-less worker stage, as planned
+            self.sized.add(stage_model(self.plan, stage))
+            replicas = size.replicas
+            batch = size.max_batch_size if stage.batching else 1
+            threads = size.threads if size.threads is not None else threads
         if stage.replicas > 1:  # each copy a model of its own, on a worker of its own
             batch, replicas = 1, 1
         return ModelConfig(
@@ -126,6 +144,7 @@ class StageModels:
                 "operators": list(stage.operators),
                 "compiler": asdict(self.plan.options),
                 "models": wires,
+                **({} if threads is None else {"threads": threads}),
             },
         )
 

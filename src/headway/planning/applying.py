@@ -4,7 +4,9 @@ has one and so does this machine), and each field it could not apply, with the r
 `GET /apps/{app}` shows both (`PlanInForce.describe`).
 
 A model that several stages call gets their replicas together, the largest of their batch
-sizes and threads, and a GPU if any of them planned one.
+sizes and threads, and a GPU if any of them planned one. A flow's model-less worker stage is
+planned as no repository model (`flows.plan.stage_model`): its sizes go to the flow app,
+which gives them to the stage's own model when it deploys (`flows.stage_models`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from headway.flows.plan import PlannedSize
 from headway.planning.from_flow import is_stage_model
 from headway.planning.pipeline import Catalogue
 from headway.planning.plan_file import PlanFile, PlannedStage
@@ -37,6 +40,8 @@ class StageInForce:
     threads: int | None
     device: str
     not_applied: Mapping[str, str]
+    #: A flow's model-less worker stage, sized by its app when it deploys.
+    flow_stage: bool = False
 
     def describe(self) -> dict[str, Any]:
         s = self.stage
@@ -50,6 +55,7 @@ class StageInForce:
             "replicas": s.replicas,
             "applied": [f for f in FIELDS if f not in self.not_applied],
             "not_applied": dict(self.not_applied),
+            "flow_stage": self.flow_stage,
         }
 
 
@@ -61,6 +67,14 @@ class PlanInForce:
     plan: PlanFile
     workers: int
     stages: tuple[StageInForce, ...]
+
+    def flow_stages(self) -> dict[str, PlannedSize]:
+        """The sizes of the flow's model-less worker stages, by the name each is planned as."""
+        return {
+            s.stage.model: PlannedSize(s.stage.replicas, s.stage.max_batch_size, s.threads)
+            for s in self.stages
+            if s.flow_stage
+        }
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -88,17 +102,17 @@ def serve_plan(
     is how many this machine has."""
     served: dict[str, ModelConfig] = {}
     stages: list[StageInForce] = []
+    workers = 0
     for stage in plan.stages:
-        if is_stage_model(stage.model):
-            why = (
-                "a flow's model-less worker stage is served as the flow's own stage model, "
-                "which a plan does not size"
-            )
-            stages.append(StageInForce(stage, None, "cpu", dict.fromkeys(FIELDS, why)))
+        threads, gpu, not_applied = _hardware(stage, catalogue)
+        if is_stage_model(stage.model):  # its app sizes it; its worker runs the flow's code
+            if gpu is not None:
+                not_applied["device"] = "a flow's model-less stage runs on the CPU only"
+            stages.append(StageInForce(stage, threads, "cpu", not_applied, flow_stage=True))
+            workers += stage.replicas
             continue
         config = served.get(stage.model) or repository.get(stage.model)  # ModelNotFound
         first = stage.model not in served
-        threads, gpu, not_applied = _hardware(stage, catalogue)
         options = dict(config.options)
         device = "cpu"
         if threads is not None:
@@ -122,7 +136,8 @@ def serve_plan(
         )
         stages.append(StageInForce(stage, threads, device, not_applied))
     repository.models.update(served)
-    return PlanInForce(plan, sum(c.replicas for c in served.values()), tuple(stages))
+    workers += sum(c.replicas for c in served.values())
+    return PlanInForce(plan, workers, tuple(stages))
 
 
 def _hardware(

@@ -18,7 +18,7 @@ from headway.errors import ConfigError
 from headway.flows.local import leading_filters, run_action, run_stage
 from headway.flows.operators import Model, Services
 from headway.flows.placement import model_less, runs_in_frontend
-from headway.flows.plan import ACTION, SOURCE, FlowPlan, FlowStage
+from headway.flows.plan import ACTION, SOURCE, STAGE_MODEL, FlowPlan, FlowStage, stage_model
 from headway.flows.types import Table
 from headway.planning.pipeline import LatencyProfile, Pipeline, Profiles, Stage
 
@@ -92,14 +92,6 @@ def model_input(plan: FlowPlan, stage: FlowStage, table: Table, services: Servic
     else:  # the leading filters, which run before dispatch
         ahead = leading_filters(ops)
     return run_action(ops[:ahead], table, services) if ahead else table
-
-
-STAGE_MODEL = "(flow {flow} stage {stage})"
-
-
-def stage_model(plan: FlowPlan, stage: FlowStage) -> str:
-    """The model a model-less worker stage is planned as (no repository model is named so)."""
-    return STAGE_MODEL.format(flow=plan.flow.name, stage=stage.name)
 
 
 def is_stage_model(model: str) -> bool:
