@@ -190,6 +190,35 @@ APP_SCHEMAS: dict[str, Any] = {
             "name": {"type": "string"},
             "config": {"$ref": "#/components/schemas/AppConfig"},
             "statistics": {"type": "object"},
+            "plan": {
+                "type": "object",
+                "description": "The plan in force (`headway serve --plan`): per stage, what it "
+                "runs with and each field not applied, with the reason",
+                "properties": {
+                    "app": {"type": "string"},
+                    "workers": {"type": "integer"},
+                    "stages": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "stage": {"type": "string"},
+                                "model": {"type": "string"},
+                                "hardware": {"type": "string"},
+                                "threads": {"type": "integer", "nullable": True},
+                                "device": {"type": "string"},
+                                "max_batch_size": {"type": "integer"},
+                                "replicas": {"type": "integer"},
+                                "applied": {"type": "array", "items": {"type": "string"}},
+                                "not_applied": {
+                                    "type": "object",
+                                    "additionalProperties": {"type": "string"},
+                                },
+                            },
+                        },
+                    },
+                },
+            },
         },
     },
     "AppPredictRequest": {
