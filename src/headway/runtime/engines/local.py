@@ -111,6 +111,9 @@ class LocalEngine(Engine):
         self._grown: set[int] = set()
         #: Each worker process's stop file (`runtime.stopping`), by worker.
         self._stops: dict[int, StopFile] = {}
+        self._stop_base = os.path.join(
+            tempfile.gettempdir(), f"headway-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        )
         self.on_ready: OnReady = lambda worker, pid: None
         self.on_message: OnMessage = lambda worker, header, tensors: None
         self.on_exit: OnExit = lambda worker, code: None
@@ -274,8 +277,7 @@ class LocalEngine(Engine):
         """Start the process of `worker`, which will say hello as `identity`."""
         stops = self._stops.get(worker)
         if stops is None:
-            base = self._ipc_path or os.path.join(tempfile.gettempdir(), f"headway-{os.getpid()}")
-            stops = self._stops[worker] = StopFile(f"{base}.w{worker}.stops")
+            stops = self._stops[worker] = StopFile(f"{self._stop_base}.w{worker}.stops")
         return subprocess.Popen(
             [
                 sys.executable,
