@@ -97,3 +97,18 @@ def test_a_losing_copy_still_running_is_stopped_and_its_worker_freed(tmp_path: P
     # the slow copy lost each race while it ran (or before it started, sent ahead)
     assert races["losers_stopped"] == races["losers_running"] >= 1, races
     assert races["loser_cpu_s"] < 5.0, races  # a sleep costs no CPU, and it was cut short
+
+
+def test_a_server_that_cannot_start_workers_refuses_a_race_saying_why(tmp_path: Path) -> None:
+    root = tmp_path / "repository"
+    (root / "flows").mkdir(parents=True)
+    shutil.copy(EXAMPLES / "heavy_tail.py", root / "flows")
+    with ServerProcess(root, state=tmp_path / "s.db", extra=["--engine", "inline"],
+                       log=tmp_path / "server.log") as server:  # fmt: skip
+        body = {"flow": "flows/heavy_tail.py:flow", "slo_ms": 20_000}
+        refused = httpx.put(f"{server.url}/apps/heavy", json=body, timeout=30)
+        assert refused.status_code == 400, refused.text
+        assert "races 2 copies, which need 2 distinct workers" in refused.text
+        assert "inline engine cannot start more" in refused.text
+        alone = httpx.put(f"{server.url}/apps/heavy", json={**body, "compete": False}, timeout=30)
+        assert alone.status_code == 201, alone.text
