@@ -9,11 +9,13 @@ from typing import Any
 import hpack
 
 from headway.api.grpc import frames as f
+from headway.api.grpc.bidi import StreamCall
 from headway.api.grpc.calls import Call, Limits
 from headway.api.grpc.connections import Connections
 from headway.api.grpc.http2 import Http2Connection
 
 PATH = b"/inference.GRPCInferenceService/ModelInfer"
+STREAM_PATH = b"/inference.GRPCInferenceService/ModelStreamInfer"
 HEADERS = [
     (b":method", b"POST"),
     (b":scheme", b"http"),
@@ -77,19 +79,74 @@ class Server:
 
 
 class Echo:
-    """Answers each call with its own message, unless told to hold the calls."""
+    """Answers each call with its own message, unless told to hold the calls; a streaming
+    call (`STREAM_PATH`) is an `EchoStream`."""
 
     def __init__(self, hold: bool = False) -> None:
         self.calls: list[Call] = []
         self.hold = hold
+        self.sessions: list[EchoStream] = []
 
     def accepts(self, path: str) -> bool:
-        return path == PATH.decode()
+        return path in (PATH.decode(), STREAM_PATH.decode())
+
+    def streams(self, path: str) -> bool:
+        return path == STREAM_PATH.decode()
 
     def call(self, call: Call) -> None:
         self.calls.append(call)
         if not self.hold:
             call.answer(call.message)
+
+    def open(self, call: StreamCall) -> EchoStream:
+        session = EchoStream(call, self.hold)
+        self.sessions.append(session)
+        return session
+
+
+class EchoStream:
+    """A streaming call that answers each request message with itself twice (two parts),
+    taking a slot per request; held ones wait for `answer_held`."""
+
+    def __init__(self, call: StreamCall, hold: bool) -> None:
+        self.call = call
+        self.hold = hold
+        self.messages: list[bytes] = []
+        self.held: list[bytes] = []
+        self.refused = 0
+        self.closed = self.cancelled_ = False
+
+    def message(self, data: bytes) -> None:
+        self.messages.append(data)
+        if not self.call.take():
+            self.refused += 1
+            self.call.send(b"refused:" + data)
+            return
+        if self.hold:
+            self.held.append(data)
+            return
+        self.call.send(data)
+        self.call.send(data)
+        self.call.release()
+
+    def answer_held(self) -> None:
+        for data in self.held:
+            self.call.send(data)
+            self.call.release()
+        self.held = []
+        if self.closed:
+            self.call.finish()
+
+    def half_closed(self) -> None:
+        self.closed = True
+        if not self.held:
+            self.call.finish()
+
+    def cancelled(self) -> None:
+        self.cancelled_ = True
+        for _ in self.held:
+            self.call.release()
+        self.held = []
 
 
 class Peer:

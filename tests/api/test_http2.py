@@ -194,7 +194,7 @@ def test_call_level_problems_are_statuses_not_resets() -> None:
     other = [(n, b"application/json" if n == b"content-type" else v) for n, v in HEADERS]
     peer.send(f.frame(f.HEADERS, f.END_HEADERS | f.END_STREAM, 7, peer.encoder.encode(other)))
     assert status_of(peer, peer.frames(), 7) == b"3"
-    stream = [(n, b"/inference.GRPCInferenceService/ModelStreamInfer" if n == b":path" else v)
+    stream = [(n, b"/inference.GRPCInferenceService/ModelWatch" if n == b":path" else v)
               for n, v in HEADERS]  # fmt: skip
     peer.send(f.frame(f.HEADERS, f.END_HEADERS, 9, peer.encoder.encode(stream)))
     frames = peer.frames()  # at once, though the request has not ended

@@ -5,9 +5,8 @@ each with its own result, and bytes that are not HTTP/2 refused without harm."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import queue
 import socket
-import time
 
 import numpy as np
 import pytest
@@ -62,20 +61,44 @@ def test_calls_in_flight_together_on_one_channel_each_get_their_own_answer(
     asyncio.run(calls())
 
 
-def test_a_streaming_call_is_unimplemented_at_once(server: ServerProcess) -> None:
+def test_a_stream_answers_each_request_with_a_final_response(server: ServerProcess) -> None:
     client = triton_grpc.InferenceServerClient(server.grpc_address)
-    answers: list[object] = []
-    client.start_stream(callback=lambda result, error: answers.append(error))
+    answers: queue.Queue[tuple[object, object]] = queue.Queue()
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
     try:
-        with contextlib.suppress(InferenceServerException):  # the stream may have ended already
-            client.async_stream_infer("doubler", [_tensor(np.ones((1, 4), np.float32))])
-        for _ in range(500):
-            if answers:
-                break
-            time.sleep(0.01)
+        for i in range(5):
+            rows = np.full((2, 4), i, np.float32)
+            client.async_stream_infer("doubler", [_tensor(rows)], request_id=str(i))
+        got = [answers.get(timeout=10) for _ in range(5)]
     finally:
         client.stop_stream()
-    assert answers and "unknown method" in str(answers[0])
+    by_id = {}
+    for result, error in got:
+        assert error is None, error
+        response = result.get_response()  # type: ignore[attr-defined]
+        assert response.parameters["triton_final_response"].bool_param
+        by_id[response.id] = result.as_numpy("output-0")  # type: ignore[attr-defined]
+    for i in range(5):
+        np.testing.assert_array_equal(by_id[str(i)], np.full((2, 4), 2.0 * i))
+
+
+def test_a_bad_request_on_a_stream_is_an_error_response_and_the_stream_goes_on(
+    server: ServerProcess,
+) -> None:
+    client = triton_grpc.InferenceServerClient(server.grpc_address)
+    answers: queue.Queue[tuple[object, object]] = queue.Queue()
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    try:
+        client.async_stream_infer("no-such-model", [_tensor(np.ones((1, 4), np.float32))])
+        _, error = answers.get(timeout=10)
+        assert "no-such-model" in str(error)
+        client.async_stream_infer("doubler", [_tensor(np.ones((1, 4), np.float32))])
+        result, error = answers.get(timeout=10)
+        assert error is None
+        np.testing.assert_array_equal(result.as_numpy("output-0"), np.full((1, 4), 2.0))  # type: ignore[attr-defined]
+    finally:
+        client.stop_stream(cancel_requests=True)
+    assert client.is_server_live()
 
 
 def test_bytes_that_are_not_http2_get_goaway_and_the_server_serves_on(

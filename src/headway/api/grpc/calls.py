@@ -5,10 +5,13 @@ the call's view of it, what a connection accepts, and whom it tells.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from headway.api.grpc.frames import Headers
 from headway.api.limits import WRITE_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from headway.api.grpc.bidi import Session, StreamCall
 
 # gRPC status codes (the numbers of grpc.StatusCode) this module answers itself.
 INVALID_ARGUMENT, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED = 3, 4, 8
@@ -44,6 +47,9 @@ class Limits:
     #: Seconds a connection with no call open is kept (nginx's http2_idle_timeout); PINGs do
     #: not keep it (as Go's IdleTimeout).
     idle_timeout: float = 180.0
+    #: Seconds a streaming call may pass with no request in flight and none arriving, and
+    #: with nothing sent (Envoy's stream_idle_timeout): then it ends DEADLINE_EXCEEDED.
+    stream_idle_timeout: float = 300.0
     #: Receive windows this side grants (streams, and the connection as a whole).
     stream_window: int = 1 * 2**20
     connection_window: int = 16 * 2**20
@@ -112,17 +118,23 @@ class Handler(Protocol):
     def accepts(self, path: str) -> bool:
         """Whether `path` names a method served (asked when a call's headers arrive)."""
 
+    def streams(self, path: str) -> bool:
+        """Whether the method `path` names streams both ways (`api.grpc.bidi`)."""
+
     def call(self, call: Call) -> None:
         """A whole call, to be answered (`Call.answer`, `Call.fail`) now or later."""
+
+    def open(self, call: StreamCall) -> Session:
+        """A streaming call whose headers arrived: what reads its request messages."""
 
 
 class Stream:
     """One stream's state: the request read so far, the answer still to send."""
 
     __slots__ = (
-        "answered", "chunks", "encoding", "ended", "handed", "headers", "held", "id", "left",
-        "opened", "orphan", "out", "path", "send_window", "size", "stalled", "timeout",
-        "trailers", "unacked",
+        "active", "answered", "chunks", "encoding", "ended", "handed", "headers", "held", "id",
+        "left", "need", "opened", "orphan", "out", "path", "send_window", "session", "size",
+        "stalled", "started", "timeout", "trailers", "unacked",
     )  # fmt: skip
 
     def __init__(self, stream_id: int, send_window: int, opened: float) -> None:
@@ -139,10 +151,15 @@ class Stream:
         self.timeout: float | None = None
         self.path = ""
         self.encoding: bytes | None = None  # grpc-encoding
-        self.out: bytes | memoryview = b""  # answer DATA waiting for window
+        self.out: bytes | bytearray | memoryview = b""  # answer DATA waiting for window
         self.trailers = b""
         self.held = 0  # what its chunks count against the request buffers (`CHUNK_COST`)
         self.orphan = False  # reset after it was handed over, its work still running
+        #: A streaming call's reader of request messages (`api.grpc.bidi`); None: unary.
+        self.session: Session | None = None
+        self.need = 0  # a streaming call's next message, prefix included, once its size is known
+        self.started = False  # its response headers were sent (a streaming call's)
+        self.active = opened  # when it last received or sent a message (a streaming call)
         #: Set once its answer waits for window: len(out) when a sweep last looked, and
         #: since when it was so.
         self.left: int

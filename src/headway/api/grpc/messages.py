@@ -39,6 +39,7 @@ def methods() -> dict[str, tuple[Any, Any]]:
 InferParameter = _message("InferParameter")
 ModelInferRequest = _message("ModelInferRequest")
 ModelInferResponse = _message("ModelInferResponse")
+ModelStreamInferResponse = _message("ModelStreamInferResponse")
 ServerLiveResponse = _message("ServerLiveResponse")
 ServerReadyResponse = _message("ServerReadyResponse")
 ModelReadyResponse = _message("ModelReadyResponse")

@@ -26,12 +26,14 @@ from google.protobuf.message import DecodeError
 from headway.api.accepting import PendingAccepts
 from headway.api.app import HeadwayApp
 from headway.api.grpc import messages
+from headway.api.grpc.bidi import StreamCall
 from headway.api.grpc.calls import INTERNAL, Call, Limits
 from headway.api.grpc.codec import encode_infer, parameters
 from headway.api.grpc.connections import Connections
 from headway.api.grpc.http2 import LINGER_S, Http2Connection
 from headway.api.grpc.service import ADMIN, ALWAYS, InferenceService, authorize
 from headway.api.grpc.status import grpc_status
+from headway.api.grpc.streams import InferStream
 from headway.api.http import SWEEP_S
 from headway.api.limits import BODY_TIMEOUT_S, HEADER_TIMEOUT_S, MAX_CONNECTIONS, WRITE_TIMEOUT_S
 from headway.api.oip import InferRequest
@@ -49,6 +51,8 @@ _CANCELLED = grpc.StatusCode.CANCELLED.value[0]
 _UNAVAILABLE = grpc.StatusCode.UNAVAILABLE.value[0]
 _DEADLINE_EXCEEDED = grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
 _UNAUTHENTICATED = grpc.StatusCode.UNAUTHENTICATED.value[0]
+#: The one method that streams both ways: Triton's decoupled inference.
+STREAM_PATH = f"/{messages.SERVICE}/ModelStreamInfer"
 
 
 class Aborted(Exception):
@@ -99,6 +103,13 @@ class CallRouter:
 
     def accepts(self, path: str) -> bool:
         return path in self.methods
+
+    def streams(self, path: str) -> bool:
+        return path == STREAM_PATH
+
+    def open(self, call: StreamCall) -> InferStream:
+        """A `ModelStreamInfer` call: Triton's decoupled stream (`api.grpc.streams`)."""
+        return InferStream(self.app, self.service, call)
 
     def call(self, call: Call) -> None:
         name, request_class = self.methods[call.path]

@@ -29,7 +29,13 @@ from headway.api.oip import InferRequest
 from headway.api.parameters import NO_POLICY, schedule_policy
 from headway.api.statistics import statistics
 from headway.api.tracing import Trace
-from headway.control.request import FutureReceiver, InferenceRequest, Prediction, Receiver
+from headway.control.request import (
+    FutureReceiver,
+    InferenceRequest,
+    Prediction,
+    Receiver,
+    Ticket,
+)
 from headway.errors import HeadwayError, InvalidInput
 
 #: RPCs that answer while the server is starting (everything else is UNAVAILABLE until then),
@@ -129,7 +135,7 @@ class InferenceService:
 
     async def _infer(self, request: Any, context: Any, trace: Trace | None) -> Any:
         future: asyncio.Future[Prediction] = asyncio.get_running_loop().create_future()
-        decoded = self.submit_infer(
+        decoded, _ = self.submit_infer(
             request, context, lambda decoded: FutureReceiver(future), trace=trace
         )
         prediction = await future
@@ -149,10 +155,10 @@ class InferenceService:
         *,
         trace: Trace | None = None,
         arrival: float | None = None,
-    ) -> InferRequest:
+    ) -> tuple[InferRequest, Ticket]:
         """Decode and admit an inference now (a HeadwayError if it cannot be); its answer goes
-        to `receiver(decoded)` (`Controller.submit`). `arrival`: when its bytes arrived, on the
-        controller's clock (None: now)."""
+        to `receiver(decoded)` (`Controller.submit`), and its ticket withdraws it.
+        `arrival`: when its bytes arrived, on the controller's clock (None: now)."""
         decoded = decode_infer(request)
         if trace is not None:
             trace.mark_decoded(self.controller.clock.now())
@@ -161,7 +167,7 @@ class InferenceService:
         remaining = context.time_remaining()
         if remaining is not None:  # the client's own deadline
             timeout = remaining if timeout is None else min(timeout, remaining)
-        self.controller.submit(
+        ticket = self.controller.submit(
             InferenceRequest(
                 request.model_name,
                 version=request.model_version or None,
@@ -174,7 +180,7 @@ class InferenceService:
             ),
             receiver(decoded),
         )
-        return decoded
+        return decoded, ticket
 
 
 async def authorize(token: BearerToken, context: Context) -> None:

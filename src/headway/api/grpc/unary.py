@@ -1,4 +1,4 @@
-"""A connection's HTTP/2 streams as unary gRPC calls: requests read, calls handed over, answers.
+"""A connection's HTTP/2 streams as gRPC calls: requests read, calls handed over, answers.
 
 `Http2Connection` (`api.grpc.http2`) reads frames and keeps the connection's own state (the
 preface, settings, header blocks, its receive window); each stream's frames come here. A
@@ -12,14 +12,20 @@ client reset counting until its work ends (an orphan); request bytes held for ca
 arriving, per connection and for the server (a chunk that ends its request is handed over at
 once, never held: a small call passes while others fill the bound); answer bytes waiting for
 the client's window.
+
+A method that streams both ways (`Handler.streams`: `ModelStreamInfer`) is opened as soon as
+its headers arrive: its DATA is split into messages, each handed to its session as it
+completes, and its answers are response messages then one status (`api.grpc.bidi`).
 """
 
 from __future__ import annotations
 
+import time
 from typing import Protocol
 from urllib.parse import quote
 
 from headway.api.grpc import frames as f
+from headway.api.grpc.bidi import StreamCall
 from headway.api.grpc.calls import (
     CHUNK_COST,
     DEADLINE_EXCEEDED,
@@ -120,6 +126,10 @@ class UnaryCalls:
         stream.headers = headers
         stream.ended = bool(flags & f.END_STREAM)
         self._check_head(stream)
+        if not stream.answered and self.handler.streams(stream.path):
+            self.server.unanswered += 1
+            stream.handed = True
+            stream.session = self.handler.open(StreamCall(self, stream))
         if stream.ended:
             self._complete(stream)
 
@@ -175,7 +185,10 @@ class UnaryCalls:
             raise StreamFault(stream_id, f.FLOW_CONTROL_ERROR, "DATA beyond the stream window")
         body = f.unpadded(payload, flags, stream_id)
         end = flags & f.END_STREAM
-        if not stream.answered:
+        if stream.session is not None:
+            if not stream.answered and body:
+                self._stream_data(stream, body)
+        elif not stream.answered:
             size = len(body)
             stream.size += size
             if stream.size > self.limits.max_message + 5:
@@ -198,6 +211,76 @@ class UnaryCalls:
             self.connection.write(f.window_update(stream_id, stream.unacked))
             stream.unacked = 0
 
+    def _stream_data(self, stream: Stream, body: bytes) -> None:
+        """DATA of a streaming call: each message it completes to the session, at once; the
+        start of one still arriving held (and counted as a unary request's chunks are)."""
+        stream.active = time.monotonic()
+        chunks = stream.chunks
+        chunks.append(body)
+        stream.size += len(body)
+        if stream.need and stream.size < stream.need:  # a message still arriving
+            self._hold(stream)
+            return
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        at, end = 0, len(data)
+        limit = self.limits.max_message
+        session = stream.session
+        assert session is not None
+        while end - at >= 5:
+            length = int.from_bytes(data[at + 1 : at + 5], "big")
+            if length > limit:
+                self._cancel(stream, RESOURCE_EXHAUSTED, f"request message of {length} bytes "
+                             f"exceeds the limit of {limit} bytes")  # fmt: skip
+                return
+            if end - at - 5 < length:
+                break
+            message = data[at + 5 : at + 5 + length]
+            if data[at]:
+                decoded = self._decompress(stream, message)
+                if decoded is None:
+                    return
+                message = decoded
+            at += 5 + length
+            session.message(message)
+            if stream.answered:  # the session ended the call
+                return
+        rest = data[at:] if at else data
+        stream.chunks = [rest] if rest else []
+        stream.size = len(rest)
+        stream.need = 5 + int.from_bytes(rest[1:5], "big") if len(rest) >= 5 else 0
+        self._hold(stream)
+
+    def _hold(self, stream: Stream) -> None:
+        """Count what a streaming call holds of a message still arriving."""
+        cost = stream.size + CHUNK_COST * len(stream.chunks) if stream.chunks else 0
+        grown = cost - stream.held
+        stream.held = cost
+        self.buffered += grown
+        self.server.buffered += grown
+        if grown > 0 and self._over():
+            self._cancel(stream, RESOURCE_EXHAUSTED, self._full_message())
+
+    def _decompress(self, stream: Stream, message: bytes) -> bytes | None:
+        """A compressed message as its grpc-encoding says; None once the call has failed."""
+        encoding = stream.encoding
+        if encoding not in (b"gzip", b"deflate"):
+            unknown = encoding not in (None, b"identity")
+            self._fail_any(stream, UNIMPLEMENTED if unknown else INVALID_ARGUMENT,
+                           f"compressed messages are read as gzip or deflate, not {encoding!r}")  # fmt: skip
+            return None
+        try:
+            return decode_body(encoding, message, self.limits.max_message)
+        except HeadwayError as exc:
+            code = RESOURCE_EXHAUSTED if isinstance(exc, PayloadTooLarge) else INVALID_ARGUMENT
+            self._fail_any(stream, code, exc.message)
+            return None
+
+    def _fail_any(self, stream: Stream, code: int, message: str) -> None:
+        if stream.session is not None:
+            self._cancel(stream, code, message)
+        else:
+            self.fail(stream, code, message)
+
     def _over(self) -> bool:
         limits = self.limits
         return (
@@ -214,9 +297,16 @@ class UnaryCalls:
         stream.chunks = []
 
     def _complete(self, stream: Stream) -> None:
-        """The request is whole: check its one message and hand the call over."""
+        """The request is whole: check its one message and hand the call over (a streaming
+        call's last request has come: its session is told)."""
         if stream.answered:
             self.forget(stream.id)
+            return
+        if stream.session is not None:
+            if stream.chunks:
+                self._cancel(stream, INVALID_ARGUMENT, "the stream ended inside a message")
+            else:
+                stream.session.half_closed()
             return
         self.server.unanswered += 1
         stream.handed = True
@@ -230,18 +320,10 @@ class UnaryCalls:
             return
         message = data[5:]
         if data[0]:  # compressed, as its grpc-encoding says
-            encoding = stream.encoding
-            if encoding not in (b"gzip", b"deflate"):
-                unknown = encoding not in (None, b"identity")
-                self.fail(stream, UNIMPLEMENTED if unknown else INVALID_ARGUMENT,
-                          f"compressed messages are read as gzip or deflate, not {encoding!r}")  # fmt: skip
+            decoded = self._decompress(stream, message)
+            if decoded is None:
                 return
-            try:
-                message = decode_body(encoding, message, self.limits.max_message)
-            except HeadwayError as exc:
-                code = RESOURCE_EXHAUSTED if isinstance(exc, PayloadTooLarge) else INVALID_ARGUMENT
-                self.fail(stream, code, exc.message)
-                return
+            message = decoded
         self.handler.call(Call(self, stream, message))
 
     # -- windows ----------------------------------------------------------------------------
@@ -306,6 +388,89 @@ class UnaryCalls:
         stream.trailers = f.headers_head(stream.id, len(_OK_TRAILERS), True) + _OK_TRAILERS
         self.flush()
 
+    # -- a streaming call's answers (`api.grpc.bidi.StreamCall`) ---------------------------
+    def send(self, stream: Stream, message: bytes) -> None:
+        """One response message of a streaming call, HEADERS first if none were sent."""
+        if stream.answered or self.connection.closed or stream.id not in self.streams:
+            return
+        stream.active = time.monotonic()
+        write = self.connection.write
+        if not stream.started:
+            stream.started = True
+            write(f.headers_head(stream.id, len(_OK_HEADERS), False) + _OK_HEADERS)
+        size = len(message) + 5
+        prefix = b"\x00" + (size - 5).to_bytes(4, "big")
+        out = stream.out
+        if not out:
+            if size <= min(self.send_window, stream.send_window) and size <= self.max_frame:
+                self.send_window -= size
+                stream.send_window -= size
+                write(f.data_head(stream.id, size) + prefix + message)
+                return
+            stream.left, stream.stalled = -1, 0.0  # see `stalled`
+        limit = self.limits.answer_buffer
+        if self.unsent + size > limit:
+            self._cancel(stream, RESOURCE_EXHAUSTED, f"a response of {size} bytes would wait for "
+                         f"the client's flow-control window behind {self.unsent} bytes, past the "
+                         f"limit of {limit}: read responses sooner, or grant wider windows")  # fmt: skip
+            return
+        if not isinstance(out, bytearray):
+            out = stream.out = bytearray(out)
+        out += prefix
+        out += message
+        self.unsent += size
+        self._waiting[stream.id] = stream
+        self.flush()
+
+    def finish(self, stream: Stream, code: int, message: str) -> None:
+        """End a streaming call with its status, after the responses waiting for window."""
+        if stream.answered:
+            return
+        self._answered(stream)
+        if not stream.started:
+            self._refuse(stream, code, message)
+            return
+        if self.connection.closed or stream.id not in self.streams:
+            return
+        block = _status(code, message)
+        trailers = f.headers_head(stream.id, len(block), True) + block
+        if stream.out:
+            stream.trailers = trailers  # written once the responses before it are (`flush`)
+            return
+        self.connection.write(trailers)
+        self._done(stream)
+
+    def _cancel(self, stream: Stream, code: int, message: str) -> None:
+        """End a streaming call from this side: what is in flight is withdrawn first."""
+        if stream.answered:
+            return
+        session = stream.session
+        if stream.out:  # responses wait for a window that may not come: reset, not a status
+            self._answered(stream)
+            self.unsent -= len(stream.out)
+            stream.out = b""
+            self._waiting.pop(stream.id, None)
+            self._release(stream)
+            # RST_STREAM codes as gRPC maps them to statuses (ENHANCE_YOUR_CALM: exhausted)
+            reset = f.ENHANCE_YOUR_CALM if code == RESOURCE_EXHAUSTED else f.CANCEL
+            self.connection.write(f.rst_stream(stream.id, reset))
+            self.streams.pop(stream.id, None)
+            self._maybe_close()
+        else:
+            self.finish(stream, code, message)
+        if session is not None:
+            session.cancelled()
+
+    def take(self) -> bool:
+        """A slot for one request in flight on a streaming call (`StreamCall.take`)."""
+        if len(self.streams) >= self.room:
+            return False
+        self.room -= 1
+        return True
+
+    def release(self) -> None:
+        self.room += 1
+
     def fail(self, stream: Stream, code: int, message: str) -> None:
         if stream.answered:
             self._orphan_ended(stream)
@@ -331,11 +496,7 @@ class UnaryCalls:
         self._release(stream)
         if self.connection.closed or stream.id not in self.streams:
             return
-        text = quote(message[:2048], safe=" !\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~")
-        block = f.encode((
-            (b":status", b"200"), (b"content-type", b"application/grpc"), _ACCEPT,
-            (b"grpc-status", str(code).encode()), (b"grpc-message", text.encode()),
-        ))  # fmt: skip
+        block = _status(code, message, head=True)
         self.connection.write(f.headers_head(stream.id, len(block), True) + block)
         if not stream.ended:  # answered before the request ended: stop its sending
             self.connection.write(f.rst_stream(stream.id, f.NO_ERROR))
@@ -357,12 +518,20 @@ class UnaryCalls:
                 room = min(self.send_window, stream.send_window, self.max_frame)
                 if room <= 0:
                     break
-                piece, stream.out = stream.out[:room], stream.out[room:]
+                out = stream.out
+                if isinstance(out, bytearray):  # a streaming call's: taken from its front
+                    piece: bytes | memoryview = bytes(out[:room])
+                    del out[:room]
+                else:
+                    piece, stream.out = out[:room], out[room:]
                 self.send_window -= len(piece)
                 stream.send_window -= len(piece)
                 self.unsent -= len(piece)
                 write(f.data_head(stream.id, len(piece)) + piece)
             if stream.out:
+                continue
+            if not stream.trailers:  # a streaming call still open: more may come
+                del self._waiting[stream.id]
                 continue
             write(stream.trailers)
             stream.trailers = b""
@@ -382,13 +551,18 @@ class UnaryCalls:
         stream = self.streams.pop(stream_id, None)
         if stream is not None:
             self._release(stream)
-            if stream.handed and not stream.answered:
+            if stream.session is not None:
+                if not stream.answered:  # its requests in flight are withdrawn: no orphan
+                    stream.answered = True
+                    self.server.unanswered -= 1
+                    stream.session.cancelled()
+            elif stream.handed and not stream.answered:
                 stream.answered = True  # its answer, when it comes, goes nowhere
                 stream.orphan = True
                 self.orphans += 1
                 self.room -= 1
                 self.server.unanswered -= 1
-            elif stream.out:
+            if stream.out:
                 self.unsent -= len(stream.out)
                 stream.out = b""
                 self._waiting.pop(stream_id, None)
@@ -410,9 +584,21 @@ class UnaryCalls:
         return False
 
     def sweep(self, now: float) -> None:
-        """Refuse a stream whose request did not arrive within the body timeout."""
+        """Refuse a stream whose request did not arrive within the body timeout; end a
+        streaming call past its own deadline, or idle for the stream idle timeout."""
         limits = self.limits
         for stream in list(self.streams.values()):
+            if stream.session is not None:
+                if stream.answered:
+                    continue
+                if stream.timeout is not None and now - stream.opened > stream.timeout:
+                    self._cancel(stream, DEADLINE_EXCEEDED, f"the stream's deadline of "
+                                 f"{stream.timeout:g} s (grpc-timeout) passed")  # fmt: skip
+                elif now - stream.active > limits.stream_idle_timeout:
+                    self._cancel(stream, DEADLINE_EXCEEDED, "nothing was sent or received on "
+                                 f"the stream for {limits.stream_idle_timeout:g} s "
+                                 "(--stream-idle-timeout)")  # fmt: skip
+                continue
             late = now - stream.opened > limits.body_timeout
             if late and not stream.ended and not stream.answered:
                 self._refuse(stream, DEADLINE_EXCEEDED, "the request did not arrive within "
@@ -420,11 +606,28 @@ class UnaryCalls:
 
     def lost(self) -> None:
         """The connection is gone: an answer still to come goes nowhere."""
-        for stream in self.streams.values():
+        streams = list(self.streams.values())
+        self.streams.clear()
+        for stream in streams:
             if stream.handed and not stream.answered:
                 self.server.unanswered -= 1
+                if stream.session is not None:
+                    stream.answered = True
+                    stream.session.cancelled()
             stream.answered = True
             self._release(stream)
-        self.streams.clear()
         self._waiting.clear()
         self.unsent = 0
+
+
+def _status(code: int, message: str, *, head: bool = False) -> bytes:
+    """The header block of a call's status (trailers), with the response headers too when
+    `head` (a trailers-only answer)."""
+    fields = [(b"grpc-status", str(code).encode())]
+    if message:
+        text = quote(message[:2048], safe=" !\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~")
+        fields.append((b"grpc-message", text.encode()))
+    if head:
+        return f.encode(((b":status", b"200"), (b"content-type", b"application/grpc"), _ACCEPT,
+                         *fields))  # fmt: skip
+    return f.encode(tuple(fields))

@@ -1,0 +1,206 @@
+"""`ModelStreamInfer`, Triton's decoupled mode: inference requests in on one stream, zero or
+more responses to each, the last of each carrying `triton_final_response: true`.
+
+Each request message is decoded and admitted in the loop turn that read it, as a unary
+`ModelInfer` is, and answered by its receiver (`StreamReply`): a model's parts as they come,
+then its last part flagged final. A request that fails (unparsable, invalid, refused, or
+failing in the model) gets one response with `error_message` naming the cause, as Triton sends
+it, and the stream goes on: tritonclient's stream callback receives it as an
+`InferenceServerException`. The call itself ends with a status: OK once the client has sent its
+last request and every request is answered, or an error for the whole stream (no token, the
+server starting, its deadline or its idle time passed). A client that resets the stream or
+goes away has its requests withdrawn (`Controller.withdraw`): a generative model frees their
+sequences at its next step.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from google.protobuf.message import DecodeError
+
+from headway.api.grpc import messages
+from headway.api.grpc.calls import UNAVAILABLE
+from headway.api.grpc.codec import encode_infer
+from headway.errors import HeadwayError
+
+if TYPE_CHECKING:
+    from headway.api.app import HeadwayApp
+    from headway.api.grpc.bidi import StreamCall
+    from headway.api.grpc.service import InferenceService
+    from headway.api.oip import InferRequest
+    from headway.control.request import Prediction, Tensors, Ticket
+
+log = logging.getLogger("headway.grpc")
+
+_UNAUTHENTICATED = 16
+#: The response parameter that tells a decoupled client a request's responses are over.
+FINAL = "triton_final_response"
+
+
+class StreamContext:
+    """What `InferenceService.submit_infer` asks of a call: the time the stream has left
+    (its `grpc-timeout`, for the whole stream), so no request outlives the stream."""
+
+    __slots__ = ("call",)
+
+    def __init__(self, call: StreamCall) -> None:
+        self.call = call
+
+    def time_remaining(self) -> float | None:
+        call = self.call
+        if call.timeout is None:
+            return None
+        return max(0.0, call.received + call.timeout - time.monotonic())
+
+    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+        return ()
+
+    async def abort(self, code: Any, details: str = "") -> Any:  # never asked by submit_infer
+        raise NotImplementedError
+
+
+class InferStream:
+    """One `ModelStreamInfer` call's requests and their replies (an `api.grpc.bidi.Session`)."""
+
+    __slots__ = ("_closing", "app", "call", "context", "flights", "limit", "service")
+
+    def __init__(self, app: HeadwayApp, service: InferenceService, call: StreamCall) -> None:
+        self.app = app
+        self.service = service
+        self.call = call
+        self.limit = app.max_answer_bytes
+        self.context = StreamContext(call)
+        #: Requests in flight, each holding a slot of the connection (`StreamCall.take`).
+        self.flights: set[StreamReply] = set()
+        self._closing = False  # the client has sent its last request
+        token = app.inference_token
+        if token is not None:
+            sent = call.metadata(b"authorization")
+            if not token.allows(sent):
+                call.finish(_UNAUTHENTICATED, token.message(sent))
+                return
+        if not app.started:
+            call.finish(UNAVAILABLE, "the server is starting: models are loading; retry shortly")
+
+    def message(self, data: bytes) -> None:
+        try:
+            request = messages.ModelInferRequest.FromString(data)
+        except DecodeError as exc:
+            self.error("", f"cannot parse the ModelStreamInfer request message: {exc}")
+            return
+        if not self.call.take():
+            self.error(request.id, "too many requests in flight on this connection: at most "
+                       "100 calls and stream requests at once; wait for responses")  # fmt: skip
+            return
+        reply = StreamReply(self, request)
+        self.flights.add(reply)
+        try:
+            _, reply.ticket = self.service.submit_infer(request, self.context, reply.bind)
+        except HeadwayError as exc:
+            reply.fail(exc)
+        except Exception as exc:  # never crash on one request
+            log.error("internal error in ModelStreamInfer", exc_info=exc)
+            reply.fail(exc)
+
+    def error(self, request_id: str, message: str) -> None:
+        """A response that reports a request's error; the stream goes on."""
+        response = messages.ModelStreamInferResponse(error_message=message)
+        response.infer_response.id = request_id
+        response.infer_response.parameters[FINAL].bool_param = True
+        self.call.send(response.SerializeToString())
+
+    def ended(self, reply: StreamReply) -> None:
+        """A request's last response was sent: its slot is free."""
+        if reply in self.flights:
+            self.flights.discard(reply)
+            self.call.release()
+            if self._closing and not self.flights:
+                self.call.finish()
+
+    def half_closed(self) -> None:
+        self._closing = True
+        if not self.flights:
+            self.call.finish()
+
+    def cancelled(self) -> None:
+        flights, self.flights = self.flights, set()
+        controller = self.app.controller
+        for reply in flights:
+            reply.gone = True
+            if reply.ticket is not None:
+                controller.withdraw(reply.ticket)
+            self.call.release()
+
+
+class StreamReply:
+    """The receiver of one request on a stream: each part a response, the last flagged final,
+    an error a response with `error_message`."""
+
+    __slots__ = ("decoded", "gone", "request", "stream", "ticket", "version")
+
+    def __init__(self, stream: InferStream, request: Any) -> None:
+        self.stream = stream
+        self.request = request
+        self.decoded: InferRequest | None = None
+        self.ticket: Ticket | None = None
+        self.gone = False  # withdrawn: what comes later is dropped
+        self.version = 0  # the version that answers (its parts carry no version)
+
+    def bind(self, decoded: InferRequest) -> StreamReply:
+        """The request as decoded (`InferenceService.submit_infer`'s receiver factory)."""
+        self.decoded = decoded
+        request = self.request
+        model = self.stream.app.controller.model(request.model_name, request.model_version or None)
+        self.version = model.config.version
+        return self
+
+    def part(self, outputs: Tensors) -> None:
+        if not self.gone:
+            self._send(outputs, final=False)
+
+    def done(self, prediction: Prediction) -> None:
+        if self.gone:
+            return
+        self.gone = True
+        self._send(prediction.outputs, final=True, version=prediction.version)
+        self.stream.ended(self)
+
+    def fail(self, error: Exception) -> None:
+        if self.gone:
+            return
+        self.gone = True
+        if isinstance(error, HeadwayError):
+            message = error.message
+        else:
+            message = f"internal error: {type(error).__name__}: {error}"
+        self.stream.error(self.request.id, message)
+        self.stream.ended(self)
+
+    def _send(self, outputs: Tensors, *, final: bool, version: int | None = None) -> None:
+        request, decoded = self.request, self.decoded
+        assert decoded is not None
+        try:
+            answer = encode_infer(
+                request.model_name,
+                self.version if version is None else version,
+                outputs,
+                decoded,
+                self.stream.limit,
+            )
+        except HeadwayError as exc:
+            self.stream.error(request.id, exc.message)
+            if not final:  # the request cannot be answered: withdraw it
+                self._give_up()
+            return
+        answer.parameters[FINAL].bool_param = final
+        response = messages.ModelStreamInferResponse(infer_response=answer)
+        self.stream.call.send(response.SerializeToString())
+
+    def _give_up(self) -> None:
+        self.gone = True
+        if self.ticket is not None:
+            self.stream.app.controller.withdraw(self.ticket)
+        self.stream.ended(self)
