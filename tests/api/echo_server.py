@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from headway.api.http import HttpServer
+from headway.api.sse import SSE_HEADERS, EventStream, event
 from headway.errors import PayloadTooLarge
 
 LIMIT = 1000
@@ -40,6 +41,8 @@ class EchoApp:
         self.ended: dict[str, float] = {}
         self.tasks: set[asyncio.Task[Any]] = set()
         self.catch_ups = 0
+        self.streams: list[EventStream] = []
+        self.cancelled: list[str] = []  # the streams whose request was withdrawn
 
     async def start(self) -> None:
         self.started = True
@@ -79,6 +82,9 @@ class EchoApp:
         if path.startswith("/big/"):  # an answer of that many bytes, at once
             reply((200, b"x" * int(path.rsplit("/", 1)[1]), []))
             return
+        if path.startswith("/stream/"):  # `/stream/{events}/{bytes}/{every seconds}`
+            self._stream(path, reply)
+            return
         if path.startswith("/now/"):
             self.seen.append((method, path, body))
             self.began[path] = self.ended[path] = time.monotonic()
@@ -87,6 +93,30 @@ class EchoApp:
         task = asyncio.ensure_future(self.handle(method, path, headers, body, received))
         self.tasks.add(task)
         task.add_done_callback(lambda t: reply(t.result()) if not t.cancelled() else None)
+
+    def _stream(self, path: str, reply: Callable[[Any], None]) -> None:
+        """A streamed answer of that many events of that size, one every so often (0 events:
+        until cancelled; a negative size: send nothing, ever)."""
+        count, size, every = path.split("/")[2:5]
+        stream = EventStream(
+            on_cancel=lambda: self.cancelled.append(path),
+            error_event=lambda message: event(orjson.dumps({"error": message}), b"error"),
+        )
+        self.streams.append(stream)
+        reply((200, stream, SSE_HEADERS))
+        loop = asyncio.get_running_loop()
+
+        def send(number: int) -> None:
+            if stream.ended:
+                return
+            if int(count) and number >= int(count):
+                stream.end(event(b"[DONE]"))
+                return
+            stream.send(event(b"%d:" % number + b"x" * int(size)))
+            loop.call_later(float(every), send, number + 1)
+
+        if int(size) >= 0:
+            send(0)
 
     async def handle(
         self,

@@ -29,7 +29,8 @@ from headway.api.limits import (
     headers_too_large,
     uri_too_long,
 )
-from headway.api.rendering import render
+from headway.api.rendering import render, stream_head
+from headway.api.sse import EventStream
 from headway.api.turns import CATCH_UP_S
 from headway.errors import HeadwayError
 
@@ -47,11 +48,30 @@ _SCHEMES = (b"http", b"https")
 class _Slot:
     """One request's place in its connection's answer order (pipelining)."""
 
-    __slots__ = ("close", "data")
+    __slots__ = ("chunked", "close", "data", "stream")
 
     def __init__(self) -> None:
         self.data: bytes | None = None
         self.close = False
+        #: A streamed answer (`api.sse`): `data` is its head, its events follow as they come.
+        self.stream: EventStream | None = None
+        self.chunked = False  # its events travel as chunks (else until the connection closes)
+
+
+class _StreamSink:
+    """Where an attached stream's events go: its connection, as the slot's body."""
+
+    __slots__ = ("connection", "slot")
+
+    def __init__(self, connection: HttpConnection, slot: _Slot) -> None:
+        self.connection = connection
+        self.slot = slot
+
+    def send(self, data: bytes) -> None:
+        self.connection.stream_send(self.slot, data)
+
+    def end(self) -> None:
+        self.connection.stream_end(self.slot)
 
 
 class _Refused(Exception):
@@ -76,16 +96,22 @@ class HttpConnection(asyncio.Protocol):
     answer bytes (UNREAD_PER_CONNECTION largest answers; `HttpServer.shed_unread` for the whole
     server's). Only a connection whose writes are paused (its unsent bytes past the transport's
     high-water mark) or whose answers wait behind an earlier one is counted: the usual answer,
-    written whole at once, costs a flag's test."""
+    written whole at once, costs a flag's test.
+
+    A streamed answer (an `api.sse.EventStream` body) is written as its events come, as
+    chunks of a chunked body; the answers behind it wait for its end. A client that leaves
+    more than `stream_buffer` bytes of it unsent, or takes none of them for `--write-timeout`,
+    is cut off, and a stream that sends nothing for `stream_idle_timeout` is ended with an
+    error event; either way, and when the client goes away, its request is withdrawn."""
 
     # slots: more attributes than an instance dict shares its keys for, and the fastest access
     __slots__ = (
         "_accepted", "_arrived", "_blank", "_body", "_counting", "_decoder", "_head_read",
         "_head_span", "_header_bytes", "_headers", "_held", "_length_digits", "_max_body",
         "_max_unread", "_merged", "_no_more", "_paused_reading", "_phase", "_phase_began",
-        "_read_size", "_received", "_size", "_unsent", "_unsent_seen", "_url", "_write_paused",
-        "_write_stamp", "app", "closing", "last_active", "loop", "parser", "pending", "server",
-        "transport", "unread",
+        "_read_size", "_received", "_size", "_streamed_at", "_streaming", "_unsent",
+        "_unsent_seen", "_url", "_write_paused", "_write_stamp", "app", "closing", "last_active",
+        "loop", "parser", "pending", "server", "transport", "unread",
     )  # fmt: skip
 
     def __init__(self, server: ConnectionHost[HttpConnection]) -> None:
@@ -124,6 +150,8 @@ class HttpConnection(asyncio.Protocol):
         self.unread = 0  # this connection's share of the server's `unread`
         self._write_stamp = 0.0  # when its unsent bytes last shrank (or began to be watched)
         self._unsent_seen = 0  # its unsent bytes at the last sweep
+        self._streaming: _Slot | None = None  # the streamed answer being written, if any
+        self._streamed_at = 0.0  # when it last sent an event
 
     # -- asyncio.Protocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -139,6 +167,7 @@ class HttpConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
         self.closing = True
+        self._cancel_stream()
         self.transport = None
         self._held = self._unsent = 0
         if self.unread:
@@ -373,6 +402,9 @@ class HttpConnection(asyncio.Protocol):
         if slot.data is not None:
             return
         self.server.unanswered -= 1
+        if type(response[1]) is EventStream:
+            self._stream(slot, response, keep_alive and not self.server.stopping, http10)
+            return
         self._finish(slot, response, keep_alive and not self.server.stopping, http10)
 
     def give_up(self) -> None:
@@ -414,9 +446,13 @@ class HttpConnection(asyncio.Protocol):
         self._finish(slot, response, False, False)
 
     def _write_held(self, transport: asyncio.Transport | None) -> None:
-        """Write the answers rendered behind one just written, up to the next still due."""
+        """Write the answers rendered behind one just written, up to the next still due (or
+        up to a streamed answer, which begins)."""
         pending = self.pending
         while pending and pending[0].data is not None:
+            if pending[0].stream is not None:
+                self._start_stream(pending[0])
+                break
             done = pending.popleft()
             self._held -= len(done.data)  # type: ignore[arg-type]
             if transport is not None and not self.closing:
@@ -429,6 +465,75 @@ class HttpConnection(asyncio.Protocol):
             self._count_unsent(transport)
         else:
             self._count_unread()
+
+    # -- streamed answers (`api.sse`) --------------------------------------------------------
+    def _stream(self, slot: _Slot, response: Response, keep_alive: bool, http10: bool) -> None:
+        """A streamed answer: its head now (or once the answers before it are written), its
+        events as they come. Chunked on a kept connection; else (HTTP/1.0) its body runs to
+        the connection's close."""
+        status, body, headers = response
+        slot.stream = body  # type: ignore[assignment]  # an EventStream (`_reply`)
+        slot.chunked = keep_alive and not http10
+        slot.close = not slot.chunked
+        slot.data = stream_head(status, headers, slot.chunked)
+        if self.pending[0] is slot:
+            self._start_stream(slot)
+
+    def _start_stream(self, slot: _Slot) -> None:
+        stream = slot.stream
+        assert stream is not None and slot.data is not None
+        self._streaming = slot
+        self._streamed_at = time.monotonic()
+        transport = self.transport
+        if transport is None or self.closing:
+            stream.cancel()
+            return
+        transport.write(slot.data)
+        stream.attach(_StreamSink(self, slot))
+
+    def stream_send(self, slot: _Slot, data: bytes) -> None:
+        """Events of the streamed answer being written (`_StreamSink`)."""
+        transport = self.transport
+        if transport is None or self.closing or slot is not self._streaming:
+            return
+        self._streamed_at = time.monotonic()
+        transport.write(b"%x\r\n%s\r\n" % (len(data), data) if slot.chunked else data)
+        if self._write_paused:  # the client reads slower than the events come
+            unsent = transport.get_write_buffer_size()
+            limit = self.server.stream_buffer
+            if unsent > limit:
+                self.drop(f"it left {unsent} bytes of a streamed answer unread, more than a "
+                          f"stream may hold ({limit})")  # fmt: skip
+                return
+            self._count_unsent(transport)
+
+    def stream_end(self, slot: _Slot) -> None:
+        """The streamed answer's last event was sent: end its body, on to the next answer."""
+        if slot is not self._streaming:
+            return
+        self._streaming = None
+        pending = self.pending
+        if pending and pending[0] is slot:
+            pending.popleft()
+        transport = self.transport
+        if transport is not None and not self.closing:
+            if slot.chunked:
+                transport.write(b"0\r\n\r\n")
+            if slot.close:
+                self._linger(transport)
+        self._write_held(transport)
+        self.last_active = time.monotonic()
+
+    def _cancel_stream(self) -> None:
+        """The client is gone or cut off: the streamed answer stops, its request withdrawn."""
+        slot = self._streaming
+        if slot is not None:
+            self._streaming = None
+            if slot.stream is not None:
+                slot.stream.cancel()
+        for waiting in self.pending:  # streamed answers that had not begun
+            if waiting.stream is not None:
+                waiting.stream.cancel()
 
     # -- unread answers --------------------------------------------------------------------
     def _count_unsent(self, transport: asyncio.Transport) -> None:
@@ -453,6 +558,7 @@ class HttpConnection(asyncio.Protocol):
         """Close at once, dropping what the client has not read (its answers, unsent)."""
         log.info("closing a connection that does not read its answers: %s", why)
         self.closing = self._no_more = True
+        self._cancel_stream()
         self._held = self._unsent = 0
         self._count_unread()
         transport, self.transport = self.transport, None  # nothing more is written, or watched
@@ -480,7 +586,13 @@ class HttpConnection(asyncio.Protocol):
         """The server's sweep: close the connection once idle past the keep-alive, time out a
         request that is not arriving (`time_out`), and drop a client that takes none of its
         unsent answers for `--write-timeout` (its connection may be closing: a transport
-        closes only once what was written to it has been sent)."""
+        closes only once what was written to it has been sent). A streamed answer that sent
+        nothing for the stream idle timeout is ended with an error event."""
+        streaming = self._streaming
+        if streaming is not None and now - self._streamed_at > self.server.stream_idle_timeout:
+            assert streaming.stream is not None
+            streaming.stream.abandon(f"the stream sent nothing for "
+                                     f"{self.server.stream_idle_timeout:g} s (--stream-idle-timeout)")  # fmt: skip
         if self._write_paused or self.closing:
             self._watch_writes(now)
         elif self.idle and now - self.last_active > self.server.keep_alive:

@@ -33,6 +33,8 @@ class ConnectionHost(Protocol[Connection]):
     body_timeout: float
     write_timeout: float
     max_unread: int  # answer bytes its clients may leave unread, all together
+    stream_buffer: int  # bytes of a streamed answer one client may leave unsent
+    stream_idle_timeout: float  # seconds a streamed answer may send nothing
     unread: int  # answer bytes its connections count as unread
     unanswered: int  # requests handed to the app and not yet answered
     stopping: bool

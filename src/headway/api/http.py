@@ -26,6 +26,8 @@ from headway.api.limits import (
     BODY_TIMEOUT_S,
     HEADER_TIMEOUT_S,
     MAX_CONNECTIONS,
+    STREAM_BUFFER_BYTES,
+    STREAM_IDLE_TIMEOUT_S,
     UNREAD_ANSWERS,
     WRITE_TIMEOUT_S,
     connection_cap,
@@ -76,6 +78,8 @@ class HttpServer(ReadTurns):
         tls: ssl.SSLContext | None = None,
         write_timeout: float = WRITE_TIMEOUT_S,
         max_unread: int | None = None,
+        stream_buffer: int = STREAM_BUFFER_BYTES,
+        stream_idle_timeout: float = STREAM_IDLE_TIMEOUT_S,
     ) -> None:
         self.app = app
         self.tls = tls  # HTTPS: each connection's handshake first (`api.tls`)
@@ -95,6 +99,10 @@ class HttpServer(ReadTurns):
         #: The answer bytes its clients may leave unread, all together (`shed_unread`).
         self.max_unread = max_unread or UNREAD_ANSWERS * app.max_answer_bytes
         self.unread = 0  # the answer bytes its connections count as unread (`HttpConnection`)
+        #: Bytes of a streamed answer one client may leave unsent (`api.sse`); seconds a
+        #: streamed answer may send nothing.
+        self.stream_buffer = stream_buffer
+        self.stream_idle_timeout = stream_idle_timeout
         self._room_warned = float("-inf")
         self.grace = grace
         self.backlog = backlog
@@ -230,13 +238,10 @@ class HttpServer(ReadTurns):
     async def _sweep(self) -> None:
         """Close keep-alive connections idle for longer than `keep_alive` seconds, those
         whose request does not arrive within `header_timeout` / `body_timeout` (408), and
-        those whose client takes none of its answers for `write_timeout` (`HttpConnection.sweep`)."""
-        every = (
-            min(
-                SWEEP_S, self.keep_alive, self.header_timeout, self.body_timeout, self.write_timeout
-            )
-            / 2
-        )
+        those whose client takes none of its answers for `write_timeout`, and end streamed
+        answers idle for `stream_idle_timeout` (`HttpConnection.sweep`)."""
+        timeouts = (self.keep_alive, self.header_timeout, self.body_timeout, self.write_timeout)
+        every = min(SWEEP_S, *timeouts, self.stream_idle_timeout) / 2
         while True:
             await asyncio.sleep(every)
             now = time.monotonic()

@@ -42,6 +42,13 @@ MAX_BLANK_BYTES = 8
 #: Seconds a connection's unsent answer bytes may wait with none of them taken by its client;
 #: then it is closed and what it left unread dropped (nginx's send_timeout).
 WRITE_TIMEOUT_S = 60.0
+#: Bytes of a streamed answer (server-sent events) a client may leave unsent past the socket's
+#: buffers before the stream is cut and its request withdrawn (Envoy's default
+#: per_connection_buffer_limit_bytes): a reader that stops reading mid-stream holds no more.
+STREAM_BUFFER_BYTES = 1 * 2**20
+#: Seconds a stream (an event stream, a gRPC streaming call) may send and receive nothing before
+#: it is ended with an error (Envoy's stream_idle_timeout).
+STREAM_IDLE_TIMEOUT_S = 300.0
 #: The largest answer, in largest request bodies (`--max-answer-mb`'s default): room for the
 #: answer to a request at the body limit rendered as JSON from binary tensors. Larger is 400.
 ANSWER_PER_BODY = 4

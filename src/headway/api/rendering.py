@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from http import HTTPStatus
 
-from headway.api.errors import JSON, Response
+from headway.api.errors import JSON, Headers, Response
 
 _REASONS = {status.value: status.phrase.encode() for status in HTTPStatus}
 _STATUS_LINES: dict[int, bytes] = {}
@@ -51,3 +51,14 @@ def _json_head(key: tuple[int, bool, bool]) -> tuple[bytes, bytes]:
     before, _, after = whole.partition(b"content-length: 0\r\n")
     head = _JSON_HEADS[key] = before, after
     return head
+
+
+def stream_head(status: int, headers: Headers, chunked: bool) -> bytes:
+    """The head of a streamed answer (`api.sse`): chunked on a kept connection, else its body
+    runs until the connection closes."""
+    parts = [_STATUS_LINES.get(status) or status_line(status)]
+    for name, value in headers:
+        parts += (name, b": ", value, b"\r\n")
+    parts.append(b"transfer-encoding: chunked\r\n" if chunked else b"connection: close\r\n")
+    parts.append(b"\r\n")
+    return b"".join(parts)

@@ -157,6 +157,22 @@ def cli() -> None:
     "closed and what it left unread dropped (nginx's send_timeout).",
 )
 @click.option(
+    "--stream-buffer-mb",
+    default=ServeSettings.stream_buffer_mb,
+    show_default=True,
+    type=click.FloatRange(min=0.001),
+    help="Bytes (MiB) of a streamed answer (server-sent events) a client may leave unread past "
+    "its socket's buffers; past it the stream is cut off and its request withdrawn.",
+)
+@click.option(
+    "--stream-idle-timeout",
+    default=ServeSettings.stream_idle_timeout,
+    show_default=True,
+    type=click.FloatRange(min=0.001),
+    help="Seconds a stream (server-sent events, a gRPC ModelStreamInfer) may pass sending and "
+    "receiving nothing; then it ends with an error and its requests are withdrawn.",
+)
+@click.option(
     "--grpc-idle-timeout",
     default=ServeSettings.grpc_idle_timeout,
     show_default=True,

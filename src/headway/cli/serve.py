@@ -24,6 +24,8 @@ from headway.api.limits import (
     BODY_TIMEOUT_S,
     HEADER_TIMEOUT_S,
     MAX_CONNECTIONS,
+    STREAM_BUFFER_BYTES,
+    STREAM_IDLE_TIMEOUT_S,
     WRITE_TIMEOUT_S,
     connection_cap,
     max_answer_bytes,
@@ -101,6 +103,8 @@ class ServeSettings:
     max_answer_mb: float | None = None
     max_unread_mb: float | None = None
     dashboard_history_s: int = HISTORY_SECONDS
+    stream_buffer_mb: float = STREAM_BUFFER_BYTES / 2**20
+    stream_idle_timeout: float = STREAM_IDLE_TIMEOUT_S
 
 
 def build_app(settings: ServeSettings) -> HeadwayApp:
@@ -177,6 +181,7 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
                 max_connections=connection_cap(settings.max_connections),
                 write_timeout=settings.write_timeout,
                 idle_timeout=settings.grpc_idle_timeout,
+                stream_idle_timeout=settings.stream_idle_timeout,
                 max_buffered=int(settings.grpc_max_buffered_mb * 2**20),
                 tls=tls.grpc if tls else None,
             )
@@ -285,6 +290,8 @@ def run(settings: ServeSettings) -> None:
             tls=tls.http if tls else None,
             write_timeout=settings.write_timeout,
             max_unread=int(settings.max_unread_mb * 2**20) if settings.max_unread_mb else None,
+            stream_buffer=int(settings.stream_buffer_mb * 2**20),
+            stream_idle_timeout=settings.stream_idle_timeout,
         )
         app.controller.watch_replies(server)
     # A frontend makes a few dozen short-lived objects per request; with thousands of requests

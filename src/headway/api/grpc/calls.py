@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from headway.api.grpc.frames import Headers
-from headway.api.limits import WRITE_TIMEOUT_S
+from headway.api.limits import STREAM_IDLE_TIMEOUT_S, WRITE_TIMEOUT_S
 
 if TYPE_CHECKING:
     from headway.api.grpc.bidi import Session, StreamCall
@@ -49,7 +49,7 @@ class Limits:
     idle_timeout: float = 180.0
     #: Seconds a streaming call may pass with no request in flight and none arriving, and
     #: with nothing sent (Envoy's stream_idle_timeout): then it ends DEADLINE_EXCEEDED.
-    stream_idle_timeout: float = 300.0
+    stream_idle_timeout: float = STREAM_IDLE_TIMEOUT_S
     #: Receive windows this side grants (streams, and the connection as a whole).
     stream_window: int = 1 * 2**20
     connection_window: int = 16 * 2**20

@@ -253,6 +253,7 @@ class GrpcServer(ReadTurns):
         max_connections: int = MAX_CONNECTIONS,
         write_timeout: float = WRITE_TIMEOUT_S,
         idle_timeout: float = Limits.idle_timeout,
+        stream_idle_timeout: float = Limits.stream_idle_timeout,
         max_buffered: int = Limits.server_buffer,
         tls: ssl.SSLContext | None = None,
     ) -> None:
@@ -276,6 +277,7 @@ class GrpcServer(ReadTurns):
             max_connections=max_connections,
             write_timeout=write_timeout,
             idle_timeout=idle_timeout,
+            stream_idle_timeout=stream_idle_timeout,
             # a quarter of the server's (one connection cannot take all), and at least a
             # request of the largest size with room for another
             connection_buffer=max(
@@ -365,7 +367,7 @@ class GrpcServer(ReadTurns):
     async def _sweep(self) -> None:
         limits = self.limits
         timeouts = (limits.header_timeout, limits.body_timeout, limits.write_timeout)
-        every = min(SWEEP_S, *timeouts, limits.idle_timeout) / 2
+        every = min(SWEEP_S, *timeouts, limits.idle_timeout, limits.stream_idle_timeout) / 2
         while True:
             await asyncio.sleep(every)
             now = time.monotonic()
