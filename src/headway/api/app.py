@@ -22,6 +22,7 @@ import headway
 from headway.api import apidocs
 from headway.api.apps import AppRoutes, lookup_route
 from headway.api.auth import BearerToken, for_admin, for_inference, is_admin, is_open
+from headway.api.completions import CompletionRoutes, openai_shaped
 from headway.api.dashboard import Dashboard
 from headway.api.descriptions import config, index, metadata, unready
 from headway.api.errors import (
@@ -34,6 +35,7 @@ from headway.api.errors import (
     failure,
     problem,
 )
+from headway.api.generate import GenerateRoute
 from headway.api.inference import InferRoute
 from headway.api.limits import body_decoder
 from headway.api.limits import max_answer_bytes as max_answer_bytes_for
@@ -42,6 +44,7 @@ from headway.api.openapi import OPENAPI
 from headway.api.origins import OriginPolicy
 from headway.api.paths import empty_segment, segments
 from headway.api.statistics import statistics
+from headway.api.text import MAX_PROMPT_BYTES
 from headway.api.tracing import Tracing
 from headway.apps import AppRegistry
 from headway.control.controller import Controller
@@ -75,6 +78,7 @@ class HeadwayApp:
         tracing: Tracing | None = None,
         origins: OriginPolicy | None = None,
         history_seconds: int | None = None,
+        max_prompt_bytes: int = MAX_PROMPT_BYTES,
     ) -> None:
         self.controller = controller
         self.max_body_bytes = max_body_bytes
@@ -91,6 +95,10 @@ class HeadwayApp:
         self._apps = AppRoutes(self.apps)
         #: The infer route (`api.inference`).
         self.inference = InferRoute(controller, self.max_answer_bytes)
+        #: Triton's generate extension (`api.generate`) and OpenAI's completions
+        #: (`api.completions`), over text generators; prompts up to `--max-prompt-kb`.
+        self.generation = GenerateRoute(controller, max_prompt_bytes)
+        self.completions = CompletionRoutes(controller, max_prompt_bytes)
         #: The infer paths routed so far, to their model's (name, version): routed again
         #: without splitting the path.
         self._infer_targets: dict[str, tuple[str, str | None]] = {}
@@ -210,6 +218,8 @@ class HeadwayApp:
         """
         if self.origins.cors:  # only with --allow-origin: the answer may need CORS headers
             reply = self.origins.answering(headers, reply)
+        if path.startswith("/v1/"):  # OpenAI's API: every error in its shape
+            reply = openai_shaped(reply)
         target = self._infer_targets.get(path) if method == "POST" and self.started else None
         token = self.inference_token
         if token is not None and target is not None and not token.allows(headers.get(AUTH)):
@@ -283,6 +293,8 @@ class HeadwayApp:
             return self._apps(method, parts[1:], path, body, headers.get(b"traceparent"))
         if parts and parts[0] == "lookups":
             return lookup_route(self.apps, method, parts[1:], body)
+        if parts and parts[0] == "v1":
+            return self._v1(method, path, parts[1:], body, received, reply)
         if parts == ["metrics"]:
             expect(method, "GET")
             return 200, render(self.controller, self.apps, self.tuner), _TEXT
@@ -347,6 +359,13 @@ class HeadwayApp:
                 else:
                     route.traced(name, version, headers, body, received, reply)
                 return None
+            if rest == ["generate"] or rest == ["generate_stream"]:
+                expect(method, "POST")
+                stream = rest[0] == "generate_stream"
+                self.generation.generate(
+                    name, version, body, received, reply, stream=stream, path=path
+                )
+                return None
             if not rest:
                 expect(method, "GET")
                 return 200, orjson.dumps(metadata(c.model(name, version))), JSON
@@ -373,6 +392,25 @@ class HeadwayApp:
             if len(parts) == 4 and parts[1] == "models" and parts[3] in ("load", "unload"):
                 expect(method, "POST")
                 return self._load(parts[2]) if parts[3] == "load" else self._unload(parts[2])
+        raise NoRoute(f"no route {method} {path}")
+
+    def _v1(
+        self,
+        method: str,
+        path: str,
+        parts: list[str],
+        body: bytes,
+        received: float | None,
+        reply: Reply,
+    ) -> Answer | None:
+        """OpenAI's API over the text generators (`api.completions`)."""
+        if parts == ["models"]:
+            expect(method, "GET")
+            return self.completions.models()
+        if parts == ["completions"] or parts == ["chat", "completions"]:
+            expect(method, "POST")
+            self.completions.complete(body, parts[0] == "chat", received, reply)
+            return None
         raise NoRoute(f"no route {method} {path}")
 
     async def _load(self, name: str) -> Response:

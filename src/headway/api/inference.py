@@ -6,15 +6,23 @@ too long to be read is refused before its tensors are decoded (`Controller.scree
 HTTP server screened it on its way in); then it is decoded and submitted with a receiver that
 encodes the answer and replies the moment the prediction is known: no task, no callback queue
 between the worker's answer and the write.
+
+With `Accept: text/event-stream` the answer is server-sent events (`api.streamed`): each part
+of a model that answers in parts is one `data:` event holding the protocol's JSON answer with
+that part's outputs, and an error after the first part a last event `data: {"error": ...}`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from headway.api import oip
 from headway.api.errors import JSON, Reply, Response, failure, http_status
-from headway.api.parameters import NO_POLICY, schedule_policy
+from headway.api.parameters import NO_POLICY, model_parameters, schedule_policy, stream_targets
+from headway.api.sse import event
+from headway.api.streamed import StreamedReply
 from headway.api.tracing import Trace, Tracing
 from headway.control.admission.overload import NOTICEABLE_WAIT_S
 from headway.control.controller import Controller
@@ -109,6 +117,10 @@ class InferRoute:
             request = oip.decode_infer(body, length, head)
         if trace is not None:
             trace.mark_decoded(controller.clock.now())
+        accept = headers.get(b"accept")
+        if accept is not None and b"text/event-stream" in accept:
+            self._stream(name, version, timeout, priority, received, request, reply)
+            return
         controller.submit(
             InferenceRequest(
                 name,
@@ -122,6 +134,44 @@ class InferRoute:
             ),
             EncodedReply(reply, request, name, self.max_answer),
         )
+
+    def _stream(
+        self,
+        name: str,
+        version: str | None,
+        timeout: float | None,
+        priority: int | None,
+        received: float | None,
+        request: oip.InferRequest,
+        reply: Reply,
+    ) -> None:
+        """Admit a request whose answer streams (`Accept: text/event-stream`)."""
+        if request.all_binary or request.binary_outputs:
+            raise InvalidInput("an event stream carries JSON outputs: ask for binary outputs "
+                               "without 'Accept: text/event-stream'")  # fmt: skip
+        parameters = request.parameters or {}
+        ttft, tpot = stream_targets(parameters)
+        controller = self.controller
+        events = InferEvents(name, request, self.max_answer)
+        events.version = controller.model(name, version).config.version
+        receiver = StreamedReply(controller, reply, events)
+        ticket = controller.submit(
+            InferenceRequest(
+                name,
+                version=version,
+                timeout=timeout,
+                priority=priority,
+                arrival=received,
+                inputs=request.inputs,
+                outputs=request.outputs,
+                stream=True,
+                ttft=ttft,
+                tpot=tpot,
+                parameters=model_parameters(parameters),
+            ),
+            receiver,
+        )
+        receiver.submitted(ticket)
 
     def traced(
         self,
@@ -184,3 +234,28 @@ class EncodedReply:
 
     def fail(self, error: Exception) -> None:
         self.reply(failure(error, "POST", f"/v2/models/{self.name}/infer"))
+
+
+class InferEvents:
+    """The infer route's events (`api.streamed.Events`): each part the protocol's JSON answer."""
+
+    __slots__ = ("decoded", "limit", "name", "version")
+
+    def __init__(self, name: str, decoded: oip.InferRequest, limit: int) -> None:
+        self.name = name
+        self.decoded = decoded
+        self.limit = limit
+        self.version = 0
+
+    def part(self, outputs: Tensors) -> bytes:
+        payload, _ = oip.encode_infer(self.name, self.version, outputs, self.decoded, self.limit)
+        return event(payload)
+
+    def end(self, outputs: Tensors) -> bytes:
+        return self.part(outputs) if outputs else b""
+
+    def error(self, message: str, reason: str) -> bytes:
+        return event(orjson.dumps({"error": message}))
+
+    def refusal(self, error: Exception) -> Response:
+        return failure(error, "POST", f"/v2/models/{self.name}/infer")

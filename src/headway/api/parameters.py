@@ -34,3 +34,28 @@ def _positive(key: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise InvalidInput(f"parameter {key!r} must be a positive number, got {value!r}")
     return float(value)
+
+
+#: Parameters the server reads itself; any other reaches the model (a generative model's
+#: `start`), such as `max_tokens`, `temperature`, `seed`.
+SERVER_PARAMETERS = frozenset({
+    "timeout", "slo_ms", "priority", "ttft_ms", "tpot_ms", "binary_data_output",
+    "triton_enable_empty_final_response",
+})  # fmt: skip
+
+
+def stream_targets(parameters: dict[str, Any]) -> tuple[float | None, float | None]:
+    """A streamed request's own targets: `ttft_ms` (to its first part) and `tpot_ms` (per
+    part after it), in seconds; None where not given (the model's defaults apply)."""
+    ttft = parameters.get("ttft_ms")
+    tpot = parameters.get("tpot_ms")
+    return (
+        None if ttft is None else _positive("ttft_ms", ttft) * 1e-3,
+        None if tpot is None else _positive("tpot_ms", tpot) * 1e-3,
+    )
+
+
+def model_parameters(parameters: dict[str, Any]) -> dict[str, Any] | None:
+    """The parameters meant for the model (all but `SERVER_PARAMETERS`); None if none."""
+    chosen = {k: v for k, v in parameters.items() if k not in SERVER_PARAMETERS}
+    return chosen or None

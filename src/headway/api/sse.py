@@ -5,7 +5,8 @@ status and headers are sent before the first part), then sends each event as its
 made and ends the stream with a final event. The server that carries it (`api.connection`,
 `api.asgi`) attaches itself (`attach`): events sent before then wait in the stream.
 `EventStream` is an empty `bytes`, so a stream travels as any answer's body through the code
-that passes answers on (CORS headers, tracing) without it knowing; only the servers look for it.
+that passes answers on (CORS headers, tracing) without it knowing; only the servers look for it
+(and, being empty, it is false: test it with `is None`, never for truth).
 
 What a stream may make the server hold is bounded (`api.connection`, docs/security.md): the
 bytes a client leaves unread, the time it takes none of them, and the time a stream sends

@@ -173,6 +173,14 @@ def cli() -> None:
     "receiving nothing; then it ends with an error and its requests are withdrawn.",
 )
 @click.option(
+    "--max-prompt-kb",
+    default=ServeSettings.max_prompt_kb,
+    show_default=True,
+    type=click.FloatRange(min=0.001),
+    help="The largest prompt (KiB) the text routes take (/v1/completions, /v1/chat/completions, "
+    "/generate); a larger one is answered 413 before anything runs.",
+)
+@click.option(
     "--grpc-idle-timeout",
     default=ServeSettings.grpc_idle_timeout,
     show_default=True,

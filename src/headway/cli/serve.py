@@ -32,6 +32,7 @@ from headway.api.limits import (
 )
 from headway.api.origins import OriginPolicy, origins_warning
 from headway.api.rsgi import GranianServer
+from headway.api.text import MAX_PROMPT_BYTES
 from headway.api.tls import ServerTls, server_tls, standard_ciphers
 from headway.apps import AppRegistry, load_config
 from headway.control.controller import Controller
@@ -105,6 +106,7 @@ class ServeSettings:
     dashboard_history_s: int = HISTORY_SECONDS
     stream_buffer_mb: float = STREAM_BUFFER_BYTES / 2**20
     stream_idle_timeout: float = STREAM_IDLE_TIMEOUT_S
+    max_prompt_kb: float = MAX_PROMPT_BYTES / 1024
 
 
 def build_app(settings: ServeSettings) -> HeadwayApp:
@@ -165,6 +167,7 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
         tracing=tracing.from_environment(),
         origins=OriginPolicy.for_bind(settings.host, settings.allow_origin, settings.allow_host),
         history_seconds=settings.dashboard_history_s,
+        max_prompt_bytes=int(settings.max_prompt_kb * 1024),
     )
     if settings.plan is not None:  # the dashboard shows the plan the server follows
         app.dashboard.plan = read_document(settings.plan)

@@ -26,7 +26,12 @@ from headway.api.grpc import messages
 from headway.api.grpc.codec import decode_infer, encode_infer
 from headway.api.grpc.status import grpc_status
 from headway.api.oip import InferRequest
-from headway.api.parameters import NO_POLICY, schedule_policy
+from headway.api.parameters import (
+    NO_POLICY,
+    model_parameters,
+    schedule_policy,
+    stream_targets,
+)
 from headway.api.statistics import statistics
 from headway.api.tracing import Trace
 from headway.control.request import (
@@ -155,10 +160,12 @@ class InferenceService:
         *,
         trace: Trace | None = None,
         arrival: float | None = None,
+        stream: bool = False,
     ) -> tuple[InferRequest, Ticket]:
         """Decode and admit an inference now (a HeadwayError if it cannot be); its answer goes
         to `receiver(decoded)` (`Controller.submit`), and its ticket withdraws it.
-        `arrival`: when its bytes arrived, on the controller's clock (None: now)."""
+        `arrival`: when its bytes arrived, on the controller's clock (None: now). `stream`:
+        the answer's parts go to the receiver as they are made (`ModelStreamInfer`)."""
         decoded = decode_infer(request)
         if trace is not None:
             trace.mark_decoded(self.controller.clock.now())
@@ -167,6 +174,9 @@ class InferenceService:
         remaining = context.time_remaining()
         if remaining is not None:  # the client's own deadline
             timeout = remaining if timeout is None else min(timeout, remaining)
+        ttft = tpot = None
+        if stream and parameters:
+            ttft, tpot = stream_targets(parameters)
         ticket = self.controller.submit(
             InferenceRequest(
                 request.model_name,
@@ -177,6 +187,10 @@ class InferenceService:
                 inputs=decoded.inputs,
                 outputs=decoded.outputs,
                 trace=trace,
+                stream=stream,
+                ttft=ttft,
+                tpot=tpot,
+                parameters=model_parameters(parameters) if parameters else None,
             ),
             receiver(decoded),
         )

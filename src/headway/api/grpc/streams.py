@@ -2,8 +2,11 @@
 more responses to each, the last of each carrying `triton_final_response: true`.
 
 Each request message is decoded and admitted in the loop turn that read it, as a unary
-`ModelInfer` is, and answered by its receiver (`StreamReply`): a model's parts as they come,
-then its last part flagged final. A request that fails (unparsable, invalid, refused, or
+`ModelInfer` is, and answered by its receiver (`StreamReply`): a model's parts as they come
+(`triton_final_response: false`), and the end flagged final: a model that answers at once
+sends its answer so, and after the parts of a streaming model an empty response carries the
+flag when the request asked for one (`triton_enable_empty_final_response`, tritonclient's
+`enable_empty_final_response=True`), as Triton sends it. A request that fails (unparsable, invalid, refused, or
 failing in the model) gets one response with `error_message` naming the cause, as Triton sends
 it, and the stream goes on: tritonclient's stream callback receives it as an
 `InferenceServerException`. The call itself ends with a status: OK once the client has sent its
@@ -38,6 +41,8 @@ log = logging.getLogger("headway.grpc")
 _UNAUTHENTICATED = 16
 #: The response parameter that tells a decoupled client a request's responses are over.
 FINAL = "triton_final_response"
+#: The request parameter that asks for an empty final response after a stream's parts.
+EMPTY_FINAL = "triton_enable_empty_final_response"
 
 
 class StreamContext:
@@ -98,7 +103,9 @@ class InferStream:
         reply = StreamReply(self, request)
         self.flights.add(reply)
         try:
-            _, reply.ticket = self.service.submit_infer(request, self.context, reply.bind)
+            _, reply.ticket = self.service.submit_infer(
+                request, self.context, reply.bind, stream=True
+            )
         except HeadwayError as exc:
             reply.fail(exc)
         except Exception as exc:  # never crash on one request
@@ -165,8 +172,15 @@ class StreamReply:
         if self.gone:
             return
         self.gone = True
-        self._send(prediction.outputs, final=True, version=prediction.version)
+        # the last part, flagged final; after parts, an empty final response only where the
+        # request asked for one (`triton_enable_empty_final_response`), as Triton does
+        if prediction.outputs or self._empty_final():
+            self._send(prediction.outputs, final=True, version=prediction.version)
         self.stream.ended(self)
+
+    def _empty_final(self) -> bool:
+        asked = self.request.parameters.get(EMPTY_FINAL)
+        return asked is not None and asked.bool_param
 
     def fail(self, error: Exception) -> None:
         if self.gone:
@@ -182,14 +196,16 @@ class StreamReply:
     def _send(self, outputs: Tensors, *, final: bool, version: int | None = None) -> None:
         request, decoded = self.request, self.decoded
         assert decoded is not None
+        version = self.version if version is None else version
         try:
-            answer = encode_infer(
-                request.model_name,
-                self.version if version is None else version,
-                outputs,
-                decoded,
-                self.stream.limit,
-            )
+            if outputs:
+                answer = encode_infer(
+                    request.model_name, version, outputs, decoded, self.stream.limit
+                )
+            else:  # an empty final response
+                answer = messages.ModelInferResponse(
+                    model_name=request.model_name, model_version=str(version), id=request.id
+                )
         except HeadwayError as exc:
             self.stream.error(request.id, exc.message)
             if not final:  # the request cannot be answered: withdraw it
