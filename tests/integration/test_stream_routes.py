@@ -6,6 +6,7 @@ an error inside a stream ends it with an error event naming the cause."""
 
 from __future__ import annotations
 
+import asyncio
 import queue
 from collections.abc import Iterator
 
@@ -16,6 +17,8 @@ import orjson
 import pytest
 import tritonclient.grpc as triton_grpc
 
+import headway
+from headway.errors import HeadwayError, ModelNotFound
 from headway.launcher import ServerProcess
 from tests.integration.text_models import spell
 
@@ -168,3 +171,25 @@ def test_tritonclient_streams_a_generation_with_its_final_flag(server: ServerPro
     assert finals == [False, False, False, True] and {r.id for r in responses} == {"7"}
     texts = [result.as_numpy("text_output") for result, _ in got[:3]]  # type: ignore[attr-defined]
     assert [t[0] for t in texts] == [b"stream ", b"me ", b"now "]
+
+
+# -- headway.Client ----------------------------------------------------------------------------
+def test_the_client_streams_parts_and_text_blocking_and_async(server: ServerProcess) -> None:
+    prompt = np.array([[b"to be or"]], dtype=object)
+    with headway.Client(server.url) as client:
+        parts = [
+            answer["text_output"][0] for answer in client.stream("spell", {"text_input": prompt})
+        ]
+        assert parts == ["to ", "be ", "or "]
+        assert list(client.generate_stream("spell", "a b c", max_tokens=2)) == ["a ", "b "]
+        assert client.generate("spell", "a b c") == "a b c "
+        with pytest.raises(HeadwayError, match="the spell broke at its third word"):
+            list(client.generate_stream("spell", "fail at three"))
+        with pytest.raises(ModelNotFound):
+            list(client.generate_stream("nope", "x"))
+
+    async def streamed() -> list[str]:
+        async with headway.AsyncClient(server.url) as client:
+            return [text async for text in client.generate_stream("spell", "x y", ttft=5.0)]
+
+    assert asyncio.run(streamed()) == ["x ", "y "]

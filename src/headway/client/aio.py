@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
 
-from headway.client.calls import ClientCall, Tries
+from headway.client.calls import ClientCall, EventCall, Tries
+from headway.client.codec import DONE, event_of
 from headway.client.credentials import tls_context
 from headway.client.operations import Operations
 
@@ -42,6 +44,27 @@ class AsyncClient(Operations):
             if response.status_code in call.settles:
                 return call.read(response)
             await asyncio.sleep(tries.wait_after(response, None))
+
+    async def _stream(self, call: EventCall[T]) -> AsyncIterator[T]:
+        tries = Tries(call, self.retry, self.on_retry)
+        while True:
+            request = tries.next_request(self.timeout)
+            try:
+                async with self._http.stream(**request) as response:
+                    if response.status_code == 200:
+                        async for line in response.aiter_lines():
+                            data = event_of(line)
+                            if data is DONE:
+                                return
+                            value = None if data is None else call.event(data)
+                            if value is not None:
+                                yield value
+                        return
+                    await response.aread()
+                    wait = tries.wait_after(response, None)
+            except httpx.ConnectError as exc:
+                wait = tries.wait_after(None, exc)
+            await asyncio.sleep(wait)
 
     async def close(self) -> None:
         await self._http.aclose()

@@ -157,3 +157,96 @@ def post_call(
     content = b"" if body is None else orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
     sent = {"content-type": "application/json", **(headers or {})}
     return ClientCall("POST", path, lambda left: (content, sent), _json)
+
+
+@dataclass
+class EventCall(ClientCall[T]):
+    """An operation answered as server-sent events: `event` reads each event's data."""
+
+    event: Callable[[bytes], T | None] = lambda data: None
+
+
+def _unread(response: httpx.Response) -> Any:
+    raise AssertionError("an event stream is read event by event")
+
+
+def stream_call(
+    model: str,
+    inputs: Mapping[str, np.ndarray] | np.ndarray,
+    *,
+    version: str | int | None = None,
+    outputs: Sequence[str] | None = None,
+    timeout: float | None = None,
+    priority: int | None = None,
+    parameters: Mapping[str, Any] | None = None,
+    ttft: float | None = None,
+    tpot: float | None = None,
+) -> EventCall[Answer]:
+    """An inference answered in parts (the infer route's events): each part an `Answer`.
+    `ttft` and `tpot` (seconds) are its targets to the first part and per part after it."""
+    named = {"input-0": inputs} if isinstance(inputs, np.ndarray) else dict(inputs)
+    fixed = _targets(parameters, priority, ttft, tpot)
+
+    def build(left: float | None) -> tuple[bytes, dict[str, str]]:
+        wanted = fixed if left is None else {**fixed, "timeout": max(1, int(left * 1e6))}
+        body, headers = encode_infer(named, outputs=outputs, parameters=wanted,
+                                     binary_outputs=False)  # fmt: skip
+        return body, {**headers, "accept": "text/event-stream"}
+
+    return EventCall(
+        "POST",
+        f"{model_path(model, version)}/infer",
+        build,
+        _unread,
+        deadline=timeout,
+        event=lambda data: decode_infer(data, {}),
+    )
+
+
+def generate_call(
+    model: str,
+    prompt: str,
+    *,
+    version: str | int | None = None,
+    stream: bool = True,
+    timeout: float | None = None,
+    priority: int | None = None,
+    ttft: float | None = None,
+    tpot: float | None = None,
+    **options: Any,
+) -> EventCall[str]:
+    """A text generator's answer to `prompt` (Triton's generate extension): each part's new
+    text (`stream`), or the whole text as one. `options` (`max_tokens`, `temperature`, ...)
+    reach the model as parameters."""
+    fixed = _targets(options, priority, ttft, tpot)
+
+    def build(left: float | None) -> tuple[bytes, dict[str, str]]:
+        wanted = fixed if left is None else {**fixed, "timeout": max(1, int(left * 1e6))}
+        body = orjson.dumps({"text_input": prompt, "parameters": wanted})
+        return body, {"content-type": "application/json"}
+
+    route = "generate_stream" if stream else "generate"
+    return EventCall(
+        "POST",
+        f"{model_path(model, version)}/{route}",
+        build,
+        lambda response: str(orjson.loads(response.content).get("text_output", "")),
+        deadline=timeout,
+        event=lambda data: orjson.loads(data).get("text_output"),
+    )
+
+
+def _targets(
+    parameters: Mapping[str, Any] | None,
+    priority: int | None,
+    ttft: float | None,
+    tpot: float | None,
+) -> dict[str, Any]:
+    fixed = dict(parameters or {})
+    if priority is not None:
+        fixed["priority"] = priority
+    if ttft is not None:
+        fixed["ttft_ms"] = ttft * 1e3
+    if tpot is not None:
+        fixed["tpot_ms"] = tpot * 1e3
+    return fixed

@@ -51,8 +51,10 @@ def encode_infer(
     outputs: Sequence[str] | None = None,
     parameters: Mapping[str, Any] | None = None,
     request_id: str | None = None,
+    binary_outputs: bool = True,
 ) -> tuple[bytes, dict[str, str]]:
-    """The request body and its headers: every tensor binary, every output asked binary."""
+    """The request body and its headers: every tensor binary, every output asked binary
+    (unless not `binary_outputs`: an event stream carries JSON)."""
     described: list[dict[str, Any]] = []
     blobs: list[bytes] = []
     for name, value in inputs.items():
@@ -71,12 +73,11 @@ def encode_infer(
             }
         )
         blobs.append(raw)
-    document: dict[str, Any] = {
-        "inputs": described,
-        "parameters": {**(parameters or {}), "binary_data_output": True},
-    }
+    wanted = {**(parameters or {}), "binary_data_output": True} if binary_outputs else parameters
+    document: dict[str, Any] = {"inputs": described, "parameters": wanted or {}}
     if outputs is not None:
-        document["outputs"] = [{"name": o, "parameters": {"binary_data": True}} for o in outputs]
+        binary = {"parameters": {"binary_data": True}} if binary_outputs else {}
+        document["outputs"] = [{"name": o, **binary} for o in outputs]
     if request_id is not None:
         document["id"] = request_id
     head = orjson.dumps(document)
@@ -136,3 +137,25 @@ def error_for(status: int, body: bytes) -> HeadwayError:
         message = body[:200].decode(errors="replace") or f"HTTP {status}"
     kind = _ERRORS.get(status)
     return kind(message) if kind is not None else HeadwayError(f"HTTP {status}: {message}")
+
+
+#: What `event_of` gives for `data: [DONE]`, the end of an OpenAI-style stream.
+DONE = b"[DONE]"
+
+
+def event_of(line: str) -> bytes | None:
+    """The `data:` of a server-sent event's line (None for any other line; `DONE` at the
+    end); an event that reports an error (`{"error": ...}`) raises it, naming the cause."""
+    if not line.startswith("data:"):
+        return None
+    data = line[5:].strip().encode()
+    if data.startswith(b'{"error"'):
+        raise stream_error(data)
+    return DONE if data == DONE else data
+
+
+def stream_error(data: bytes) -> HeadwayError:
+    """The error an event reports (Headway's, Triton's or OpenAI's shape)."""
+    error = orjson.loads(data).get("error")
+    message = error.get("message") if isinstance(error, dict) else error
+    return HeadwayError(f"the stream ended in error: {message}")

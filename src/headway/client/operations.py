@@ -9,7 +9,17 @@ from urllib.parse import quote
 
 import numpy as np
 
-from headway.client.calls import ClientCall, get_call, infer_call, model_path, post_call, ready_call
+from headway.client.calls import (
+    ClientCall,
+    EventCall,
+    generate_call,
+    get_call,
+    infer_call,
+    model_path,
+    post_call,
+    ready_call,
+    stream_call,
+)
 from headway.client.credentials import Verify, bearer
 from headway.client.retry import Retry
 
@@ -51,6 +61,9 @@ class Operations:
     def _run(self, call: ClientCall[Any]) -> Any:
         raise NotImplementedError
 
+    def _stream(self, call: EventCall[Any]) -> Any:
+        raise NotImplementedError
+
     def _auth(self) -> dict[str, str]:
         return bearer(self.token)
 
@@ -81,6 +94,43 @@ class Operations:
                 request_id=request_id,
             )
         )
+
+    def stream(
+        self,
+        model: str,
+        inputs: Mapping[str, np.ndarray] | np.ndarray,
+        *,
+        version: str | int | None = None,
+        outputs: Sequence[str] | None = None,
+        timeout: float | None = None,
+        priority: int | None = None,
+        parameters: Mapping[str, Any] | None = None,
+        ttft: float | None = None,
+        tpot: float | None = None,
+    ) -> Any:
+        """Predict with a model that answers in parts: an iterator (`Client`; an async one,
+        `AsyncClient`) of each part as an `Answer`, as the model makes it. `ttft` and `tpot`
+        (seconds) are the stream's targets, to its first part and per part after it. A
+        refusal raises before the first part (429 and 503 retried, as `infer`'s); an error
+        inside the stream raises when it is reached, naming the cause. Leaving the loop early
+        closes the stream, and the server withdraws the request."""
+        return self._stream(
+            stream_call(
+                model, inputs, version=version, outputs=outputs, timeout=timeout,
+                priority=priority, parameters=parameters, ttft=ttft, tpot=tpot,
+            )
+        )  # fmt: skip
+
+    def generate(self, model: str, prompt: str, **options: Any) -> Any:
+        """A text generator's whole answer to `prompt`, as one string (Triton's generate
+        extension). `options`: `max_tokens`, `temperature`, `seed`, `stop`, ..., and
+        `timeout`, `priority`, `ttft`, `tpot` as for `stream`."""
+        return self._run(generate_call(model, prompt, stream=False, **options))
+
+    def generate_stream(self, model: str, prompt: str, **options: Any) -> Any:
+        """A text generator's answer to `prompt` as an iterator of each part's new text
+        (`generate`'s options; `stream`'s errors and early exit)."""
+        return self._stream(generate_call(model, prompt, stream=True, **options))
 
     def live(self) -> Any:
         """Whether the server is live (a bool)."""

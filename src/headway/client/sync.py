@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, TypeVar
 
 import httpx
 
-from headway.client.calls import ClientCall, Tries
+from headway.client.calls import ClientCall, EventCall, Tries
+from headway.client.codec import DONE, event_of
 from headway.client.credentials import tls_context
 from headway.client.operations import Operations
 
@@ -40,6 +42,27 @@ class Client(Operations):
             if response.status_code in call.settles:
                 return call.read(response)
             time.sleep(tries.wait_after(response, None))
+
+    def _stream(self, call: EventCall[T]) -> Iterator[T]:
+        tries = Tries(call, self.retry, self.on_retry)
+        while True:
+            request = tries.next_request(self.timeout)
+            try:
+                with self._http.stream(**request) as response:
+                    if response.status_code == 200:
+                        for line in response.iter_lines():
+                            data = event_of(line)
+                            if data is DONE:
+                                return
+                            value = None if data is None else call.event(data)
+                            if value is not None:
+                                yield value
+                        return
+                    response.read()
+                    wait = tries.wait_after(response, None)
+            except httpx.ConnectError as exc:
+                wait = tries.wait_after(None, exc)
+            time.sleep(wait)
 
     def close(self) -> None:
         self._http.close()
