@@ -31,6 +31,14 @@ def test_a_completion_takes_openai_arguments_and_passes_options_to_the_model() -
     assert completions.parse(body(prompt=["one"]), chat=False).max_tokens == 16  # the default
 
 
+def test_a_completion_passes_its_parameters_object_to_the_model_under_the_named_ones() -> None:
+    request = completions.parse(
+        body(prompt="hi", max_tokens=4, parameters={"ignore_end": True, "max_tokens": 99}),
+        chat=False,
+    )
+    assert request.parameters == {"ignore_end": True, "max_tokens": 4}
+
+
 def test_a_chat_becomes_one_prompt_a_line_per_message() -> None:
     messages = [{"role": "system", "content": "be brief"},
                 {"role": "user", "content": [{"type": "text", "text": "hi"}]}]  # fmt: skip
@@ -55,6 +63,7 @@ def test_a_chat_becomes_one_prompt_a_line_per_message() -> None:
         ({"prompt": [1, 2, 3]}, "prompt"),
         ({}, "prompt"),
         ({"prompt": "x", "ttft_ms": -1}, "ttft_ms"),
+        ({"prompt": "x", "parameters": [1]}, "parameters"),
     ],
 )
 def test_a_malformed_completion_names_its_argument(fields: dict[str, object], param: str) -> None:

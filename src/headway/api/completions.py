@@ -7,10 +7,12 @@ A request is checked whole before anything runs: a malformed one is a 4xx in Ope
 shape, `{"error": {"message", "type", "param", "code"}}`, naming the argument. Arguments the
 server cannot honour (`n` above 1, `logprobs`, `echo`, token-id prompts) are refused, not
 ignored. `max_tokens`, `temperature`, `top_p`, `seed`, `stop` and the penalties reach the
-model as its request's parameters; Headway's own `ttft_ms`, `tpot_ms` (the stream's targets)
-and `priority` may ride along (the `openai` client's `extra_body`). A chat's messages become
-one prompt, a line `role: content` each and `assistant:` last. Usage counts the parts made as
-completion tokens; the prompt is not tokenized here, so its count is 0.
+model as its request's parameters; Headway's own `ttft_ms`, `tpot_ms` (the stream's targets),
+`priority` and `parameters` (an object passed to the model as it is, such as the demo
+generator's `ignore_end`; the named arguments win over its keys) may ride along (the `openai`
+client's `extra_body`). A chat's messages become one prompt, a line `role: content` each and
+`assistant:` last. Usage counts the parts made as completion tokens; the prompt is not
+tokenized here, so its count is 0.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ ROLES = ("system", "developer", "user", "assistant", "tool")
 _COMMON = {
     "model", "max_tokens", "temperature", "top_p", "n", "stream", "stream_options", "stop",
     "seed", "user", "presence_penalty", "frequency_penalty", "logit_bias", "ttft_ms", "tpot_ms",
-    "priority",
+    "priority", "parameters",
 }  # fmt: skip
 _COMPLETION = _COMMON | {"prompt", "echo", "logprobs", "best_of", "suffix"}
 _CHAT = _COMMON | {"messages", "max_completion_tokens", "logprobs", "top_logprobs"}
@@ -126,7 +128,13 @@ def parse(body: bytes, chat: bool, max_prompt: int = MAX_PROMPT_BYTES) -> Comple
     stop = raw.get("stop")
     if stop is not None:
         raw["stop"] = _stop(stop)
-    parameters = {key: raw[key] for key in _PARAMETERS if raw.get(key) is not None}
+    given = raw.get("parameters", {})
+    if not isinstance(given, dict):
+        raise OpenAIError(
+            "'parameters' must be an object: options passed to the model", "parameters"
+        )
+    parameters = dict(given)
+    parameters.update((key, raw[key]) for key in _PARAMETERS if raw.get(key) is not None)
     if request.max_tokens is not None:
         parameters["max_tokens"] = request.max_tokens
     request.parameters = parameters
