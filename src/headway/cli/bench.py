@@ -12,6 +12,7 @@ import orjson
 from rich.console import Console
 
 from headway.cli.bench_runs import Load
+from headway.cli.bench_streams import APIS, StreamBench, run_stream_bench
 from headway.cli.find_rate import search_rate
 from headway.loadgen import arrivals, rate_search, report
 from headway.loadgen.client import Target, http_request
@@ -35,6 +36,22 @@ def _positive(ctx: click.Context, param: click.Parameter, value: float | None) -
 def _non_negative(ctx: click.Context, param: click.Parameter, value: float) -> float:
     if not (value >= 0 and math.isfinite(value)):
         raise click.BadParameter(f"must be a finite number, 0 or more, got {value}")
+    return value
+
+
+#: The prompt of `--stream` without `--prompt`.
+DEFAULT_PROMPT = "Return the"
+
+
+def _object(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--parameters") from None
+    if not isinstance(value, dict):
+        raise click.BadParameter("must be a JSON object", param_hint="--parameters")
     return value
 
 
@@ -176,6 +193,55 @@ def _rows(shape: tuple[int, ...]) -> int:
     show_default=True,
     help="With --find-rate: most open-loop trials.",
 )
+@click.option(
+    "--stream",
+    is_flag=True,
+    help="Streaming requests to a text generator (OpenAI's /v1/completions with stream: true, "
+    "or --api generate): reports time to first part, time per part, parts/s and goodput "
+    "(requests meeting --ttft-ms and --tpot-ms); with --find-rate, DistServe's goodput: the "
+    "highest rate at which 90% of requests meet both.",
+)
+@click.option(
+    "--api",
+    type=click.Choice(APIS),
+    default="openai",
+    show_default=True,
+    help="With --stream: the route streamed from.",
+)
+@click.option(
+    "--prompt",
+    "prompts",
+    multiple=True,
+    help="With --stream: a prompt (repeat to rotate through several).",
+)
+@click.option(
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    default=32,
+    show_default=True,
+    help="With --stream: parts asked of each request.",
+)
+@click.option(
+    "--ttft-ms",
+    type=float,
+    default=None,
+    callback=_positive,
+    help="With --stream: the time-to-first-part target (sent with each request).",
+)
+@click.option(
+    "--tpot-ms",
+    type=float,
+    default=None,
+    callback=_positive,
+    help="With --stream: the time-per-part target (sent with each request).",
+)
+@click.option(
+    "--parameters",
+    "model_parameters",
+    default=None,
+    help="With --stream: a JSON object passed to the model with each request, e.g. "
+    "'{\"ignore_end\": true}' (the demo generator then writes --max-tokens parts each).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object of all figures.")
 @click.option(
     "--progress/--no-progress",
@@ -205,6 +271,13 @@ def bench(
     timeout: float,
     find_rate: bool,
     trials: int,
+    stream: bool,
+    api: str,
+    prompts: tuple[str, ...],
+    max_tokens: int,
+    ttft_ms: float | None,
+    tpot_ms: float | None,
+    model_parameters: str | None,
     as_json: bool,
     progress: bool | None,
     token: str | None,
@@ -234,7 +307,7 @@ def bench(
         raise click.UsageError(
             "give either --concurrency (closed loop) or --rate (open loop), not both"
         )
-    if find_rate and slo_ms is None:
+    if find_rate and slo_ms is None and not stream:
         raise click.UsageError("--find-rate judges each trial against an SLO: give --slo-ms")
     given = click.get_current_context().get_parameter_source("trials")
     if not find_rate and given is not click.core.ParameterSource.DEFAULT:
@@ -249,7 +322,7 @@ def bench(
         if arrival == "gamma" and cv is None:
             raise click.UsageError("--arrival gamma needs --cv (its coefficient of variation)")
     elif concurrency is None:
-        concurrency = 1
+        concurrency = 8 if stream else 1
     if propagate_deadline and (not open_loop or slo_ms is None or binary):
         raise click.UsageError(
             "--propagate-deadline needs an open loop (--rate) with --slo-ms, in JSON (no --binary)"
@@ -258,6 +331,24 @@ def bench(
         target = Target.parse(url, token=token, ca=ca_file)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--url") from None
+    if stream:
+        err = Console(stderr=True)
+        bench = StreamBench(
+            target, api, model, list(prompts) or [DEFAULT_PROMPT], max_tokens, ttft_ms, tpot_ms,
+            warmup, duration, timeout, max_connections, err, _object(model_parameters),
+        )  # fmt: skip
+        shown = {"url": url, "model": model, "api": api, "mode": "open" if rate else "closed",
+                 "concurrency": concurrency, "rate": rate, "max_tokens": max_tokens,
+                 "warmup_s": warmup}  # fmt: skip
+        run_stream_bench(
+            bench, shown, concurrency=concurrency, rate=rate, arrival=arrival or "poisson",
+            cv=cv, seed=seed, find_rate=find_rate, trials=trials, as_json=as_json,
+        )  # fmt: skip
+        return
+    if ttft_ms is not None or tpot_ms is not None or prompts or model_parameters is not None:
+        raise click.UsageError(
+            "--prompt, --ttft-ms, --tpot-ms and --parameters describe streams: add --stream"
+        )
 
     try:
         metadata = fetch_metadata(
