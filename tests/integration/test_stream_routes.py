@@ -173,6 +173,27 @@ def test_tritonclient_streams_a_generation_with_its_final_flag(server: ServerPro
     assert [t[0] for t in texts] == [b"stream ", b"me ", b"now "]
 
 
+def test_a_model_error_inside_a_grpc_stream_reaches_tritonclient_after_its_parts(
+    server: ServerProcess,
+) -> None:
+    client = triton_grpc.InferenceServerClient(server.grpc_address)
+    answers: queue.Queue[tuple[object, object]] = queue.Queue()
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    prompt = triton_grpc.InferInput("text_input", [1, 1], "BYTES")
+    prompt.set_data_from_numpy(np.array([[b"fail at three"]], dtype=object))
+    try:
+        client.async_stream_infer("spell", [prompt], request_id="9")
+        got = [answers.get(timeout=10) for _ in range(3)]
+        client.async_stream_infer("spell", [prompt], model_version="7")  # no such version
+        refused = answers.get(timeout=10)
+    finally:
+        client.stop_stream()
+    texts = [result.as_numpy("text_output")[0] for result, _ in got[:2]]  # type: ignore[attr-defined]
+    assert texts == [b"fail ", b"at "] and got[2][0] is None
+    assert "the spell broke at its third word" in str(got[2][1])
+    assert refused[0] is None and "has no version 7" in str(refused[1])  # the stream went on
+
+
 # -- headway.Client ----------------------------------------------------------------------------
 def test_the_client_streams_parts_and_text_blocking_and_async(server: ServerProcess) -> None:
     prompt = np.array([[b"to be or"]], dtype=object)

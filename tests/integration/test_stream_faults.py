@@ -1,0 +1,94 @@
+"""Faults under live streams, at the transports: a worker killed while streams run ends each
+of them with an error naming the cause (a final SSE error event, a tritonclient stream error),
+within seconds, never a hang; the model then serves new streams on the replacement worker."""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import numpy as np
+import openai
+import orjson
+import pytest
+import tritonclient.grpc as triton_grpc
+
+from headway.launcher import ServerProcess
+from tests.integration.text_models import spell
+from tests.processes import children
+
+pytestmark = pytest.mark.integration
+#: Seconds within which a stream must end once its worker is gone (generous: a busy machine).
+END_S = 15.0
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    root = spell(tmp_path / "repository")
+    with ServerProcess(root, state=tmp_path / "state.db", workers=1,
+                       log=tmp_path / "server.log") as srv:  # fmt: skip
+        yield srv
+
+
+def sse_stream(server: ServerProcess, started: threading.Event) -> list[dict[str, object]]:
+    """A slow OpenAI stream read to its end: its events (the last may be an error)."""
+    body = {"model": "spell", "prompt": "slow 1000", "max_tokens": 1000, "stream": True}
+    got: list[dict[str, object]] = []
+    with httpx.stream("POST", server.url + "/v1/completions", json=body,
+                      timeout=END_S * 2) as response:  # fmt: skip
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                got.append(orjson.loads(line[6:]))
+                started.set()
+    return got
+
+
+def test_a_worker_killed_mid_stream_ends_its_streams_with_the_cause_and_serves_on(
+    server: ServerProcess,
+) -> None:
+    assert server.process is not None
+    answers: queue.Queue[tuple[object, object]] = queue.Queue()
+    grpc_client = triton_grpc.InferenceServerClient(server.grpc_address)
+    grpc_client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    prompt = triton_grpc.InferInput("text_input", [1, 1], "BYTES")
+    prompt.set_data_from_numpy(np.array([[b"slow 1000"]], dtype=object))
+    started = threading.Event()
+    with ThreadPoolExecutor(1) as pool:
+        try:
+            sse = pool.submit(sse_stream, server, started)
+            grpc_client.async_stream_infer("spell", [prompt], request_id="1")
+            _, first_error = answers.get(timeout=END_S)
+            assert first_error is None and started.wait(END_S)  # both streams are running
+            (worker,) = children(server.process.pid)
+            os.kill(worker, signal.SIGKILL)
+            killed = time.monotonic()
+            events = sse.result(timeout=END_S)
+            error = None
+            while error is None:  # the parts already on their way, then the error
+                _, error = answers.get(timeout=END_S)
+            assert time.monotonic() - killed < END_S
+        finally:
+            grpc_client.stop_stream()
+    last = events[-1]
+    assert "error" in last and "worker running the stream died" in str(last["error"])
+    assert all("choices" in event for event in events[:-1])
+    assert "worker running the stream died" in str(error)
+    with openai.OpenAI(base_url=server.url + "/v1", api_key="-", timeout=END_S * 2,
+                       max_retries=0) as client:  # fmt: skip
+        deadline = time.monotonic() + END_S * 2  # the replacement worker loads the model
+        while True:
+            try:
+                chunks = client.completions.create(model="spell", prompt="a b c", stream=True)
+                assert "".join(chunk.choices[0].text for chunk in chunks) == "a b c "
+                break
+            except openai.APIStatusError as refused:  # 503 while no worker holds it
+                assert refused.status_code == 503 and time.monotonic() < deadline
+                time.sleep(0.2)
