@@ -3,20 +3,32 @@ other ASGI server.
 
 An ASGI server hands the app a scope and a body that arrives in messages; this adapter applies
 the URL and header limits the server leaves to the app (414, 431), reads the body within the
-body limit, and answers through `HeadwayApp.handle`. Its lifespan messages start and stop the
-app. Headway's own server (`api.http`) calls the app directly, without this glue.
+body limit, and answers through `HeadwayApp.handle`; a streamed answer (server-sent events)
+goes out piece by piece through an `EventPump`, within the same stream bounds as Headway's own
+server, and a client's `http.disconnect` withdraws its request. Its lifespan messages start and
+stop the app. Headway's own server (`api.http`) calls the app directly, without this glue.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from headway.api.app import HeadwayApp
 from headway.api.errors import Response, error_response, problem
-from headway.api.limits import MAX_HEADER_BYTES, MAX_URL_BYTES, headers_too_large, uri_too_long
+from headway.api.event_pump import EventPump
+from headway.api.limits import (
+    MAX_HEADER_BYTES,
+    MAX_URL_BYTES,
+    STREAM_BUFFER_BYTES,
+    STREAM_IDLE_TIMEOUT_S,
+    headers_too_large,
+    uri_too_long,
+)
 from headway.api.paths import from_decoded
+from headway.api.sse import EventStream
 from headway.errors import HeadwayError
 
 log = logging.getLogger("headway.http")
@@ -29,17 +41,49 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 class AsgiApp:
     """The ASGI application over a `HeadwayApp`."""
 
-    def __init__(self, app: HeadwayApp) -> None:
+    def __init__(
+        self,
+        app: HeadwayApp,
+        stream_buffer: int = STREAM_BUFFER_BYTES,
+        stream_idle_timeout: float = STREAM_IDLE_TIMEOUT_S,
+    ) -> None:
         self.app = app
+        self.stream_buffer = stream_buffer
+        self.stream_idle_timeout = stream_idle_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
             status, payload, extra = await self.answer(scope, receive)
             await send({"type": "http.response.start", "status": status, "headers": extra})
-            await send({"type": "http.response.body", "body": payload})
+            if type(payload) is EventStream:
+                await self._stream(payload, receive, send)
+            else:
+                await send({"type": "http.response.body", "body": payload})
         elif kind == "lifespan":
             await self._lifespan(receive, send)
+
+    async def _stream(self, stream: EventStream, receive: Receive, send: Send) -> None:
+        """A streamed answer's events as body pieces until it ends or the client goes."""
+        pump = EventPump(stream, self.stream_buffer, self.stream_idle_timeout)
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            pump.gone()
+
+        watching = asyncio.ensure_future(watch())
+        try:
+            async for data in pump.pieces():
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+            if not stream.cancelled:
+                await send({"type": "http.response.body", "body": b""})
+        except OSError:  # a server that raises on a send to a client that is gone
+            pump.gone()
+        finally:
+            watching.cancel()
+            if not stream.ended:  # this task was cancelled: the server dropped the request
+                pump.gone()
 
     async def answer(self, scope: Scope, receive: Receive) -> Response:
         """The answer to one HTTP request."""

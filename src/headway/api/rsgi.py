@@ -2,7 +2,9 @@
 
 granian parses HTTP in Rust (hyper) and hands each request to `HeadwayApp` over RSGI, in this
 process's event loop, so the controller, its workers and the app are the same as under
-Headway's own server; docs/architecture.md says when to choose it.
+Headway's own server; docs/architecture.md says when to choose it. A streamed answer
+(server-sent events) goes out through granian's response stream as its events come
+(`api.event_pump`), and a client that goes away withdraws its request.
 """
 
 from __future__ import annotations
@@ -16,17 +18,21 @@ from typing import Any
 
 from headway.api.app import HeadwayApp
 from headway.api.errors import Response, error_response, problem
+from headway.api.event_pump import EventPump
 from headway.api.limits import (
     BODY_TIMEOUT_S,
     HEADER_TIMEOUT_S,
     MAX_CONNECTIONS,
     MAX_HEADER_BYTES,
     MAX_URL_BYTES,
+    STREAM_BUFFER_BYTES,
+    STREAM_IDLE_TIMEOUT_S,
     connection_cap,
     headers_too_large,
     uri_too_long,
 )
 from headway.api.paths import from_decoded
+from headway.api.sse import EventStream
 from headway.api.tls import ServerTls
 from headway.errors import ConfigError, HeadwayError
 from headway.launcher import free_port
@@ -65,6 +71,8 @@ class GranianServer:
         body_timeout: float = BODY_TIMEOUT_S,
         max_connections: int = MAX_CONNECTIONS,
         tls: ServerTls | None = None,
+        stream_buffer: int = STREAM_BUFFER_BYTES,
+        stream_idle_timeout: float = STREAM_IDLE_TIMEOUT_S,
     ) -> None:
         self.app = app
         self.host = host
@@ -74,6 +82,8 @@ class GranianServer:
         self.header_timeout = header_timeout
         self.body_timeout = body_timeout
         self.max_connections = max_connections
+        self.stream_buffer = stream_buffer
+        self.stream_idle_timeout = stream_idle_timeout
 
     @property
     def url(self) -> str:
@@ -84,7 +94,30 @@ class GranianServer:
         if scope.proto != "http":  # websockets are not served
             return
         status, body, headers = await self.answer(scope, protocol)
-        protocol.response_bytes(status, _str_headers(headers), body)
+        if type(body) is EventStream:
+            await self._stream(body, protocol.response_stream(status, _str_headers(headers)),
+                               protocol)  # fmt: skip
+        else:
+            protocol.response_bytes(status, _str_headers(headers), body)
+
+    async def _stream(self, stream: EventStream, transport: Any, protocol: Any) -> None:
+        """A streamed answer's events as they come, until it ends or the client goes."""
+        pump = EventPump(stream, self.stream_buffer, self.stream_idle_timeout)
+
+        async def watch() -> None:
+            await protocol.client_disconnect()
+            pump.gone()
+
+        watching = asyncio.ensure_future(watch())
+        try:
+            async for data in pump.pieces():
+                await transport.send_bytes(data)
+        except (OSError, RuntimeError):  # granian's RSGIProtocolClosed: the client is gone
+            pump.gone()
+        finally:
+            watching.cancel()
+            if not stream.ended:
+                pump.gone()
 
     async def answer(self, scope: Any, protocol: Any) -> Response:
         url = len(scope.path) + len(scope.query_string)

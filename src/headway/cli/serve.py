@@ -230,7 +230,11 @@ def uvicorn_config(
     app: HeadwayApp, settings: ServeSettings, tls: ServerTls | None = None
 ) -> uvicorn.Config:
     return uvicorn.Config(
-        AsgiApp(app),
+        AsgiApp(
+            app,
+            stream_buffer=int(settings.stream_buffer_mb * 2**20),
+            stream_idle_timeout=settings.stream_idle_timeout,
+        ),
         host=settings.host,
         port=settings.port,
         loop="uvloop",
@@ -277,6 +281,8 @@ def run(settings: ServeSettings) -> None:
             body_timeout=settings.body_timeout,
             max_connections=settings.max_connections,
             tls=tls,
+            stream_buffer=int(settings.stream_buffer_mb * 2**20),
+            stream_idle_timeout=settings.stream_idle_timeout,
         )
     else:
         server = HttpServer(
