@@ -20,6 +20,7 @@ import orjson
 import pytest
 import tritonclient.grpc as triton_grpc
 
+import headway
 from headway.launcher import ServerProcess
 from tests.integration.text_models import spell
 from tests.processes import children
@@ -92,3 +93,31 @@ def test_a_worker_killed_mid_stream_ends_its_streams_with_the_cause_and_serves_o
             except openai.APIStatusError as refused:  # 503 while no worker holds it
                 assert refused.status_code == 503 and time.monotonic() < deadline
                 time.sleep(0.2)
+
+
+def test_streams_the_real_clients_cancel_free_their_sequences(server: ServerProcess) -> None:
+    """tritonclient's stop_stream(cancel_requests=True) and a headway.Client loop left early
+    each withdraw their requests: the model's 16 sequences are free for 16 new streams."""
+    grpc_client = triton_grpc.InferenceServerClient(server.grpc_address)
+    answers: queue.Queue[tuple[object, object]] = queue.Queue()
+    grpc_client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    prompt = triton_grpc.InferInput("text_input", [1, 1], "BYTES")
+    prompt.set_data_from_numpy(np.array([[b"slow 1000"]], dtype=object))
+    for number in range(12):
+        grpc_client.async_stream_infer("spell", [prompt], request_id=str(number))
+    running: set[str] = set()
+    while len(running) < 12:  # every one of them has made a part
+        result, error = answers.get(timeout=END_S)
+        assert error is None
+        running.add(result.get_response().id)  # type: ignore[attr-defined]
+    grpc_client.stop_stream(cancel_requests=True)
+    with headway.Client(server.url) as client:
+        for _ in range(12):
+            for _text in client.generate_stream("spell", "slow 1000"):
+                break  # leaves the stream after its first part
+    time.sleep(0.5)  # withdrawn sequences leave at their next step
+    with ThreadPoolExecutor(16) as pool, headway.Client(server.url) as client:
+        texts = list(pool.map(lambda _: "".join(client.generate_stream("spell", "slow 3",
+                                                                       timeout=END_S)),
+                              range(16)))  # fmt: skip
+    assert texts == ["x x x "] * 16
