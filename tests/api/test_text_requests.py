@@ -117,6 +117,7 @@ def test_generate_maps_keys_to_inputs_and_options_to_parameters() -> None:
         ({"text_input": "hi"}, "needs inputs ['k']"),
         ({"text_input": 5, "k": 1}, "is BYTES"),
         ({"text_input": "hi", "k": "three"}, "is INT32"),
+        ({"text_input": "hi", "k": 2**31}, "is INT32"),  # out of its range, found by fuzzing
         ({"text_input": "hi", "k": 1, "parameters": []}, "'parameters' must be an object"),
         ([1], "a JSON object"),
     ],

@@ -86,7 +86,7 @@ def _tensor(name: str, value: Any, datatype: str, rank: int, max_prompt: int) ->
     else:
         try:
             array = np.asarray(value, dtype=numpy_dtype(datatype))
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise InvalidInput(f"input {name!r} is {datatype}: {exc}") from None
         if array.dtype == object:
             raise InvalidInput(f"input {name!r} is {datatype}: send numbers")
