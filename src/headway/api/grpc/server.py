@@ -18,7 +18,7 @@ import ssl
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import Any, NoReturn
+from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -30,6 +30,7 @@ from headway.api.grpc.bidi import StreamCall
 from headway.api.grpc.calls import INTERNAL, Call, Limits
 from headway.api.grpc.codec import encode_infer, parameters
 from headway.api.grpc.connections import Connections
+from headway.api.grpc.context import Aborted, CallContext
 from headway.api.grpc.http2 import LINGER_S, Http2Connection
 from headway.api.grpc.service import ADMIN, ALWAYS, InferenceService, authorize
 from headway.api.grpc.status import grpc_status
@@ -53,40 +54,6 @@ _DEADLINE_EXCEEDED = grpc.StatusCode.DEADLINE_EXCEEDED.value[0]
 _UNAUTHENTICATED = grpc.StatusCode.UNAUTHENTICATED.value[0]
 #: The one method that streams both ways: Triton's decoupled inference.
 STREAM_PATH = f"/{messages.SERVICE}/ModelStreamInfer"
-
-
-class Aborted(Exception):
-    """An RPC ended its call with a status (`CallContext.abort`)."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(details)
-        self.code = code
-        self.details = details
-
-
-class CallContext:
-    """What an RPC may ask of its call (`service.Context`), over this server's `Call`."""
-
-    __slots__ = ("call",)
-
-    def __init__(self, call: Call) -> None:
-        self.call = call
-
-    def time_remaining(self) -> float | None:
-        call = self.call
-        if call.timeout is None:
-            return None
-        return max(0.0, call.received + call.timeout - time.monotonic())
-
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return tuple(
-            (name.decode("latin-1"), value.decode("latin-1"))
-            for name, value in self.call.headers
-            if not name.startswith(b":")
-        )
-
-    async def abort(self, code: grpc.StatusCode, details: str = "") -> NoReturn:
-        raise Aborted(code, details)
 
 
 class CallRouter:

@@ -52,7 +52,7 @@ ADMIN = {"RepositoryModelLoad", "RepositoryModelUnload"}
 
 
 class Context(Protocol):
-    """What an RPC may ask of its call (`server.CallContext`; the part of grpcio's
+    """What an RPC may ask of its call (`context.CallContext`; the part of grpcio's
     `ServicerContext` that the RPCs use, so they read as a grpcio servicer's)."""
 
     def time_remaining(self) -> float | None: ...

@@ -19,7 +19,6 @@ sequences at its next step.
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import DecodeError
@@ -27,6 +26,7 @@ from google.protobuf.message import DecodeError
 from headway.api.grpc import messages
 from headway.api.grpc.calls import UNAVAILABLE
 from headway.api.grpc.codec import encode_infer
+from headway.api.grpc.context import CallContext
 from headway.errors import HeadwayError
 
 if TYPE_CHECKING:
@@ -45,28 +45,6 @@ FINAL = "triton_final_response"
 EMPTY_FINAL = "triton_enable_empty_final_response"
 
 
-class StreamContext:
-    """What `InferenceService.submit_infer` asks of a call: the time the stream has left
-    (its `grpc-timeout`, for the whole stream), so no request outlives the stream."""
-
-    __slots__ = ("call",)
-
-    def __init__(self, call: StreamCall) -> None:
-        self.call = call
-
-    def time_remaining(self) -> float | None:
-        call = self.call
-        if call.timeout is None:
-            return None
-        return max(0.0, call.received + call.timeout - time.monotonic())
-
-    def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
-        return ()
-
-    async def abort(self, code: Any, details: str = "") -> Any:  # never asked by submit_infer
-        raise NotImplementedError
-
-
 class InferStream:
     """One `ModelStreamInfer` call's requests and their replies (an `api.grpc.bidi.Session`)."""
 
@@ -77,7 +55,7 @@ class InferStream:
         self.service = service
         self.call = call
         self.limit = app.max_answer_bytes
-        self.context = StreamContext(call)
+        self.context = CallContext(call)
         #: Requests in flight, each holding a slot of the connection (`StreamCall.take`).
         self.flights: set[StreamReply] = set()
         self._closing = False  # the client has sent its last request
