@@ -45,7 +45,7 @@ from headway.launcher import ServerProcess
 
 SLEEPER = "sleep20"
 #: Connections of the ``refused unread`` case: enough that a turn of reads outlasts the lag's
-#: target (`control.overload.TARGET_S`) at ~10 us a refusal.
+#: target (`control.admission.overload.TARGET_S`) at ~10 us a refusal.
 UNREAD_CONNECTIONS = 1024
 SLEEP = """
 import time

@@ -66,11 +66,10 @@ gc.collect = collect
 #: Clockwork's p99 of its last 10 loads (nothing left out, trusted from its first load). The
 #: never-loaded models' estimate (over recent loads) stays.
 P99_LOADS = """
-import headway.control.predictions
-import headway.control.scheduler
+import headway.control.estimates.durations as durations
 
-headway.control.scheduler.LOAD_OUTLIERS_IGNORED = 0
-headway.control.durations.TRUSTED_LOADS = 1
+durations.LOAD_OUTLIERS_IGNORED = 0
+durations.TRUSTED_LOADS = 1
 """
 
 

@@ -1,4 +1,4 @@
-"""The infer route asks whether a request waited too long to be read (`Controller.refuse_late`)
+"""The infer route asks whether a request waited too long to be read (`Controller.screen`)
 only when its wait was noticeable: one read sooner that cannot make its deadline is refused by
 admission instead, and under a policy that does not reject early every request is asked.
 A real controller over `FakeEngine` workers, the clock injected."""

@@ -45,7 +45,7 @@ RPC = 1 * MS  # one way: each action's round trip is 2 ms more than its run
 
 def test_the_servers_batch_statistics_give_each_sizes_time_from_dispatch_to_answer() -> None:
     # max batch 4: the two rows that queue are not a full batch, so none is sent ahead to the
-    # busy worker (`infer_choice.full_batch_ahead`), where it would wait in the worker's queue
+    # busy worker (`choices.full_batch_ahead`), where it would wait in the worker's queue
     model = ModelProfile({1: 10 * MS, 2: 16 * MS}, load_seconds=0.0, size_mb=0.0, max_batch=4)
     with ServerSimulation({"m": model}, rpc_seconds=RPC, slo_ms=10_000) as sim:
         sim.start()

@@ -1,8 +1,8 @@
 """The HTTP server's shortcut under overload: refuse an infer request before routing it.
 
 Under open-loop overload the frontend must answer every request it reads, and what it
-refuses must cost it far less than what it serves (`control.overload` says why). So the
-connection asks `QuickRefusals.check` of each whole infer POST before handing it to the app:
+refuses must cost it far less than what it serves (`control.admission.overload` says why). So the
+connection asks `QuickRefusals.answer` of each whole infer POST before handing it to the app:
 the model's name from the URL, the request's deadline from its JSON head (its `parameters`,
 not its tensors), how long it waited to be read, and the controller's O(1) verdict. A refused
 request is answered with a 503 rendered once (`Retry-After`, and an `error` naming the model

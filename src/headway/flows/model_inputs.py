@@ -1,5 +1,5 @@
 """A flow's model calls checked against the models' declared inputs, as `/v2/.../infer` checks
-a request (`control.validate`): the column types when the flow is deployed, each query's values
+a request (`control.models.validate`): the column types when the flow is deployed, each query's values
 before the stage that calls the model is sent.
 
 A deployed flow's stage runs the rows of many queries in one worker action: a row a model cannot
@@ -122,7 +122,7 @@ def frontend_calls(ops: Sequence[tuple[Operator, str]]) -> list[ModelCall]:
 
 
 def check_rows(found: Sequence[ModelCall], table: Table, signature: Signature, where: str) -> None:
-    """One query's rows against the models of `found` (`control.validate.check_inputs`, as
+    """One query's rows against the models of `found` (`control.models.validate.check_inputs`, as
     `/v2` runs it); InvalidInput naming the column and what the model takes."""
     for call in found:
         specs = signature(call.model)

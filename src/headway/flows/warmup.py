@@ -1,6 +1,6 @@
 """Warm-up inputs for a flow's stage models, so a stage is warm before its app is ready.
 
-A repository model is warmed from its signature (`headway.control.measuring`); a fused stage's
+A repository model is warmed from its signature (`headway.control.models.measuring`); a fused stage's
 inputs are the columns of the table that reaches it, which the controller cannot make up, so
 the application does (`stage_inputs`). Warm-up is best effort: a stage whose columns cannot be
 made meets its first queries cold.

@@ -149,7 +149,7 @@ def behind(
     """Why a request of `rows` rows (`service`: their predicted seconds) cannot make
     `deadline` behind the work ahead of it on a loaded `model` (`busy`: the predicted wait for
     a worker holding it), or None if it can. Admission's check, and, for a request not yet
-    decoded, the frontend's with one row, the least it can hold (`Scheduler.refuses_unread`)."""
+    decoded, the frontend's with one row, the least it can hold (`UnreadRefusals.behind`)."""
     left = deadline - now
     if busy + service > left:
         return (

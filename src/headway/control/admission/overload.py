@@ -146,7 +146,7 @@ def quick_refusal(
     `deadline`, is refused before it is decoded (`LATE`, `BACKLOG`, `SHED`), or None.
 
     `service`: the predicted seconds to run one row of its model (None: not known yet);
-    `backlog`: what its model's queued work cannot meet (`Scheduler.backlogged`);
+    `backlog`: what its model's queued work cannot meet (`Backlogs.of`);
     `shedding`: the frontend is behind (`FrontendLag`), and sheds a request that waited more
     than `share` of its timeout."""
     left = timeout - waited
