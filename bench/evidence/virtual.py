@@ -15,15 +15,18 @@ import asyncio
 import random
 import selectors
 from collections.abc import Callable, Coroutine, Mapping
-from types import SimpleNamespace
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
 from headway.apps import SelectionApplication, parse_app
-from headway.control.controller import READY
-from headway.control.request import InferenceRequest, Prediction
-from headway.repository import TensorSpec
+from headway.clock import Timer, TimerClock
+from headway.control.doors import Serving
+from headway.control.models.states import READY, ModelState
+from headway.control.request import InferenceRequest, Prediction, Receiver, Ticket
+from headway.errors import ModelNotFound
+from headway.repository import ModelConfig, Repository, TensorSpec
 
 T = TypeVar("T")
 #: The input every stub model declares: one number, the id of the query's row.
@@ -79,11 +82,16 @@ def run(main: Coroutine[Any, Any, T]) -> T:
 
 
 class _LoopClock:
-    """The controller's clock as the SelectionApplication reads it: the running loop's time."""
+    """The controller's clock as the SelectionApplication reads it: the running loop's time,
+    which jumps in virtual time, with its timers on that loop."""
 
     @staticmethod
     def now() -> float:
         return asyncio.get_running_loop().time()
+
+    @staticmethod
+    def call_at(when: float, callback: Callable[[], None]) -> Timer:
+        return asyncio.get_running_loop().call_at(when, callback)
 
 
 #: (model, row id) -> the class it answers
@@ -93,22 +101,29 @@ Latency = Callable[[str], float]
 
 
 class StubController:
-    """What an `SelectionApplication` needs of a controller: a clock, the models' states and configs,
-    and `infer`, which sleeps a drawn latency and answers the model's precomputed class."""
+    """What a `SelectionApplication` needs of a controller (`headway.control.doors.Serving`):
+    a clock, the models' states and configs, and `infer`, which sleeps a drawn latency and
+    answers the model's precomputed class. What flows do (`submit`, registering, loading and
+    warming models) is not an application's, and is refused."""
 
     def __init__(self, models: list[str], answers: Answers, latency: Latency | None = None):
-        config = SimpleNamespace(version=1, slo_ms=1000.0, inputs=ROW)
-        self.models = {m: SimpleNamespace(state=READY, config=config) for m in models}
-        self.clock = _LoopClock()
+        configs = {
+            m: ModelConfig(m, 1, "python", Path(m), slo_ms=1000.0, inputs=ROW) for m in models
+        }
+        self.repository = Repository(Path("stub"), models=configs, names=sorted(configs))
+        self.states = {m: ModelState(config, state=READY) for m, config in configs.items()}
+        self.clock: TimerClock = _LoopClock()
         self.answers = answers
         self.latency = latency
-        self.repository = None
 
-    def model(self, name: str) -> Any:
-        return self.models[name]
+    def model(self, name: str, version: str | None = None) -> ModelState:
+        state = self.served(name, None if version is None else int(version))
+        if state is None:
+            raise ModelNotFound(f"model {name!r} is not served")
+        return state
 
-    def served(self, name: str, version: int | None = None) -> Any:
-        return self.models.get(name) if version in (None, 1) else None
+    def served(self, name: str, version: int | None = None) -> ModelState | None:
+        return self.states.get(name) if version in (None, 1) else None
 
     def shares_workers(self, name: str) -> bool:
         return False  # each member on workers of its own: a straggler finishes late
@@ -121,8 +136,45 @@ class StubController:
         row = int(inputs["input-0"][0, 0])
         return Prediction(name, 1, {"label": np.array([self.answers(name, row)])})
 
+    def submit(self, request: InferenceRequest, receiver: Receiver) -> Ticket:
+        raise NotImplementedError("applications await their calls (`infer`)")
+
+    def withdraw(self, ticket: Ticket) -> bool:
+        raise NotImplementedError("applications await their calls (`infer`)")
+
+    def withdraw_queued(self, ticket: Ticket) -> bool:
+        raise NotImplementedError("applications await their calls (`infer`)")
+
+    def stop_running(self, ticket: Ticket) -> bool:
+        raise NotImplementedError("applications await their calls (`infer`)")
+
+    def keep_apart(self, names: list[str], why: str) -> None:
+        raise NotImplementedError("a flow keeps its racing copies apart, not an application")
+
+    def register(self, config: ModelConfig) -> None:
+        raise NotImplementedError("a flow registers its stages' models, not an application")
+
+    def deregister(self, name: str) -> None:
+        raise NotImplementedError("a flow registers its stages' models, not an application")
+
+    async def load(self, name: str, version: str | None = None) -> ModelState:
+        return self.model(name, version)
+
+    async def unload(self, name: str, version: str | None = None) -> None:
+        raise NotImplementedError("applications do not unload models")
+
+    def warm_up(self, name: str, inputs: tuple[TensorSpec, ...]) -> None:
+        raise NotImplementedError("a flow's stages are warmed up, not an application's")
+
+    def warming(self, name: str, version: int | None = None) -> bool:
+        return False
+
 
 def application(controller: StubController, seed: int, **raw: Any) -> SelectionApplication:
     """An application over the stub controller, as `headway serve` builds one from its config."""
     config = parse_app("evidence", raw)
-    return SelectionApplication(config, controller, rng=random.Random(seed))  # type: ignore[arg-type]
+    return SelectionApplication(config, controller, rng=random.Random(seed))
+
+
+#: Checked by mypy (pyproject `files`): the stub is what callers are typed against.
+_SERVING: type[Serving] = StubController

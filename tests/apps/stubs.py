@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from headway.clock import ManualClock
+from headway.control.doors import Serving
 from headway.control.models.states import READY, ModelState
 from headway.control.request import InferenceRequest, Prediction, Receiver, Ticket
 from headway.errors import ModelNotFound
@@ -32,7 +33,8 @@ class StubModel:
 class StubController:
     """What a SelectionApplication needs of a controller: its clock and repository, its
     models by name (`served`, `model`), and `infer`. The calls a flow makes (`submit`,
-    `withdraw`, loads, warm-ups) are not the applications' and are refused."""
+    `withdraw`, registering, unloading and warming models) are not the applications' and are
+    refused."""
 
     def __init__(self, **models: StubModel) -> None:
         self.clock = ManualClock()
@@ -80,6 +82,18 @@ class StubController:
     def withdraw_queued(self, ticket: Ticket) -> bool:
         raise NotImplementedError("applications await their calls (`infer`)")
 
+    def stop_running(self, ticket: Ticket) -> bool:
+        raise NotImplementedError("applications await their calls (`infer`)")
+
+    def keep_apart(self, names: list[str], why: str) -> None:
+        raise NotImplementedError("a flow keeps its racing copies apart, not an application")
+
+    def register(self, config: ModelConfig) -> None:
+        raise NotImplementedError("a flow registers its stages' models, not an application")
+
+    def deregister(self, name: str) -> None:
+        raise NotImplementedError("a flow registers its stages' models, not an application")
+
     async def load(self, name: str, version: str | None = None) -> ModelState:
         return self.model(name, version)
 
@@ -91,3 +105,7 @@ class StubController:
 
     def warming(self, name: str, version: int | None = None) -> bool:
         return False
+
+
+#: Checked by mypy (pyproject `files`): the stub is what callers are typed against.
+_SERVING: type[Serving] = StubController

@@ -13,6 +13,7 @@ import numpy as np
 
 from headway.adapters import adapter_class
 from headway.clock import ManualClock
+from headway.control.doors import Serving
 from headway.control.models.states import ModelState
 from headway.control.request import FutureReceiver, InferenceRequest, Prediction, Receiver, Ticket
 from headway.errors import DeadlineUnmeetable, ModelNotFound
@@ -74,6 +75,12 @@ class StubController:
         self.submit(request, FutureReceiver(future))
         return await future
 
+    def register(self, config: ModelConfig) -> None:
+        self.repository.models[config.name] = config
+
+    def deregister(self, name: str) -> None:
+        self.repository.models.pop(name, None)
+
     async def load(self, name: str, version: str | None = None) -> ModelState:
         return self.model(name, version)
 
@@ -127,3 +134,7 @@ class WorkerStub(StubController):
         adapter.load()
         receiver.done(Prediction(name, 1, adapter.predict(request.inputs)))
         return StubTicket(name, None)
+
+
+#: Checked by mypy (pyproject `files`): the stub is what callers are typed against.
+_SERVING: type[Serving] = StubController

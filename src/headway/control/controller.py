@@ -221,6 +221,16 @@ class Controller:
             return state
         return self.lifecycle.versions.get(f"{name}@{version}")
 
+    def register(self, config: ModelConfig) -> None:
+        """Serve a model that the repository folder does not hold, by `config.name` (a flow's
+        stage model, whose worker runs the stage's chain in one action); it loads like any
+        other (`load`). Registering a name again replaces its config."""
+        self.repository.models[config.name] = config
+
+    def deregister(self, name: str) -> None:
+        """Forget a model that `register` added (after `unload`); nothing if it is unknown."""
+        self.repository.models.pop(name, None)
+
     def _ready(self, name: str, version: int | None) -> ModelConfig | None:
         """The config of the model serving `name` (at `version`) if it is ready (`screen`)."""
         state = self.served(name, version)

@@ -1,7 +1,7 @@
 """What applications and flows use of the controller, as one narrow protocol (`Serving`).
 
-They send requests through its doors (`submit`, `infer`, `withdraw`), look models up, and load
-the models a flow's stages run; nothing else. `Controller` is one; tests fake it with a small
+They send requests through its doors (`submit`, `infer`, `withdraw`), look models up, and
+register, load and warm the models a flow's stages run; nothing else. `Controller` is one; tests fake it with a small
 class of their own, checked against the same protocol.
 """
 
@@ -12,7 +12,7 @@ from typing import Protocol
 from headway.clock import TimerClock
 from headway.control.models.states import ModelState
 from headway.control.request import InferenceRequest, Prediction, Receiver, Ticket
-from headway.repository import Repository, TensorSpec
+from headway.repository import ModelConfig, Repository, TensorSpec
 
 
 class Serving(Protocol):
@@ -41,6 +41,10 @@ class Serving(Protocol):
     def model(self, name: str, version: str | None = None) -> ModelState: ...
 
     def shares_workers(self, name: str) -> bool: ...
+
+    def register(self, config: ModelConfig) -> None: ...
+
+    def deregister(self, name: str) -> None: ...
 
     async def load(self, name: str, version: str | None = None) -> ModelState: ...
 

@@ -93,14 +93,14 @@ class StageModels:
                 [name] if stage.replicas == 1 else [f"{name}.c{i}" for i in range(stage.replicas)]
             )
             for each in names:
-                self.controller.repository.models[each] = replace(config, name=each)
+                self.controller.register(replace(config, name=each))
             self.names[stage.id] = names
             if len(names) > 1:
                 try:
                     self.controller.keep_apart(names, f"app {self.app!r}: stage {stage.name!r}")
                 except HeadwayError:  # the app is refused: none of its stage models stays
                     for each in self._own_models():
-                        self.controller.repository.models.pop(each, None)
+                        self.controller.deregister(each)
                     raise
 
     def _stage_config(self, stage: FlowStage) -> ModelConfig:
@@ -212,7 +212,7 @@ class StageModels:
                 await self.controller.unload(name)
             except HeadwayError as exc:
                 log.warning("app %s: unloading %s: %s", self.app, name, exc.message)
-            self.controller.repository.models.pop(name, None)
+            self.controller.deregister(name)
 
     def ready(self) -> list[str]:
         """The stage models that serve now and are warm."""
