@@ -12,10 +12,6 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "headway"
 
-#: Names still defined twice while the control layer is re-founded (issue 38): the door's
-#: rework renames them. Nothing else may join this set.
-PENDING = {"Dispatcher", "Request"}
-
 
 def classes() -> dict[str, list[str]]:
     """Each class name defined in the package (nested classes too), with where."""
@@ -29,4 +25,4 @@ def classes() -> dict[str, list[str]]:
 
 def test_no_two_classes_share_a_name() -> None:
     shared = {name: where for name, where in classes().items() if len(where) > 1}
-    assert {name: where for name, where in shared.items() if name not in PENDING} == {}
+    assert shared == {}

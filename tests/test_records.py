@@ -113,7 +113,11 @@ def _headings(path: Path) -> list[str]:
 def _pointing_files() -> Iterator[Path]:
     yield from sorted((ROOT / "docs").rglob("*.md"))
     yield from sorted(SRC.rglob("*.py"))
-    yield from sorted(BENCH.rglob("*.md"))
+    # not bench/.work or .venvs: the trees a side-by-side run checks out there, and the peers'
+    skipped = {".work", ".venvs"}
+    yield from sorted(
+        p for p in BENCH.rglob("*.md") if not skipped & set(p.relative_to(BENCH).parts)
+    )
     yield ROOT / "README.md"
 
 
