@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from headway.clock import ManualClock
+from headway.clock import Clock, ManualClock, TimerClock
 from headway.control.actions import LOAD, Dispatch
 from headway.control.admission.unread import UnreadRefusals
 from headway.control.controller import Controller
@@ -80,7 +80,7 @@ async def infer(
 
 
 def scheduler(
-    clock: ManualClock,
+    clock: TimerClock,
     placements: dict[int, list[str]],
     *,
     sizes: dict[str, float] | None = None,
@@ -128,7 +128,7 @@ def scheduler(
 
 
 def demand(
-    clock: ManualClock,
+    clock: TimerClock,
     workers: dict[int, float | None],
     sizes: dict[str, float],
     *,
@@ -164,7 +164,7 @@ def seed(s: Scheduler, model: str, table: dict[int, float]) -> None:
 
 
 def request(
-    clock: ManualClock,
+    clock: Clock,
     tag: str,
     deadline_in: float,
     model: str = "m",

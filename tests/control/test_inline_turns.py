@@ -15,10 +15,10 @@ import pytest
 import uvloop
 
 from headway.api.turns import BACK_TO_BACK_S, ReadTurns
-from headway.clock import LoopClock, ManualClock
+from headway.clock import LoopClock, ManualClock, TimerClock
 from headway.control.dispatch.relay import Relay
 from headway.control.engine import Reply, Tensors
-from headway.control.request import FutureReceiver
+from headway.control.request import FutureReceiver, Prediction
 from headway.control.scheduling.scheduler import Scheduler
 from headway.errors import Backlogged, ModelError
 from headway.runtime.engines.inline import LOOP, InlineEngine
@@ -26,7 +26,7 @@ from headway.testing import FakeEngine
 from tests.control.helpers import awaited, ms, over, request, scheduler, seed
 
 
-def inline_model(clock: ManualClock) -> Scheduler:
+def inline_model(clock: TimerClock) -> Scheduler:
     """One inline worker with model `m`: batches of 4 rows, 5 ms for one row, 10 ms for 4."""
     s = scheduler(clock, {1: ["m"]}, max_batch=4, inline=True)
     seed(s, "m", {1: ms(5), 4: ms(10)})
@@ -36,7 +36,7 @@ def inline_model(clock: ManualClock) -> Scheduler:
 async def on_the_loop() -> tuple[LoopClock, Scheduler, InlineEngine, Relay]:
     """`inline_model` served by the real inline engine, its runs on the running loop."""
     clock = LoopClock()
-    s = inline_model(clock)  # type: ignore[arg-type]
+    s = inline_model(clock)
     engine = InlineEngine(runs=LOOP)
     await engine.start()
     relay = Relay(s, engine, clock)
@@ -119,7 +119,7 @@ def test_inline_a_long_turn_of_reads_chooses_no_batch_before_it_ends(clock: Manu
         engine = FakeEngine()
         engine.runs_inline = True
         engine.holds_loop = True
-        relay = Relay(s, engine, clock)  # type: ignore[arg-type]
+        relay = Relay(s, engine, clock)
         relay.loop = asyncio.get_running_loop()
         s.submit(request(clock, "read", ms(500)))
         relay.kick()  # its pump comes once the turn of reads is over
@@ -153,7 +153,7 @@ def test_inline_a_batch_chosen_once_a_turn_of_reads_ends_runs_before_the_next_tu
         clock, s, engine, relay = await on_the_loop()
         engine.on_message = relay.on_reply
         answered = loop.create_future()
-        read = request(clock, "read", ms(500))  # type: ignore[arg-type]
+        read = request(clock, "read", ms(500))
         read.receiver = FutureReceiver(answered)
         reader, writer = socket.socketpair()
         ran_before_the_next_read: asyncio.Future[bool] = loop.create_future()
@@ -201,17 +201,17 @@ def test_inline_a_brief_full_batch_runs_inside_the_read_that_filled_it(
     async def scenario() -> tuple[int, int]:
         loop = asyncio.get_running_loop()
         clock = LoopClock()
-        s = scheduler(clock, {1: ["m"]}, max_batch=4, inline=True)  # type: ignore[arg-type]
+        s = scheduler(clock, {1: ["m"]}, max_batch=4, inline=True)
         seed(s, "m", {1: batch_of_4 / 2, 4: batch_of_4})
         engine = InlineEngine(runs=LOOP)
         await engine.start()
         relay = Relay(s, engine, clock)
         relay.loop = loop
         engine.on_message = relay.on_reply
-        futures: list[asyncio.Future[object]] = []
+        futures: list[asyncio.Future[Prediction]] = []
         try:
             for i in range(10):  # ten reads of one turn: no loop turn between them
-                read = request(clock, f"r{i}", ms(500))  # type: ignore[arg-type]
+                read = request(clock, f"r{i}", ms(500))
                 futures.append(awaited(read))
                 s.submit(read)
                 relay.run_full_batch("m")
@@ -256,7 +256,7 @@ def test_inline_a_read_late_after_a_run_dates_its_bytes_from_before_the_run() ->
         engine.on_message = replied
         turns = ReadTurns()
         turns.loop, turns.app = loop, Host(engine)  # type: ignore[assignment]
-        read = request(clock, "read", ms(500))  # type: ignore[arg-type]
+        read = request(clock, "read", ms(500))
         answer = awaited(read)
         dated: asyncio.Future[tuple[float, float]] = loop.create_future()
 
@@ -315,11 +315,11 @@ def test_inline_a_request_read_before_a_runs_follow_up_is_queued_not_run_alone()
             loop.remove_reader(reader)
             reader.recv(1)
             time.sleep(ms(3))  # answering the batch took longer than half a 5 ms run
-            fresh = request(clock, "read after the run", ms(500))  # type: ignore[arg-type]
+            fresh = request(clock, "read after the run", ms(500))
             in_the_turn.set_result((engine.idle(), not relay.run_alone(fresh)))
 
         engine.on_message = replied
-        batch = [request(clock, f"batch {i}", ms(500)) for i in range(2)]  # type: ignore[arg-type]
+        batch = [request(clock, f"batch {i}", ms(500)) for i in range(2)]
         try:
             answers = [awaited(r) for r in batch]
             for r in batch:
@@ -328,7 +328,7 @@ def test_inline_a_request_read_before_a_runs_follow_up_is_queued_not_run_alone()
             idle_then, queued = await in_the_turn
             engine.on_message = relay.on_reply
             await asyncio.sleep(0.02)  # the follow-up came, nothing more to run: idle
-            alone = request(clock, "after a pause", ms(500))  # type: ignore[arg-type]
+            alone = request(clock, "after a pause", ms(500))
             lone = awaited(alone)
             ran_inside_its_read = relay.run_alone(alone) and lone.done()
         finally:

@@ -203,14 +203,14 @@ def test_a_short_batch_that_finds_the_worker_idle_runs_in_the_pump_a_long_one_in
     async def scenario(run_ms: float) -> tuple[bool, bool]:
         loop = asyncio.get_running_loop()
         clock = LoopClock()
-        s = scheduler(clock, {0: ["m"]}, max_batch=4)  # type: ignore[arg-type]
+        s = scheduler(clock, {0: ["m"]}, max_batch=4)
         seed(s, "m", {1: ms(run_ms)})
         engine = InlineEngine(runs=THREAD)
         await engine.start()
         relay = Relay(s, engine, clock)
         relay.loop = loop
         engine.on_message = relay.on_reply
-        read = request(clock, "read", ms(500))  # type: ignore[arg-type]
+        read = request(clock, "read", ms(500))
         answer = awaited(read)
         s.submit(read)
         relay._pump()
