@@ -103,21 +103,60 @@ def test_the_parts_are_read_from_the_controller_itself() -> None:
     assert not parts & PUBLIC
 
 
+def owner(node: ast.expr) -> str:
+    """The name an attribute is read from: `c` of `c.x`, `controller` of `self.controller.x`."""
+    return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+
+
+def controller_names(tree: ast.Module) -> set[str]:
+    """The names a module gives the controller: any ending in `controller`, and those bound
+    to one (`c = self.controller`)."""
+    names = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Assign | ast.AnnAssign)
+            and node.value is not None
+            and owner(node.value).lower().endswith("controller")
+        ):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(owner(target) for target in targets)
+    return names
+
+
+def reaches(tree: ast.Module, parts: set[str]) -> list[str]:
+    """Where `tree` reads one of the controller's `parts` (`line .part`)."""
+    names = controller_names(tree)
+    return sorted(
+        f"{node.lineno} .{node.attr}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr in parts
+        and ((name := owner(node.value)) in names or name.lower().endswith("controller"))
+    )
+
+
+def test_a_reach_is_found_under_any_name_given_the_controller() -> None:
+    source = """
+def ready(self):
+    c = self.app.controller
+    return c.measuring.warming or self.controller.scheduler or c.status()
+"""
+    assert reaches(ast.parse(source), {"measuring", "scheduler"}) == [
+        "4 .measuring",
+        "4 .scheduler",
+    ]
+
+
 def test_nothing_outside_the_control_layer_reaches_into_the_controllers_parts() -> None:
     """Its callers use its doors and methods, and read what it did in `snapshots`
-    (`Controller.statistics`): no `controller.<part>` (a name or attribute ending in
-    `controller`) anywhere else in the package."""
+    (`Controller.statistics`): no `controller.<part>` (read from a name or attribute ending in
+    `controller`, or bound to one) anywhere else in the package."""
     parts = controller_parts()
     source = CONTROL.parent
     reached = []
     for path in sorted(source.rglob("*.py")):
         if CONTROL in path.parents:
             continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if not (isinstance(node, ast.Attribute) and node.attr in parts):
-                continue
-            owner = node.value
-            name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
-            if name.lower().endswith("controller"):
-                reached.append(f"{path.relative_to(source)}:{node.lineno} .{node.attr}")
+        tree = ast.parse(path.read_text(), str(path))
+        reached += [f"{path.relative_to(source)}:{where}" for where in reaches(tree, parts)]
     assert reached == []

@@ -342,7 +342,8 @@ class HeadwayApp:
         if head == "health" and len(parts) == 2 and parts[1] == "ready":
             expect(method, "GET")
             # starting until every model loaded at start is warm (its batch sizes measured)
-            return _readiness(c, starting=not self.started or bool(c.measuring.warming))
+            warming = any(model.warming for model in c.status())
+            return _readiness(c, starting=not self.started or warming)
         if head == "models" and len(parts) >= 2:
             name, rest = parts[1], parts[2:]
             version = None
