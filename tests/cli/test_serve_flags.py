@@ -12,9 +12,10 @@ from tests.cli.settings import settings_from
 from tests.integration import models
 
 from headway.cli import main
-from headway.cli.serve import ServeSettings, build_app
+from headway.cli.serve import ServeSettings, build_app, worker_env
 from headway.planning.envelope import envelope, window_lengths
 from headway.planning.plan_file import write_plan
+from headway.repository import Repository
 from headway.runtime.worker import SPIN_ENV
 
 
@@ -63,10 +64,10 @@ def test_busy_polling_reaches_the_frontend_and_the_workers(
         {"HEADWAY_STATE": str(tmp_path / "s.db")},
     )
     assert settings.busy_poll_us == 750
-    app = build_app(settings)
-    assert app.controller.engine.env[SPIN_ENV] == "750.0"  # type: ignore[union-attr]
-    quiet = build_app(ServeSettings(repository=tmp_path, state=tmp_path / "q.db"))
-    assert SPIN_ENV not in quiet.controller.engine.env  # type: ignore[union-attr]
+    repository = Repository.scan(tmp_path)
+    assert worker_env(settings, repository)[SPIN_ENV] == "750.0"
+    quiet = ServeSettings(repository=tmp_path, state=tmp_path / "q.db")
+    assert SPIN_ENV not in worker_env(quiet, repository)
     refused = CliRunner().invoke(
         main.cli, ["serve", "--repository", str(tmp_path), "--busy-poll-us", "-1"]
     )

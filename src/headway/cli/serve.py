@@ -127,11 +127,7 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
             log.warning("plan %s: %s", settings.plan, problem)
     # a bad config file fails here, before any worker starts, with the app and key named
     declared = load_config(settings.config, repository) if settings.config else {}
-    # Workers import the frameworks up front: a first import (1-4 s) inside a LOAD would hold
-    # up that worker's requests and inflate the model's LOAD estimate.
-    env = {FRAMEWORKS_ENV: ",".join(repository.frameworks())}
-    if settings.busy_poll_us > 0:  # workers poll for their next action as the frontend does
-        env[SPIN_ENV] = str(settings.busy_poll_us)
+    env = worker_env(settings, repository)
     engine: LocalEngine | InlineEngine
     if settings.ray_address is not None and settings.engine != "ray":
         raise ConfigError("--ray-address needs --engine ray")
@@ -199,6 +195,16 @@ def build_app(settings: ServeSettings) -> HeadwayApp:
         )
         app.companions.append(app.tuner)
     return app
+
+
+def worker_env(settings: ServeSettings, repository: Repository) -> dict[str, str]:
+    """What the workers' environment adds: the frameworks to import up front (a first import
+    inside a LOAD would hold up that worker's requests and inflate the model's LOAD estimate),
+    and, with `--busy-poll-us`, how long to poll for the next action, as the frontend does."""
+    env = {FRAMEWORKS_ENV: ",".join(repository.frameworks())}
+    if settings.busy_poll_us > 0:
+        env[SPIN_ENV] = str(settings.busy_poll_us)
+    return env
 
 
 def ray_engine(settings: ServeSettings, repository: Repository, env: dict[str, str]) -> LocalEngine:
