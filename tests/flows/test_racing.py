@@ -48,9 +48,9 @@ async def started(repository: Repository) -> tuple[Controller, FakeEngine]:
     await controller.start()
     for _ in range(200):  # the warm-up runs answer on their own
         await asyncio.sleep(0)
-    placement = controller.scheduler.placement
-    assert placement.replicas("c0@1") | placement.replicas("c1@1") == {0, 1}
-    assert not controller.scheduler.placement.busy_workers()
+    replicas = {name: controller.model_statistics(name).scheduling.replicas for name in COPIES}
+    assert set(replicas["c0"]) | set(replicas["c1"]) == {0, 1}
+    assert idle(controller)
     engine.hold = True
     return controller, engine
 
@@ -74,7 +74,12 @@ def answer(engine: FakeEngine, value: float) -> None:
 
 
 def queued(controller: Controller) -> int:
-    return sum(controller.scheduler.queue_length(f"{name}@1") for name in COPIES)
+    return sum(controller.queue_length(name) for name in COPIES)
+
+
+def idle(controller: Controller) -> bool:
+    """Whether no worker runs an action now."""
+    return all(worker.running is None for worker in controller.statistics().workers)
 
 
 def test_a_queued_loser_is_withdrawn_and_a_running_one_finishes_counted(
@@ -105,7 +110,7 @@ def test_a_queued_loser_is_withdrawn_and_a_running_one_finishes_counted(
         engine.catch_up()
         for value, task in races.items():
             assert (await task).outputs["x"][0, 0] == value
-        assert not engine.held and not controller.scheduler.placement.busy_workers()
+        assert not engine.held and idle(controller)
         await controller.stop()
 
     asyncio.run(scenario())

@@ -185,7 +185,7 @@ def test_serve_plan_gives_each_model_its_replicas_and_batch(profiled: Path, tmp_
         assert (config.replicas, config.max_batch_size) == (stage.replicas, stage.max_batch_size)
     settings = ServeSettings(repository=profiled / "repo", plan=plan_path, state=tmp_path / "s.db")
     app = build_app(settings)
-    assert app.controller.engine.size == workers
+    assert app.controller.statistics().size == workers
     assert app.controller.repository.get("iris-forest").replicas == plan.stages[1].replicas
 
 
