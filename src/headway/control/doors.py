@@ -1,8 +1,8 @@
 """What applications and flows use of the controller, as one narrow protocol (`Serving`).
 
 They send requests through its doors (`submit`, `infer`, `withdraw`), look models up, and
-register, load and warm the models a flow's stages run; nothing else. `Controller` is one; tests fake it with a small
-class of their own, checked against the same protocol.
+register, load and warm the models a flow's stages run; nothing else. `Controller` is one;
+tests fake it with a small class of their own, checked against the same protocol.
 """
 
 from __future__ import annotations
