@@ -322,13 +322,27 @@ def load(folder: Path) -> tuple[Any, Tokenizer]:
     return model.eval(), Tokenizer(json.loads((folder / TOKENS).read_text()))
 
 
+def stops(given: Any) -> tuple[str, ...]:
+    """The `stop` parameter as strings: none, one, or a list of them (empty ones ignored)."""
+    if given is None:
+        return ()
+    if isinstance(given, str | bytes):
+        given = [given]
+    if not isinstance(given, list | tuple):
+        raise ValueError(f"parameter 'stop' must be a string or a list of strings, got {given!r}")
+    found = [g.decode() if isinstance(g, bytes) else str(g) for g in given]
+    return tuple(g for g in found if g)
+
+
 class Generator:
     """The served text generator: Headway's generative interface over a `TinyGPT` loaded from
     the version folder (see the module docstring). Input `text_input` (one prompt per
     request), output `text_output` (one token's text per part; an empty one ends the text).
     Parameters: `temperature` (default 0.6; 0 picks the likeliest), `top_k` (default 10),
-    `seed`, and `ignore_end` (true: write on past the end of a sentence, up to `max_tokens`:
-    for benchmarks that set each text's length)."""
+    `seed`, `stop` (a string or a list of them: the text ends with the part that completes
+    one, that part included, as OpenAI's `stop` ends a completion), and `ignore_end` (true:
+    write on past the end of a sentence, up to `max_tokens`: for benchmarks that set each
+    text's length)."""
 
     inputs = [{"name": "text_input", "datatype": "BYTES", "shape": [-1, 1]}]
     outputs = [{"name": "text_output", "datatype": "BYTES", "shape": [-1]}]
@@ -360,6 +374,8 @@ class Generator:
             "temperature": float(parameters.get("temperature", 0.6)),
             "top_k": int(parameters.get("top_k", 10)),
             "ignore_end": bool(parameters.get("ignore_end", False)),
+            "stop": stops(parameters.get("stop")),
+            "text": "",
             "generator": generator,
         }
 
@@ -368,9 +384,12 @@ class Generator:
         that appends it to every cache and gives the next logits."""
         torch = self.torch
         chosen = [self._sample(state) for state in states]
-        finished = [
-            t == END or s["length"] + 1 >= self.context for t, s in zip(chosen, states, strict=True)
-        ]
+        pieces = self.tokenizer.pieces
+        finished = []
+        for token, state in zip(chosen, states, strict=True):
+            state["text"] += pieces[token]
+            stopped = any(stop in state["text"] for stop in state["stop"])
+            finished.append(token == END or stopped or state["length"] + 1 >= self.context)
         going = [i for i, done in enumerate(finished) if not done]
         if going:
             caches = [[*states[i]["caches"]] for i in going]
@@ -379,7 +398,6 @@ class Generator:
             for row, i in enumerate(going):
                 states[i]["caches"], states[i]["logits"] = caches[row], logits[row]
                 states[i]["length"] += 1
-        pieces = self.tokenizer.pieces
         texts = np.array([pieces[t].encode() for t in chosen], dtype=object)
         return {"text_output": texts}, finished
 

@@ -42,6 +42,32 @@ def test_a_cached_step_gives_what_a_full_pass_gives(weights: Path) -> None:
     torch.testing.assert_close(torch.stack(stepped), full[0, 4:], atol=1e-4, rtol=1e-4)
 
 
+def test_a_stop_string_ends_the_text_with_the_part_that_completes_it(weights: Path) -> None:
+    [folder] = list(weights.iterdir())
+    generator = textgen.Generator()
+    generator.load(folder)
+    prompt = np.array([[b"Return the"]], dtype=object)
+
+    def write(**parameters: object) -> list[str]:
+        state = generator.start(prompt, {"temperature": 0, "ignore_end": True, **parameters})
+        pieces: list[str] = []
+        for _ in range(12):
+            outputs, [finished] = generator.step([state])
+            pieces.append(textgen.text_of([outputs["text_output"]]))
+            if finished:
+                break
+        return pieces
+
+    free = write()
+    assert len(free) == 12
+    stop = free[5]
+    cut = write(stop=[stop, "never written"])
+    assert cut == free[: free.index(stop) + 1]
+    assert write(stop=stop) == cut  # one string will do
+    with pytest.raises(ValueError, match="'stop'"):
+        write(stop=3)
+
+
 def test_the_generator_streams_text_several_sequences_per_step(
     weights: Path, tmp_path: Path
 ) -> None:
