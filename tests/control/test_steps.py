@@ -164,6 +164,37 @@ def test_a_full_memory_bound_queues_or_refuses_by_when_a_slot_frees(clock: Manua
     assert run_of(poll_step(s)) == ["b", "waits"]
 
 
+def test_the_sequences_waiting_ahead_take_the_slots_in_turn(clock: ManualClock) -> None:
+    s = generative(clock, max_sequences=2)
+    s.submit(sequence(clock, "a", cap=10))
+    s.submit(sequence(clock, "b", cap=50))
+    finish(s, clock, poll_step(s))
+    # a's slot frees first (about 126 ms); b's only after its 49 more parts (about 690 ms)
+    s.submit(sequence(clock, "waits", cap=5, ttft=ms(200)))
+    # waits holds a's slot for its 5 parts (to about 200 ms), long before b ends: the next
+    # one gets that slot in time, not b's; it holds it for 20 parts (to about 480 ms)
+    s.submit(sequence(clock, "next", cap=20, ttft=ms(300)))
+    with pytest.raises(SequencesFull):
+        s.submit(sequence(clock, "behind", cap=5, ttft=ms(400)))
+    # more waiting than slots: admitted all the same when their turn comes in time
+    for tag in ("c", "d", "e"):
+        s.submit(sequence(clock, tag, cap=5, ttft=2.0))
+
+
+def test_request_level_admission_counts_the_batches_ahead(clock: ManualClock) -> None:
+    s = generative(clock, max_sequences=2, batching=REQUEST)
+    s.submit(sequence(clock, "a", cap=10))
+    s.submit(sequence(clock, "b", cap=20))
+    finish(s, clock, poll_step(s))
+    # the batch drains when b ends (19 more parts of 14 ms, about 270 ms); the next batch
+    # (w1, w2) runs its longest, 20 parts: a third waits for both batches
+    s.submit(sequence(clock, "w1", cap=20, ttft=ms(400)))
+    s.submit(sequence(clock, "w2", cap=5, ttft=ms(400)))
+    with pytest.raises(SequencesFull):
+        s.submit(sequence(clock, "w3", cap=5, ttft=ms(500)))
+    s.submit(sequence(clock, "w3", cap=5, ttft=ms(700)))
+
+
 def test_a_free_slot_goes_to_the_highest_priority_first(clock: ManualClock) -> None:
     s = generative(clock, max_sequences=1)
     s.submit(sequence(clock, "running", cap=2))

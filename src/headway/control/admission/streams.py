@@ -8,17 +8,21 @@ be served in time, rather than start it late. A sequence is refused when
 - its first part cannot arrive by its deadline (`SequencesFull` when that is because every
   slot is taken until after it, else `DeadlineUnmeetable`). The first part comes from the
   first step that starts it, once a slot is free for it: the model's `max_sequences` per
-  worker, fewer where the per-part targets of the streams running there allow fewer per step,
-  less the sequences waiting ahead of it. A running sequence frees its slot at the latest when
-  it has made its `cap` parts, each step predicted from the step profile
-  (`estimates.steps`). Under request-level batching no sequence joins a worker before
-  all of its running ones ended.
+  worker, fewer where the per-part targets of the streams running there allow fewer per step.
+  A running sequence frees its slot at the latest when it has made its `cap` parts, each step
+  predicted from the step profile (`estimates.steps`); the sequences waiting ahead of it take
+  the slots as they free, in queue order, each holding one for its own `cap` parts. Under
+  request-level batching no sequence joins a worker before all of its running ones ended: the
+  waiting ones start in batches, each when the one before drained.
 
 Until a model's steps are profiled, its sequences are admitted (a queued one whose first part
 can no longer arrive in time is dropped when that becomes so: `scheduling.steps`).
 """
 
 from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
 
 from headway.control.actions import Tally
 from headway.control.admission.reasons import REJECTED_AT_ADMISSION
@@ -65,6 +69,20 @@ def capacity_within(
     return most
 
 
+@dataclass
+class Replica:
+    """One worker of the model, as admission sees it: when each of its slots is free at the
+    latest (`frees`), when its next step can start, the seconds to a joining sequence's first
+    part and from one part to the next with its slots full, and how many slots its streams'
+    per-part targets allow."""
+
+    frees: list[float]
+    start: float
+    join: float
+    step: float
+    room: int
+
+
 def first_part_at(
     model: ModelSlot,
     sequence: Sequence,
@@ -80,10 +98,8 @@ def first_part_at(
     slots = model.sequences
     assert slots is not None
     key = model.key
-    ahead = model.queue.rows_ahead(sequence.priority, sequence.deadline)
-    frees: list[float] = []  # when each slot of every replica is free, at the latest
-    joins: list[float] = []  # the step that starts it there
-    starts: list[float] = []  # when each replica's next step can start
+    request_level = slots.generation.batching == REQUEST
+    replicas: list[Replica] = []
     for worker_id in sorted(model.replicas):
         worker = placement.workers.get(worker_id)
         if worker is None or not worker.alive:
@@ -95,28 +111,72 @@ def first_part_at(
         join = steps.predict(key, len(held) + 1, context + sequence.units, sequence.units)
         if step is None or join is None:
             return None
-        joins.append(join + overhead)
-        starts.append(start)
         tpots = [s.tpot for s in held if s.tpot is not None]
         if sequence.tpot is not None:
             tpots.append(sequence.tpot)
         mean = (context + sequence.units) / (len(held) + 1)
         room = capacity_within(steps, slots, mean, min(tpots) if tpots else None, overhead)
+        full = decode_step(steps, key, room, int(room * mean), overhead) or step
         ends = sorted(start + max(s.cap - s.made, 0) * step for s in held)
-        if slots.generation.batching == REQUEST and held:
-            frees.extend([ends[-1]] * room)  # the batch drains before any joins
-            continue
-        # free now beyond those held; then one more as each held one ends, once fewer
-        # than `room` are left
-        frees.extend([start] * max(room - len(held), 0))
-        frees.extend(ends[max(len(held) - room, 0) :])
-    if not joins:
+        if request_level and held:
+            frees = [ends[-1]] * room  # the batch drains before any joins
+        else:
+            # free now beyond those held; then one more as each held one ends, once fewer
+            # than `room` are left
+            frees = [start] * max(room - len(held), 0) + ends[max(len(held) - room, 0) :]
+        replicas.append(Replica(frees, start, join + overhead, full, room))
+    if not replicas:
         return None  # not placed yet (loading): its queue waits for the load
-    frees.sort()
-    if ahead >= len(frees):
-        return float("inf"), True
-    slot = frees[ahead]
-    return slot + max(joins), slot > min(starts) + 1e-9
+    join = max(r.join for r in replicas)
+    first_start = min(r.start for r in replicas)
+    # the sequences waiting ahead of it take the slots in turn, each for its parts
+    caps = waiting_caps(model, sequence) if model.queue else []
+    slot = (rounds if request_level else turns)(replicas, caps)
+    return slot + join, slot > first_start + 1e-9
+
+
+def waiting_caps(model: ModelSlot, sequence: Sequence) -> list[int]:
+    """The most parts of each sequence queued ahead of `sequence`, in the order they start."""
+    key = (sequence.priority, sequence.deadline)
+    ahead = sorted(
+        (job.priority, job.deadline, job.seq, job.cap)
+        for job in model.queue
+        if isinstance(job, Sequence) and (job.priority, job.deadline) <= key
+    )
+    return [cap for *_, cap in ahead]
+
+
+def turns(replicas: list[Replica], caps: list[int]) -> float:
+    """Iteration-level: each sequence ahead takes the slot that frees first and holds it for
+    its parts; when the slot that frees after them all is free."""
+    heap = [(f, i) for i, r in enumerate(replicas) for f in r.frees]
+    heapq.heapify(heap)
+    if not heap:
+        return float("inf")
+    for cap in caps:
+        free, i = heapq.heappop(heap)
+        replica = replicas[i]
+        heapq.heappush(heap, (free + replica.join + max(cap - 1, 0) * replica.step, i))
+    return heap[0][0]
+
+
+def rounds(replicas: list[Replica], caps: list[int]) -> float:
+    """Request-level: the sequences ahead start in batches of a replica's room, each batch
+    when the one before drained, running as long as its longest; when the batch that takes
+    `sequence` starts."""
+    heap = [(max(r.frees, default=r.start), i) for i, r in enumerate(replicas) if r.room]
+    heapq.heapify(heap)
+    if not heap:
+        return float("inf")
+    left = list(caps)
+    while True:
+        begins, i = heapq.heappop(heap)
+        replica = replicas[i]
+        batch, left = left[: replica.room], left[replica.room :]
+        if len(batch) < replica.room:
+            return begins  # room left in this batch: it joins it
+        longest = max(batch)
+        heapq.heappush(heap, (begins + replica.join + max(longest - 1, 0) * replica.step, i))
 
 
 def admit_sequence(
