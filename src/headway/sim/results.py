@@ -8,15 +8,20 @@ from typing import Any
 
 import numpy as np
 
+from headway.repository import Generation
+
 
 @dataclass(frozen=True)
 class ModelProfile:
-    """A model as the simulation knows it: measured durations per batch size, load time, size."""
+    """A model as the simulation knows it: measured durations per batch size, load time, size.
+    A generative one (`generative`, its model.yaml's) has its steps' durations per number of
+    sequences in the step instead."""
 
     durations: dict[int, float]
     load_seconds: float
     size_mb: float
     max_batch: int = 16
+    generative: Generation | None = None
 
     def duration(self, rows: int) -> float:
         """Interpolated linearly between measured batch sizes (extrapolated per row beyond)."""
@@ -92,4 +97,43 @@ class SimulationResult:
             },
             "reasons": dict(self.reasons),
             **{k: v for k, v in self.counters.items() if k in ("loads", "evictions", "refusals")},
+        }
+
+
+@dataclass
+class StreamsResult:
+    """Per-request outcomes of streamed requests (seconds on the simulation's clock; NaN where
+    none): arrival, first part, last part, parts, and whether it was refused or failed."""
+
+    arrivals: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    parts: np.ndarray
+    outcome: np.ndarray
+    reasons: dict[str, int]
+    duration: float
+
+    def attained(self, ttft: float, tpot: float) -> np.ndarray:
+        """Which requests ended with their first part within `ttft` and a mean time per part
+        after it within `tpot` (DistServe's two targets)."""
+        ended = self.outcome == Outcome.ANSWERED
+        first = self.first - self.arrivals
+        gaps = np.where(self.parts > 1, (self.last - self.first) / np.maximum(self.parts - 1, 1), 0)
+        with np.errstate(invalid="ignore"):
+            met: np.ndarray = ended & (first <= ttft + 1e-12) & (gaps <= tpot + 1e-12)
+        return met
+
+    def summary(self, ttft: float, tpot: float) -> dict[str, Any]:
+        total = len(self.outcome)
+        ended = self.outcome == Outcome.ANSWERED
+        first = (self.first - self.arrivals)[~np.isnan(self.first)]
+        span = float(np.nanmax(self.last) - self.arrivals[0]) if ended.any() else 0.0
+        return {
+            "requests": total,
+            "answered": int(ended.sum()),
+            "rejected": int((self.outcome == Outcome.REJECTED).sum()),
+            "attainment": float(self.attained(ttft, tpot).sum() / total) if total else 0.0,
+            "ttft_p99_ms": float(np.percentile(first, 99) * 1e3) if first.size else None,
+            "parts_per_second": float(self.parts.sum() / span) if span > 0 else 0.0,
+            "reasons": dict(self.reasons),
         }

@@ -20,14 +20,14 @@ from typing import Any, TypeVar
 import numpy as np
 
 from headway.clock import ManualClock
-from headway.control.actions import INFER, LOAD
+from headway.control.actions import INFER, LOAD, STEP
 from headway.control.controller import Controller
 from headway.control.engine import Action, Tensors
 from headway.control.policy import HEADWAY, SchedulingPolicy
 from headway.control.request import InferenceRequest, Prediction
 from headway.errors import HeadwayError
 from headway.repository import ModelConfig, Repository, TensorSpec
-from headway.sim.results import ModelProfile, Outcome, SimulationResult
+from headway.sim.results import ModelProfile, Outcome, SimulationResult, StreamsResult
 from headway.sim.virtual_loop import VirtualLoop
 from headway.sim.workers import SimulatedEngine
 
@@ -61,6 +61,8 @@ def simulated_repository(
             max_queue=max_queue,
             memory_mb=profile.size_mb,
             replicas=(replicas or {}).get(name, 1),
+            streams=profile.generative is not None,
+            generative=profile.generative,
         )
         for name, profile in profiles.items()
     }
@@ -98,6 +100,28 @@ class Settled:
 
     def fail(self, error: Exception) -> None:
         self.rejected(error)
+
+
+class Streamed:
+    """The receiver of a simulated streamed request: `parted()` per part, then `ended(error)`
+    (None: it ended normally)."""
+
+    __slots__ = ("ended", "parted")
+
+    def __init__(
+        self, parted: Callable[[], None], ended: Callable[[BaseException | None], None]
+    ) -> None:
+        self.parted = parted
+        self.ended = ended
+
+    def part(self, outputs: Tensors) -> None:
+        self.parted()
+
+    def done(self, prediction: Prediction) -> None:
+        self.ended(None)
+
+    def fail(self, error: Exception) -> None:
+        self.ended(error)
 
 
 class ServerSimulation:
@@ -186,6 +210,8 @@ class ServerSimulation:
             if self.sample is not None:
                 return self.sample(name, rows)
             base = profile.duration(rows)
+        elif action["op"] == STEP:  # a generative model's step: by the sequences it runs
+            base = profile.duration(max(len(action.get("run") or ()), 1))
         else:
             return 0.0
         if not self.noise:
@@ -256,6 +282,64 @@ class ServerSimulation:
             duration,
             extra={"utilisation": {kind: t / span for kind, t in self.engine.busy.items()}},
         )
+
+    def run_streams(
+        self,
+        times: np.ndarray,
+        models: Sequence[str],
+        parts: Sequence[int],
+        *,
+        ttft: float | None = None,
+        tpot: float | None = None,
+        drain: float = 10.0,
+    ) -> StreamsResult:
+        """Start the server (once), then send a generative model one streamed request per
+        arrival (`times` sorted, seconds from now; `models` their names; `parts` how many
+        parts each asks for, its `max_tokens`), each with targets `ttft` and `tpot` (None:
+        the model's), and follow them until they end or `drain` seconds after the last
+        arrival."""
+        times = np.asarray(times, dtype=np.float64)
+        total = len(times)
+        first = np.full(total, np.nan)
+        last = np.full(total, np.nan)
+        made = np.zeros(total, dtype=np.int64)
+        outcome = np.zeros(total, dtype=np.int8)
+        reasons: dict[str, int] = {}
+        rows = np.arange(total, dtype=np.float32).reshape(total, 1, 1)
+
+        def parted(index: int) -> None:
+            now = self.clock.now()
+            if made[index] == 0:
+                first[index] = now
+            last[index] = now
+            made[index] += 1
+
+        def ended(index: int, error: BaseException | None) -> None:
+            if error is None:
+                outcome[index] = Outcome.ANSWERED
+                return
+            outcome[index] = Outcome.REJECTED
+            reason = error.reason if isinstance(error, HeadwayError) else "error"
+            reasons[reason] = reasons.get(reason, 0) + 1
+
+        def arrive(index: int) -> None:
+            request = InferenceRequest(
+                models[index],
+                inputs={INPUT.name: rows[index]},
+                stream=True,
+                ttft=ttft,
+                tpot=tpot,
+                parameters={"max_tokens": int(parts[index])},
+            )
+            receiver = Streamed(partial(parted, index), partial(ended, index))
+            try:
+                self.controller.submit(request, receiver)
+            except HeadwayError as error:
+                ended(index, error)
+
+        begun = self.replay(times, arrive, drain=drain)
+        duration = float(times[-1] - times[0]) if total > 1 else 1.0
+        return StreamsResult(times + begun, first, last, made, outcome, reasons, duration)
 
     def replay(
         self,

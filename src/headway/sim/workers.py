@@ -4,7 +4,9 @@ Clockwork's `worker_dummy`: each worker runs one action at a time for the durati
 `durations` gives it (a profiled one), and its reply comes when that time has passed on the
 clock, with what `compute` makes of its inputs. Everything else is a real worker's behaviour:
 which models it holds, a LOAD that fails, an INFER of a model it does not hold, and an INFER
-that would start after its latest start, refused unrun. The simulated cluster can grow
+that would start after its latest start, refused unrun. A generative model's STEP advances
+each sequence the worker holds by one part (a zero), and a sequence ends after its cap of
+parts, as a model that writes to its `max_tokens` does. The simulated cluster can grow
 (`grow`: a worker ready `startup` seconds after it was asked for) and shrink (`retire`).
 
 `ModellessEngine`, the part that answers as a worker would, is also what `headway.testing`'s
@@ -19,7 +21,7 @@ from functools import partial
 import numpy as np
 
 from headway.clock import Timer, TimerClock
-from headway.control.actions import INFER, LOAD, UNLOAD
+from headway.control.actions import INFER, LOAD, STEP, UNLOAD
 from headway.control.engine import (
     Action,
     Answer,
@@ -79,6 +81,8 @@ class ModellessEngine(Engine):
         self.sent: list[tuple[int, Action]] = []
         #: The models each worker holds.
         self.resident: list[set[str]] = [set() for _ in range(size)]
+        #: Each worker's generative sequences, by model: number -> [parts made, cap].
+        self.sequences: list[dict[str, dict[int, list[int]]]] = [{} for _ in range(size)]
         self.on_ready: OnReady = lambda worker, pid: None
         self.on_message: OnMessage = lambda worker, reply, tensors: None
         self.on_exit: OnExit = lambda worker, code: None
@@ -111,7 +115,32 @@ class ModellessEngine(Engine):
                 error = f"LookupError: model {model!r} is not loaded on this worker"
                 return {"id": action.get("id"), "ok": False, "error": error}, {}
             outputs = self.compute(action, tensors)
+        elif op == STEP:
+            if model not in self.resident[worker]:
+                error = f"LookupError: model {model!r} is not loaded on this worker"
+                return {"id": action.get("id"), "ok": False, "error": error}, {}
+            order, finished = self._step(self.sequences[worker].setdefault(model, {}), action)
+            reply["order"], reply["finished"], reply["failed"] = order, finished, []
+            outputs = {"y": np.zeros((len(order), 1), np.float32)}
         return reply, outputs
+
+    @staticmethod
+    def _step(held: dict[int, list[int]], action: Action) -> tuple[list[int], list[int]]:
+        """Stop, start and advance the sequences a STEP names, as a worker does: the ones
+        it ran, and those that ended."""
+        for number in action.get("stop") or ():
+            held.pop(number, None)
+        for number, _, cap in action.get("start") or ():
+            held[number] = [0, int(cap)]
+        order = [number for number in action.get("run") or () if number in held]
+        finished = []
+        for number in order:
+            sequence = held[number]
+            sequence[0] += 1
+            if sequence[0] >= sequence[1]:
+                finished.append(number)
+                del held[number]
+        return order, finished
 
 
 class SimulatedEngine(ModellessEngine):
@@ -143,7 +172,7 @@ class SimulatedEngine(ModellessEngine):
         #: When each worker finishes what it was sent, and the seconds spent running each
         #: kind of action.
         self.busy_until = [0.0] * size
-        self.busy: dict[str, float] = {INFER: 0.0, LOAD: 0.0}
+        self.busy: dict[str, float] = {INFER: 0.0, LOAD: 0.0, STEP: 0.0}
         #: Seconds spent running each model's INFERs, on every worker.
         self.computing: dict[str, float] = {}
         #: The workers `grow` started and not retired, with the timer of their start.
@@ -166,6 +195,7 @@ class SimulatedEngine(ModellessEngine):
         worker = self.size
         self.size += 1
         self.resident.append(set())
+        self.sequences.append({})
         self.busy_until.append(0.0)
         ready = partial(self.on_ready, worker, 1000 + worker)
         self.grown[worker] = self.clock.call_at(self.clock.now() + self.startup, ready)
@@ -178,6 +208,7 @@ class SimulatedEngine(ModellessEngine):
             return False
         timer.cancel()
         self.resident[worker].clear()
+        self.sequences[worker].clear()
         return True
 
     def send(self, worker: int, action: Action, tensors: Tensors) -> bool:
@@ -196,7 +227,7 @@ class SimulatedEngine(ModellessEngine):
         self.busy_until[worker] = start + seconds
         if action["op"] in self.busy:
             self.busy[action["op"]] += seconds
-        if action["op"] == INFER:
+        if action["op"] in (INFER, STEP):
             model = action["model"]
             self.computing[model] = self.computing.get(model, 0.0) + seconds
         self.in_flight += 1
