@@ -181,6 +181,31 @@ def test_the_sequences_waiting_ahead_take_the_slots_in_turn(clock: ManualClock) 
         s.submit(sequence(clock, tag, cap=5, ttft=2.0))
 
 
+def test_a_deep_queue_is_judged_by_its_work_and_not_scanned_at_each_decision(
+    clock: ManualClock,
+) -> None:
+    s = generative(clock, max_sequences=2)
+    s.submit(sequence(clock, "a", cap=10))
+    s.submit(sequence(clock, "b", cap=10))
+    finish(s, clock, poll_step(s))
+    for n in range(100):  # 100 waiting ahead, 5 parts each: about 3.6 s of steps on 2 slots
+        s.submit(sequence(clock, f"w{n}", cap=5, ttft=60.0, priority=1))
+    with pytest.raises(SequencesFull):
+        s.submit(sequence(clock, "behind", cap=5, ttft=2.0))
+    s.submit(sequence(clock, "behind", cap=5, ttft=5.0))
+    predictions = []
+    predict = s.step_estimates.predict
+
+    def counted(*args: int) -> float | None:
+        predictions.append(args)
+        return predict(*args)
+
+    s.step_estimates.predict = counted  # type: ignore[method-assign]
+    for _ in range(5):
+        finish(s, clock, poll_step(s))
+    assert len(predictions) < 20  # not one per waiting sequence per step
+
+
 def test_request_level_admission_counts_the_batches_ahead(clock: ManualClock) -> None:
     s = generative(clock, max_sequences=2, batching=REQUEST)
     s.submit(sequence(clock, "a", cap=10))
@@ -232,8 +257,15 @@ def test_a_waiting_sequence_is_dropped_once_its_first_part_cannot_arrive(
     finish(s, clock, poll_step(s))
     # admitted: the slot frees in time if long ends early (it may, before its cap)
     s.submit(waiting := sequence(clock, "waiting", ttft=3.0))
-    decisions = s.poll()
-    assert decisions.wakeup == pytest.approx(waiting.deadline - ms(12))
-    clock.advance(decisions.wakeup - clock.now() + 1e-6)  # type: ignore[operator]
+    latest = waiting.deadline - ms(12)  # the last moment a step alone brings it in time
+    wake = s.poll().wakeup
+    assert wake is not None
+    while wake < latest - 1e-9:  # an earlier look (the queue is not scanned each time)
+        clock.advance(wake - clock.now())
+        decisions = s.poll()
+        assert not decisions.rejected and decisions.wakeup is not None
+        wake = decisions.wakeup
+    assert wake == pytest.approx(latest)
+    clock.advance(wake - clock.now() + 1e-6)
     dropped = s.poll().rejected
     assert [(str(j.receiver), e.reason) for j, e in dropped] == [("waiting", "deadline")]

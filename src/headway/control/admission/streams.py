@@ -130,25 +130,39 @@ def first_part_at(
     join = max(r.join for r in replicas)
     first_start = min(r.start for r in replicas)
     # the sequences waiting ahead of it take the slots in turn, each for its parts
-    caps = waiting_caps(model, sequence) if model.queue else []
-    slot = (rounds if request_level else turns)(replicas, caps)
+    first, rest = waiting_caps(model, sequence) if model.queue else ([], [])
+    slot = (rounds if request_level else turns)(replicas, first, rest)
     return slot + join, slot > first_start + 1e-9
 
 
-def waiting_caps(model: ModelSlot, sequence: Sequence) -> list[int]:
-    """The most parts of each sequence queued ahead of `sequence`, in the order they start."""
+#: How many of the sequences waiting ahead are placed one by one, in queue order; the rest
+#: (a deep queue) count by their total work, so a judgement stays cheap however deep.
+PLACED_AHEAD = 32
+
+
+def waiting_caps(model: ModelSlot, sequence: Sequence) -> tuple[list[int], list[int]]:
+    """The most parts of each sequence queued ahead of `sequence`: the first PLACED_AHEAD in
+    the order they start, and the rest in no order."""
     key = (sequence.priority, sequence.deadline)
-    ahead = sorted(
+    last = model.queue.last
+    everyone = last is not None and key >= last  # the usual case: all queued are ahead
+    ahead = [
         (job.priority, job.deadline, job.seq, job.cap)
         for job in model.queue
-        if isinstance(job, Sequence) and (job.priority, job.deadline) <= key
-    )
-    return [cap for *_, cap in ahead]
+        if isinstance(job, Sequence) and (everyone or (job.priority, job.deadline) <= key)
+    ]
+    if len(ahead) <= PLACED_AHEAD:
+        ahead.sort()
+        return [cap for *_, cap in ahead], []
+    first = heapq.nsmallest(PLACED_AHEAD, ahead)
+    placed = {entry[2] for entry in first}
+    return [cap for *_, cap in first], [e[3] for e in ahead if e[2] not in placed]
 
 
-def turns(replicas: list[Replica], caps: list[int]) -> float:
+def turns(replicas: list[Replica], caps: list[int], rest: list[int]) -> float:
     """Iteration-level: each sequence ahead takes the slot that frees first and holds it for
-    its parts; when the slot that frees after them all is free."""
+    its parts; when the slot that frees after them all is free (the `rest`, after `caps`,
+    spread evenly over the slots by their work)."""
     heap = [(f, i) for i, r in enumerate(replicas) for f in r.frees]
     heapq.heapify(heap)
     if not heap:
@@ -157,22 +171,29 @@ def turns(replicas: list[Replica], caps: list[int]) -> float:
         free, i = heapq.heappop(heap)
         replica = replicas[i]
         heapq.heappush(heap, (free + replica.join + max(cap - 1, 0) * replica.step, i))
-    return heap[0][0]
+    if not rest:
+        return heap[0][0]
+    join = sum(r.join for r in replicas) / len(replicas)
+    step = sum(r.step for r in replicas) / len(replicas)
+    work = len(rest) * (join - step) + sum(rest) * step
+    return max(heap[0][0], (sum(f for f, _ in heap) + work) / len(heap))
 
 
-def rounds(replicas: list[Replica], caps: list[int]) -> float:
-    """Request-level: the sequences ahead start in batches of a replica's room, each batch
-    when the one before drained, running as long as its longest; when the batch that takes
-    `sequence` starts."""
+def rounds(replicas: list[Replica], caps: list[int], rest: list[int]) -> float:
+    """Request-level: the sequences ahead (`caps` in order, then `rest`) start in batches of
+    a replica's room, each batch when the one before drained, running as long as its
+    longest; when the batch that takes `sequence` starts."""
     heap = [(max(r.frees, default=r.start), i) for i, r in enumerate(replicas) if r.room]
     heapq.heapify(heap)
     if not heap:
         return float("inf")
-    left = list(caps)
+    left = [*caps, *rest]
+    at = 0
     while True:
         begins, i = heapq.heappop(heap)
         replica = replicas[i]
-        batch, left = left[: replica.room], left[replica.room :]
+        batch = left[at : at + replica.room]
+        at += replica.room
         if len(batch) < replica.room:
             return begins  # room left in this batch: it joins it
         longest = max(batch)

@@ -186,8 +186,7 @@ class Scheduler:
                 overhead=self.durations.overhead,
                 tally=self.tally,
             )
-            model.queue.push(job)
-            self.steps.waiting.add(model.key)
+            self.steps.waits(model, job)
             return
         try:
             service = self.admission.admit(model, job, self.clock.now())

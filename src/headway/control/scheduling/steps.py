@@ -70,7 +70,24 @@ class Steps:
         self._numbers = numbers
         #: Generative models with sequences waiting for a slot.
         self.waiting: set[str] = set()
+        #: No waiting sequence becomes hopeless before this (`drop_hopeless` looks again
+        #: then, or after one more waits): a deep queue is not scanned at every decision.
+        self._drop_at = float("-inf")
         self._sequence_numbers = itertools.count(1)
+
+    def waits(self, model: ModelSlot, sequence: Sequence) -> None:
+        """`sequence` was queued in `model`'s queue (admitted, or again after its worker
+        died): it waits for a slot, and is dropped when it can no longer start in time."""
+        model.queue.push(sequence)
+        self.waiting.add(model.key)
+        latest = self._latest(model.key, sequence)
+        self._drop_at = min(self._drop_at, float("-inf") if latest is None else latest)
+
+    def _latest(self, key: str, sequence: Sequence) -> float | None:
+        """The last moment `sequence` can join a step alone and still make its first part in
+        time; None while its model's steps are not profiled."""
+        step = self.estimates.predict(key, 1, sequence.units, sequence.units)
+        return None if step is None else sequence.deadline - step - self.durations.overhead
 
     def new_number(self) -> int:
         """A number for a new sequence, unique in this controller (the worker's name for it)."""
@@ -195,8 +212,9 @@ class Steps:
     def drop_hopeless(self, now: float, decisions: Decisions) -> float | None:
         """Drop the waiting sequences whose first part can no longer arrive in time, even
         joining a step alone now; returns when to look again (the next such moment)."""
+        if now < self._drop_at:
+            return self._drop_at
         wake: float | None = None
-        overhead = self.durations.overhead
         for key in sorted(self.waiting):
             model = self._models.get(key)
             if model is None or not model.queue:
@@ -205,10 +223,9 @@ class Steps:
             doomed: set[int] = set()
             for sequence in model.queue:
                 assert isinstance(sequence, Sequence)
-                step = self.estimates.predict(key, 1, sequence.units, sequence.units)
-                if step is None:
+                latest = self._latest(key, sequence)
+                if latest is None:
                     continue
-                latest = sequence.deadline - step - overhead
                 if now > latest:
                     doomed.add(id(sequence))
                 else:
@@ -217,6 +234,7 @@ class Steps:
                 self._drop(model, sequence, now, decisions)
             if not model.queue:
                 self.waiting.discard(key)
+        self._drop_at = float("inf") if wake is None else wake
         return wake
 
     # -- a step ended ----------------------------------------------------------------------------
@@ -290,8 +308,7 @@ class Steps:
                 sequence.attempts += 1
                 if sequence.made == 0 and sequence.attempts <= retries and not sequence.stopping:
                     sequence.worker = -1
-                    model.queue.push(sequence)
-                    self.waiting.add(model.key)
+                    self.waits(model, sequence)
                     again.append(sequence)
                 else:
                     failed.append(sequence)
