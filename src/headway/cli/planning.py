@@ -27,6 +27,7 @@ from headway.planning.description import (
 from headway.planning.envelope import envelope, window_lengths
 from headway.planning.from_flow import measure, pipeline_from_flow, stage_profiles
 from headway.planning.frontend import frontend_seconds
+from headway.planning.generative import parse_generative_stage, size_generative_stage
 from headway.planning.pipeline import Catalogue, Configuration, Pipeline, Profiles, Stage
 from headway.planning.plan_file import plan_document, read_plan, write_plan
 from headway.planning.planner import MARGIN, SCREEN, Planner
@@ -164,6 +165,14 @@ def pipeline_for(
     help="The server's time per query outside the models, estimated as a stage ahead of them "
     "(default: what `headway profile --frontend APP` kept for the app; 0: none).",
 )
+@click.option(
+    "--generative",
+    "generative_stage",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Size a generative stage instead: a YAML of its step profile, parts and targets "
+    "(`headway.planning.generative`); with --trace, the fewest replicas at which the trace's "
+    "streamed requests meet both targets, through the simulated server.",
+)
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--out", "-o", type=click.Path(dir_okay=False, path_type=Path))
 @STATE
@@ -184,12 +193,18 @@ def plan_command(
     screen_margin: float,
     rpc_ms: float,
     frontend_ms: float | None,
+    generative_stage: Path | None,
     seed: int,
     out: Path | None,
     state: Path,
 ) -> None:
     """Plan the cheapest configuration whose simulated P99 meets the SLO (InferLine)."""
     console = Console()
+    if generative_stage is not None:
+        if trace is None:
+            raise click.UsageError("to size a generative stage, give --trace")
+        _size_generative(console, generative_stage, trace, seed, out)
+        return
     if report_of is not None:
         try:
             document = read_document(report_of)
@@ -252,6 +267,45 @@ def plan_command(
     if not plan.feasible:
         raise click.ClickException(f"infeasible: {plan.reason} (written to {out})")
     _show(console, document, out)
+
+
+def _size_generative(
+    console: Console, path: Path, trace: Path, seed: int, out: Path | None
+) -> None:
+    try:
+        stage = parse_generative_stage(read_document(path), str(path))
+        arrivals = read_arrivals(trace)
+    except HeadwayError as exc:
+        raise click.ClickException(exc.message) from None
+    times = arrivals - arrivals[0] if len(arrivals) else arrivals
+    size = size_generative_stage(
+        stage.profile,
+        times,
+        stage.parts(len(times), seed),
+        ttft=stage.ttft,
+        tpot=stage.tpot,
+        attainment=stage.attainment,
+        most=stage.most,
+    )
+    table = Table(title=f"{path.name}: requests meeting both targets, by replicas")
+    table.add_column("replicas", justify="right")
+    table.add_column("attained", justify="right")
+    for replicas, share in size.attained.items():
+        table.add_row(str(replicas), f"{share:.1%}")
+    console.print(table)
+    if out is not None:
+        write_plan({"generative": str(path), "replicas": size.replicas,
+                    "attained": size.attained}, out)  # fmt: skip
+    if size.replicas is None:
+        raise click.ClickException(
+            f"infeasible: no count up to {stage.most} replicas meets both targets for "
+            f"{stage.attainment:.0%} of the requests"
+        )
+    console.print(
+        f"{size.replicas} replica(s): {size.attained[size.replicas]:.1%} of {len(times)} "
+        f"requests meet {stage.ttft * 1e3:g} ms to the first part and {stage.tpot * 1e3:g} ms "
+        "per part"
+    )
 
 
 def _estimate(

@@ -6,15 +6,28 @@ Each candidate runs the trace through the simulated server (`headway.sim`): the 
 own admission and iteration-level batching over simulated workers that replay the model's
 measured step profile, so a replica count is judged by what the scheduler would do with it,
 refusals included (a refused request is a miss).
+
+`headway plan --generative STAGE.yaml --trace ARRIVALS` reads a stage from YAML:
+
+    steps_ms: {1: 2, 8: 6, 16: 10}       # step time by sequences in the step, measured
+    max_sequences: 16                     # model.yaml's generative.max_sequences
+    parts: {16: 0.8, 96: 0.2}             # parts per request: a number, or lengths and shares
+    ttft_ms: 500
+    tpot_ms: 50
+    attainment: 0.9                       # optional (0.9)
+    most: 16                              # optional: the most replicas tried (16)
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from headway.errors import ConfigError
+from headway.repository import Generation
 from headway.sim import ModelProfile, ServerSimulation
 
 #: The model's name in the simulation.
@@ -58,3 +71,78 @@ def size_generative_stage(
         if share >= attainment:
             return StageSize(replicas, attained)
     return StageSize(None, attained)
+
+
+@dataclass(frozen=True)
+class GenerativeStage:
+    """A generative stage to size: its model's profile, the parts its requests ask for (each
+    length with its share), its two targets (seconds) and the share that must meet them."""
+
+    profile: ModelProfile
+    lengths: dict[int, float]
+    ttft: float
+    tpot: float
+    attainment: float = 0.9
+    most: int = 16
+
+    def parts(self, requests: int, seed: int = 0) -> list[int]:
+        """Each of `requests` requests' parts, drawn from the lengths by their shares."""
+        lengths = sorted(self.lengths)
+        shares = np.array([self.lengths[n] for n in lengths], dtype=float)
+        rng = np.random.default_rng(seed)
+        return [int(n) for n in rng.choice(lengths, size=requests, p=shares / shares.sum())]
+
+
+GENERATIVE_KEYS = ("steps_ms", "max_sequences", "parts", "ttft_ms", "tpot_ms", "attainment", "most")
+
+
+def parse_generative_stage(raw: Any, where: str) -> GenerativeStage:
+    """A stage from its YAML (see the module docstring), or a ConfigError naming the key."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: expected a mapping with {', '.join(GENERATIVE_KEYS[:5])}")
+    unknown = sorted(set(raw) - set(GENERATIVE_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown keys {unknown}; known: {list(GENERATIVE_KEYS)}")
+
+    def number(key: str, value: Any, *, positive: bool = True) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise ConfigError(f"{where}: {key} must be a number >= 0, got {value!r}")
+        if positive and value == 0:
+            raise ConfigError(f"{where}: {key} must be above 0")
+        return float(value)
+
+    for key in ("steps_ms", "parts", "ttft_ms", "tpot_ms"):
+        if key not in raw:
+            raise ConfigError(f"{where}: {key} is required")
+    steps = raw["steps_ms"]
+    if not isinstance(steps, Mapping) or not steps:
+        raise ConfigError(f"{where}: steps_ms must map sequences per step to milliseconds")
+    durations = {
+        int(number("steps_ms key", n)): number(f"steps_ms[{n}]", ms) / 1e3
+        for n, ms in steps.items()
+    }
+    parts = raw["parts"]
+    if isinstance(parts, Mapping):
+        lengths = {int(number("parts key", n)): number(f"parts[{n}]", s) for n, s in parts.items()}
+    else:
+        lengths = {int(number("parts", parts)): 1.0}
+    if not lengths:
+        raise ConfigError(f"{where}: parts must name at least one length")
+    max_sequences = int(number("max_sequences", raw.get("max_sequences", max(durations))))
+    attainment = number("attainment", raw.get("attainment", 0.9))
+    if attainment > 1:
+        raise ConfigError(f"{where}: attainment is a share, at most 1, got {attainment!r}")
+    profile = ModelProfile(
+        durations,
+        load_seconds=0.05,
+        size_mb=10,
+        generative=Generation(max_sequences, max(lengths)),
+    )
+    return GenerativeStage(
+        profile,
+        lengths,
+        number("ttft_ms", raw["ttft_ms"]) / 1e3,
+        number("tpot_ms", raw["tpot_ms"]) / 1e3,
+        attainment,
+        int(number("most", raw.get("most", 16))),
+    )
