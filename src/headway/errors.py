@@ -130,3 +130,25 @@ class ModelError(HeadwayError):
     """The model's own code raised while predicting."""
 
     reason = "model_error"
+
+
+def error_for_reason(reason: object, message: str) -> HeadwayError:
+    """The error a `reason` names (an error answer's or a stream's last event's, sent by
+    `headway.api`), with `message`: each class's own `reason` is the one table, and where
+    several share one (`Backlogged` is a `deadline`), the most general of them answers; a
+    reason this tree does not hold is a plain HeadwayError."""
+    kind = _REASONS.get(reason) if isinstance(reason, str) else None
+    return (kind or HeadwayError)(message)
+
+
+def _by_reason() -> dict[str, type[HeadwayError]]:
+    reasons: dict[str, type[HeadwayError]] = {}
+    kinds: list[type[HeadwayError]] = [HeadwayError]
+    while kinds:  # breadth first: a parent before the children that share its reason
+        kind = kinds.pop(0)
+        reasons.setdefault(kind.reason, kind)
+        kinds += kind.__subclasses__()
+    return reasons
+
+
+_REASONS = _by_reason()

@@ -1,9 +1,11 @@
 """Faults under live streams, at the transports: a worker killed while streams run ends each
-of them with an error naming the cause (a final SSE error event, a tritonclient stream error),
-within seconds, never a hang; the model then serves new streams on the replacement worker."""
+of them with an error naming the cause (a final SSE error event, a tritonclient stream error,
+headway.Client's WorkerFailed), within seconds, never a hang; the model then serves new
+streams on the replacement worker."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import queue
 import signal
@@ -21,6 +23,7 @@ import pytest
 import tritonclient.grpc as triton_grpc
 
 import headway
+from headway.errors import HeadwayError, WorkerFailed
 from headway.launcher import ServerProcess
 from tests.integration.text_models import spell
 from tests.processes import children
@@ -52,6 +55,34 @@ def sse_stream(server: ServerProcess, started: threading.Event) -> list[dict[str
     return got
 
 
+def client_stream(server: ServerProcess, started: threading.Event) -> HeadwayError:
+    """A slow generation through `headway.Client`: the error that ends it."""
+    with headway.Client(server.url, timeout=END_S * 2) as client:
+        try:
+            for _text in client.generate_stream("spell", "slow 1000"):
+                started.set()
+        except HeadwayError as exc:
+            return exc
+    raise AssertionError("the stream ended without an error")
+
+
+def async_client_stream(server: ServerProcess, started: threading.Event) -> HeadwayError:
+    """A slow inference in parts (the infer route's events) through `headway.AsyncClient`:
+    the error that ends it."""
+    prompt = np.array([[b"slow 1000"]], dtype=object)
+
+    async def stream() -> HeadwayError:
+        async with headway.AsyncClient(server.url, timeout=END_S * 2) as client:
+            try:
+                async for _answer in client.stream("spell", {"text_input": prompt}):
+                    started.set()
+            except HeadwayError as exc:
+                return exc
+        raise AssertionError("the stream ended without an error")
+
+    return asyncio.run(stream())
+
+
 def test_a_worker_killed_mid_stream_ends_its_streams_with_the_cause_and_serves_on(
     server: ServerProcess,
 ) -> None:
@@ -61,17 +92,21 @@ def test_a_worker_killed_mid_stream_ends_its_streams_with_the_cause_and_serves_o
     grpc_client.start_stream(callback=lambda result, error: answers.put((result, error)))
     prompt = triton_grpc.InferInput("text_input", [1, 1], "BYTES")
     prompt.set_data_from_numpy(np.array([[b"slow 1000"]], dtype=object))
-    started = threading.Event()
-    with ThreadPoolExecutor(1) as pool:
+    started = [threading.Event() for _ in range(3)]
+    with ThreadPoolExecutor(3) as pool:
         try:
-            sse = pool.submit(sse_stream, server, started)
+            sse = pool.submit(sse_stream, server, started[0])
+            blocking = pool.submit(client_stream, server, started[1])
+            awaited = pool.submit(async_client_stream, server, started[2])
             grpc_client.async_stream_infer("spell", [prompt], request_id="1")
             _, first_error = answers.get(timeout=END_S)
-            assert first_error is None and started.wait(END_S)  # both streams are running
+            assert first_error is None  # every stream is running
+            assert all(event.wait(END_S) for event in started)
             (worker,) = children(server.process.pid)
             os.kill(worker, signal.SIGKILL)
             killed = time.monotonic()
             events = sse.result(timeout=END_S)
+            raised = [blocking.result(timeout=END_S), awaited.result(timeout=END_S)]
             error = None
             while error is None:  # the parts already on their way, then the error
                 _, error = answers.get(timeout=END_S)
@@ -82,6 +117,9 @@ def test_a_worker_killed_mid_stream_ends_its_streams_with_the_cause_and_serves_o
     assert "error" in last and "worker running the stream died" in str(last["error"])
     assert all("choices" in event for event in events[:-1])
     assert "worker running the stream died" in str(error)
+    # headway.Client, blocking and async, raises the class the server names: WorkerFailed
+    assert all(isinstance(exc, WorkerFailed) for exc in raised), raised
+    assert all("worker running the stream died" in exc.message for exc in raised)
     with openai.OpenAI(base_url=server.url + "/v1", api_key="-", timeout=END_S * 2,
                        max_retries=0) as client:  # fmt: skip
         deadline = time.monotonic() + END_S * 2  # the replacement worker loads the model

@@ -18,7 +18,7 @@ import pytest
 import tritonclient.grpc as triton_grpc
 
 import headway
-from headway.errors import HeadwayError, ModelNotFound
+from headway.errors import HeadwayError, ModelError, ModelNotFound
 from headway.launcher import ServerProcess
 from tests.integration.text_models import spell
 
@@ -204,8 +204,6 @@ def test_the_client_streams_parts_and_text_blocking_and_async(server: ServerProc
         assert parts == ["to ", "be ", "or "]
         assert list(client.generate_stream("spell", "a b c", max_tokens=2)) == ["a ", "b "]
         assert client.generate("spell", "a b c") == "a b c "
-        with pytest.raises(HeadwayError, match="the spell broke at its third word"):
-            list(client.generate_stream("spell", "fail at three"))
         with pytest.raises(ModelNotFound):
             list(client.generate_stream("nope", "x"))
 
@@ -214,3 +212,37 @@ def test_the_client_streams_parts_and_text_blocking_and_async(server: ServerProc
             return [text async for text in client.generate_stream("spell", "x y", ttft=5.0)]
 
     assert asyncio.run(streamed()) == ["x ", "y "]
+
+
+def test_a_model_that_raises_mid_stream_is_a_model_error_at_the_client(
+    server: ServerProcess,
+) -> None:
+    """The stream's error event names its reason: both routes, both clients, raise the
+    class the server raised, after the parts made before it."""
+    prompt = np.array([[b"fail at three"]], dtype=object)
+    with headway.Client(server.url) as client:
+        texts: list[str] = []
+        with pytest.raises(ModelError, match="the spell broke at its third word"):
+            texts.extend(client.generate_stream("spell", "fail at three"))
+        assert texts == ["fail ", "at "]
+        with pytest.raises(ModelError, match="the spell broke at its third word"):
+            list(client.stream("spell", {"text_input": prompt}))
+
+    async def streamed() -> tuple[list[str], HeadwayError, HeadwayError]:
+        async with headway.AsyncClient(server.url) as client:
+            got: list[str] = []
+            try:
+                async for text in client.generate_stream("spell", "fail at three"):
+                    got.append(text)
+            except HeadwayError as exc:
+                generated = exc
+            try:
+                async for _answer in client.stream("spell", {"text_input": prompt}):
+                    pass
+            except HeadwayError as exc:
+                inferred = exc
+            return got, generated, inferred
+
+    got, generated, inferred = asyncio.run(streamed())
+    assert got == ["fail ", "at "]
+    assert isinstance(generated, ModelError) and isinstance(inferred, ModelError)

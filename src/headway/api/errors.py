@@ -56,6 +56,14 @@ def problem(status: int, message: str) -> Response:
     return status, orjson.dumps({"error": message}), JSON
 
 
+def error_event(message: str, reason: str) -> bytes:
+    """The JSON of the event that ends a stream in error (the infer route's and Triton's
+    generate_stream): Triton's `error`, which its clients read, and the error's `reason`
+    (`headway.errors`: each class's own, `internal` for a bug), by which Headway's client
+    raises the same class (`headway.errors.error_for_reason`)."""
+    return orjson.dumps({"error": message, "reason": reason})
+
+
 def method_not_allowed(method: str, allowed: tuple[str, ...]) -> Response:
     """405 with the `Allow` header that RFC 9110 requires, naming the methods the route takes."""
     status, body, headers = problem(

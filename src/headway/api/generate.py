@@ -9,7 +9,8 @@ may also stand beside the inputs, as Triton's examples send them; any other key 
 naming the model's inputs. An answer is `{"model_name", "model_version", <output>: value}`
 per part; `/generate` joins a text output's parts into one string and keeps the last part of
 any other. Errors before the stream are Triton's `{"error": "..."}` with their status; an error
-after it is a last event `data: {"error": "..."}`, as Triton sends it.
+after it is a last event `data: {"error": "...", "reason": "..."}`: Triton's, with the
+reason by which Headway's client raises the error's own class (`api.errors.error_event`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from headway.api.errors import Reply, Response, failure
+from headway.api.errors import Reply, Response, error_event, failure
 from headway.api.parameters import model_parameters, schedule_policy, stream_targets
 from headway.api.sse import event
 from headway.api.streamed import GatheredReply, StreamedReply
@@ -136,7 +137,7 @@ class GenerateEvents:
         return self.part(outputs) if outputs else b""
 
     def error(self, message: str, reason: str) -> bytes:
-        return event(orjson.dumps({"error": message}))
+        return event(error_event(message, reason))
 
     def refusal(self, error: Exception) -> Response:
         return failure(error, "POST", self.path)

@@ -9,17 +9,16 @@ between the worker's answer and the write.
 
 With `Accept: text/event-stream` the answer is server-sent events (`api.streamed`): each part
 of a model that answers in parts is one `data:` event holding the protocol's JSON answer with
-that part's outputs, and an error after the first part a last event `data: {"error": ...}`.
+that part's outputs, and an error after the first part a last event
+`data: {"error": ..., "reason": ...}` (`api.errors.error_event`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from headway.api import oip
-from headway.api.errors import JSON, Reply, Response, failure, http_status
+from headway.api.errors import JSON, Reply, Response, error_event, failure, http_status
 from headway.api.parameters import NO_POLICY, model_parameters, schedule_policy, stream_targets
 from headway.api.sse import event
 from headway.api.streamed import StreamedReply
@@ -255,7 +254,7 @@ class InferEvents:
         return self.part(outputs) if outputs else b""
 
     def error(self, message: str, reason: str) -> bytes:
-        return event(orjson.dumps({"error": message}))
+        return event(error_event(message, reason))
 
     def refusal(self, error: Exception) -> Response:
         return failure(error, "POST", f"/v2/models/{self.name}/infer")

@@ -26,6 +26,7 @@ from headway.errors import (
     PayloadTooLarge,
     Unauthorized,
     Unavailable,
+    error_for_reason,
 )
 
 _HEADER = "inference-header-content-length"
@@ -155,7 +156,12 @@ def event_of(line: str) -> bytes | None:
 
 
 def stream_error(data: bytes) -> HeadwayError:
-    """The error an event reports (Headway's, Triton's or OpenAI's shape)."""
-    error = orjson.loads(data).get("error")
-    message = error.get("message") if isinstance(error, dict) else error
-    return HeadwayError(f"the stream ended in error: {message}")
+    """The error an event reports (Headway's, Triton's or OpenAI's shape), as the class its
+    `reason` (OpenAI's `code`) names; a plain HeadwayError where it names none."""
+    document = orjson.loads(data)
+    error = document.get("error")
+    if isinstance(error, dict):
+        message, reason = error.get("message"), error.get("code")
+    else:
+        message, reason = error, document.get("reason")
+    return error_for_reason(reason, f"the stream ended in error: {message}")

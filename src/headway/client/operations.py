@@ -112,7 +112,8 @@ class Operations:
         `AsyncClient`) of each part as an `Answer`, as the model makes it. `ttft` and `tpot`
         (seconds) are the stream's targets, to its first part and per part after it. A
         refusal raises before the first part (429 and 503 retried, as `infer`'s); an error
-        inside the stream raises when it is reached, naming the cause. Leaving the loop early
+        inside the stream raises when it is reached, as the class the server names (a
+        `ModelError` for a model that raised, a `WorkerFailed` for a worker that died). Leaving the loop early
         closes the stream, and the server withdraws the request."""
         return self._stream(
             stream_call(
