@@ -13,6 +13,7 @@ import pytest
 
 from headway.launcher import ServerProcess
 from tests.integration import models
+from tests.integration.text_models import spell
 
 pytestmark = pytest.mark.integration
 
@@ -22,9 +23,12 @@ EXAMPLES = 5
 
 # 503 is an answer the document promises ("retry later": a deadline that cannot be met on a
 # busy machine, a model not loaded yet), not a server error; a 500 is one.
-# Whether an inference or an application is valid also depends on the models served (input
-# names, datatypes, element counts against the shape; the names an app links), which no
-# JSON Schema of the document can say, so there a schema-valid request may be a 400.
+# Whether an inference, a generation, a completion or an application is valid also depends
+# on the models served (input names, datatypes, element counts against the shape; a text
+# generator's name and its most parts; the names an app links), which no JSON Schema of the
+# document can say, so there a schema-valid request may be a 400 or 404. The text routes run
+# on a text generator (`spell`) named as the demo's, `tiny-gpt`, which the documented
+# examples (sent by the examples phase) name.
 CONFIG = """
 [checks.not_a_server_error]
 expected-statuses = ["2xx", "3xx", "4xx", "503"]
@@ -38,7 +42,11 @@ include-path-regex = "^/v2/repository/models/"
 parameters = { "path.name" = "spare" }
 
 [[operations]]
-include-path-regex = "(/infer|^/apps/.*)$"
+include-path-regex = "/generate(_stream)?$"
+parameters = { "path.name" = "tiny-gpt" }
+
+[[operations]]
+include-path-regex = "(/infer|/generate|/generate_stream|^/apps/.*|^/v1/.*)$"
 checks.positive_data_acceptance.expected-statuses = [
     "2xx", "3xx", "400", "401", "403", "404", "409", "429", "5xx",
 ]
@@ -50,6 +58,8 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     root = tmp_path_factory.mktemp("fuzz-repository")
     models.python_model(root, "doubler", "Doubler")
     models.python_model(root, "spare", "Doubler")  # loaded and unloaded by the run
+    spell(root, max_parts=64)  # as the demo's generator, whom the documented examples name
+    (root / "spell").rename(root / "tiny-gpt")
     state = tmp_path_factory.mktemp("fuzz-state") / "state.db"
     log = tmp_path_factory.mktemp("fuzz-logs") / "server.log"
     with ServerProcess(root, state=state, log=log) as srv:

@@ -109,13 +109,14 @@ def parse(body: bytes, chat: bool, max_prompt: int = MAX_PROMPT_BYTES) -> Comple
         if not isinstance(options, dict) or set(options) - {"include_usage"}:
             raise OpenAIError("'stream_options' takes only include_usage", "stream_options")
         request.usage_in_stream = _flag(options, "include_usage")
-    tokens = raw.get("max_completion_tokens") if chat else None
-    tokens = raw.get("max_tokens") if tokens is None else tokens
-    if tokens is not None:
-        if not _integer(tokens) or tokens < 1:
-            raise OpenAIError(f"'max_tokens' must be an integer >= 1, got {tokens!r}", "max_tokens")
-        request.max_tokens = tokens
-    elif not chat:
+    for key in ("max_tokens", "max_completion_tokens") if chat else ("max_tokens",):
+        tokens = raw.get(key)
+        if tokens is not None:
+            if not _integer(tokens) or tokens < 1:
+                raise OpenAIError(f"{key!r} must be an integer >= 1, got {tokens!r}", key)
+            if request.max_tokens is None or key == "max_completion_tokens":
+                request.max_tokens = tokens  # the newer name wins
+    if request.max_tokens is None and not chat:
         request.max_tokens = 16  # OpenAI's default for completions
     _unsupported(raw, chat)
     _range(raw, "temperature", 0.0, 2.0)
@@ -207,15 +208,14 @@ def _stop(stop: Any) -> list[str]:
 
 
 def _unsupported(raw: dict[str, Any], chat: bool) -> None:
-    n = raw.get("n")
-    if n is not None and n != 1:
-        raise OpenAIError(f"'n' must be 1: one choice per request, got {n!r}", "n")
-    best_of = raw.get("best_of")
-    if best_of is not None and best_of != 1:
-        raise OpenAIError(f"'best_of' must be 1, got {best_of!r}", "best_of")
+    for key in ("n", "best_of") if not chat else ("n",):
+        value = raw.get(key)
+        if value is not None and not (_integer(value) and value == 1):
+            raise OpenAIError(f"{key!r} must be 1: one choice per request, got {value!r}", key)
     for key in ("echo", "logprobs") if not chat else ("logprobs",):
-        if raw.get(key) not in (None, False, 0):
-            raise OpenAIError(f"{key!r} is not supported", key)
+        value = raw.get(key)
+        if value is not None and value is not False:  # (not 0: a number asks for them)
+            raise OpenAIError(f"{key!r} is not supported: leave it out, null or false", key)
     for key in ("suffix", "top_logprobs"):
         if raw.get(key) is not None:
             raise OpenAIError(f"{key!r} is not supported", key)

@@ -61,6 +61,7 @@ def parse(
         spec = specs.get(key)
         if spec is None:
             if key in OPTIONS:
+                _check_option(key, value)
                 parameters.setdefault(key, value)
                 continue
             raise InvalidInput(f"model {model.name!r} has no input {key!r}; its inputs are "
@@ -69,7 +70,17 @@ def parse(
     missing = sorted(set(specs) - set(inputs))
     if missing:
         raise InvalidInput(f"model {model.name!r} needs inputs {missing}")
+    if "max_tokens" in parameters:
+        _check_option("max_tokens", parameters["max_tokens"])
     return inputs, parameters
+
+
+def _check_option(key: str, value: Any) -> None:
+    """`max_tokens`, the option the server reads itself, is a count of parts, wherever it
+    stands (any model, so the route refuses alike what a generative one would); the model
+    reads the others as it likes."""
+    if key == "max_tokens" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise InvalidInput(f"'max_tokens' must be an integer >= 1, got {value!r}")
 
 
 def _tensor(name: str, value: Any, datatype: str, rank: int, max_prompt: int) -> np.ndarray:

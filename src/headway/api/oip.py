@@ -151,7 +151,8 @@ def infer_head(body: bytes, header_length: int | None = None) -> dict[str, Any]:
         raise InvalidInput(f"request body is not valid JSON: {exc}") from None
     if not isinstance(document, dict):
         raise InvalidInput("request body must be a JSON object with an 'inputs' list")
-    if not isinstance(document.get("parameters") or {}, dict):
+    parameters = document.get("parameters")
+    if parameters is not None and not isinstance(parameters, dict):
         raise InvalidInput("'parameters' must be an object")
     return document
 
@@ -222,7 +223,10 @@ def decode_infer(
         raise InvalidInput(f"{len(body) - offset} bytes after the last binary input are unclaimed")
     request = InferRequest(inputs, parameters=parameters)
     if "id" in document:
-        request.id = str(document["id"])
+        request_id = document["id"]
+        if not isinstance(request_id, str):
+            raise InvalidInput(f"'id' must be a string, got {request_id!r}")
+        request.id = request_id
     request.all_binary = bool(parameters.get("binary_data_output", False))
     raw_outputs = document.get("outputs")
     if raw_outputs is not None:

@@ -13,15 +13,19 @@ NO_POLICY: tuple[float | None, int | None] = (None, None)
 
 
 def schedule_policy(parameters: dict[str, Any]) -> tuple[float | None, int | None]:
-    """Triton's `timeout` (µs) or Headway's `slo_ms` as the deadline; `priority` (1 = highest).
-    Asked of every request that has parameters: no loop, no call for a key not given."""
+    """Triton's `timeout` (µs) or Headway's `slo_ms` as the deadline (`timeout` wins, each
+    checked); `priority` (1 = highest); a stream's targets checked (`stream_targets`), so
+    every route refuses the same parameters. Asked of every request that has parameters: no
+    loop, no call for a key not given."""
     if not isinstance(parameters, dict):
         raise InvalidInput("'parameters' must be an object")
     timeout: float | None = None
+    if "slo_ms" in parameters:
+        timeout = _positive("slo_ms", parameters["slo_ms"]) * 1e-3
     if "timeout" in parameters:
         timeout = _positive("timeout", parameters["timeout"]) * 1e-6
-    elif "slo_ms" in parameters:
-        timeout = _positive("slo_ms", parameters["slo_ms"]) * 1e-3
+    if "ttft_ms" in parameters or "tpot_ms" in parameters:
+        stream_targets(parameters)
     priority = parameters.get("priority")
     if priority is not None and (
         isinstance(priority, bool) or not isinstance(priority, int) or priority < 0

@@ -1,6 +1,8 @@
 """The OpenAPI document of the HTTP API (served at /openapi.json, so it can be fuzzed): the
-Open Inference Protocol's routes (`inference`), the application API's (`apps`), and which
-routes need the admin token."""
+Open Inference Protocol's routes (`inference`), Triton's generate extension (`generate`),
+OpenAI's completions (`completions`), the application API's (`apps`), and which routes need
+the admin token. Streamed answers are `text/event-stream`, their events' JSON described
+beside them (`events`)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ from typing import Any
 
 from headway.api.auth import is_admin
 from headway.api.openapi.apps import APP_SCHEMAS, app_routes
+from headway.api.openapi.completions import COMPLETION_SCHEMAS, completion_routes
+from headway.api.openapi.generate import GENERATE_SCHEMAS, generate_routes, request_parameters
 from headway.api.openapi.inference import TENSOR, model_routes
 from headway.api.openapi.parts import ERROR, NAME, VERSION, json_body
 
@@ -17,8 +21,9 @@ OPENAPI: dict[str, Any] = {
         "title": "Headway",
         "version": "0.1.0",
         "description": "Open Inference Protocol (KServe v2) REST, with Triton's binary "
-        "tensor, model repository, schedule-policy, model-configuration and statistics "
-        "extensions.",
+        "tensor, model repository, schedule-policy, model-configuration, statistics and "
+        "generate extensions; OpenAI's completions over text generators; answers in parts "
+        "as server-sent events (text/event-stream).",
     },
     "paths": {
         "/v2": {
@@ -64,6 +69,8 @@ OPENAPI: dict[str, Any] = {
         },
         **model_routes("/v2/models/{name}", [NAME]),
         **model_routes("/v2/models/{name}/versions/{version}", [NAME, VERSION]),
+        **generate_routes("/v2/models/{name}", [NAME]),
+        **generate_routes("/v2/models/{name}/versions/{version}", [NAME, VERSION]),
         "/v2/repository/index": {
             "post": {
                 "summary": "Repository index",
@@ -91,6 +98,7 @@ OPENAPI: dict[str, Any] = {
             }
         },
         **app_routes(),
+        **completion_routes(),
     },
     "components": {
         "schemas": {
@@ -123,7 +131,7 @@ OPENAPI: dict[str, Any] = {
                 "required": ["inputs"],
                 "properties": {
                     "id": {"type": "string"},
-                    "parameters": {"type": "object"},
+                    "parameters": request_parameters(),
                     "inputs": {
                         "type": "array",
                         "minItems": 1,
@@ -133,6 +141,8 @@ OPENAPI: dict[str, Any] = {
                 },
             },
             **APP_SCHEMAS,
+            **GENERATE_SCHEMAS,
+            **COMPLETION_SCHEMAS,
             "InferResponse": {
                 "type": "object",
                 "properties": {

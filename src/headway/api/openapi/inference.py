@@ -1,11 +1,13 @@
 """The Open Inference Protocol's routes of one model (metadata, readiness, configuration,
-statistics, inference), for a model and for one of its versions, and its tensor schema."""
+statistics, inference, whole or as server-sent events), for a model and for one of its
+versions, and its tensor schema."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from headway.api.openapi.parts import ERROR, json_body
+from headway.api.openapi.events import event_stream
+from headway.api.openapi.parts import ERROR, json_body, schema_ref
 
 
 def model_routes(prefix: str, params: list[dict[str, Any]]) -> dict[str, Any]:
@@ -52,7 +54,19 @@ def model_routes(prefix: str, params: list[dict[str, Any]]) -> dict[str, Any]:
                     },
                 },
                 "responses": {
-                    "200": json_body({"$ref": "#/components/schemas/InferResponse"}),
+                    "200": {
+                        "description": "The answer; with `Accept: text/event-stream`, the "
+                        "answer of a model that answers in parts, one event per part",
+                        "content": {
+                            **json_body(schema_ref("InferResponse"))["content"],
+                            **event_stream(
+                                "`data: <InferResponse>` per part (its rows of each output); "
+                                "`data: <StreamError>` last, for an error after the first part",
+                                "InferResponse",
+                                "StreamError",
+                            ),
+                        },
+                    },
                     "400": ERROR,
                     "404": ERROR,
                     "413": ERROR,
