@@ -13,6 +13,8 @@ Counts are exact and checked against the server's own counters.
 from __future__ import annotations
 
 import re
+import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -145,9 +147,16 @@ def test_requests_reach_their_models_on_schedule(server: tuple[ServerProcess, Pa
     bodies = {stamp(k): body(k + 1) for k in range(STAMPS)}
     logs = [root / stamp(k) / "1" / "stamps.log" for k in range(STAMPS)]
     seen = [log.stat().st_size for log in logs]
+    woken: list[float] = []
+    bare = threading.Thread(target=wake_on_schedule, args=([t for t, _, _ in rows], woken))
+    bare.start()
     result, figures, failed = replay_and_count(srv.url, rows, bodies)
+    bare.join()
     assert figures["ok"] == figures["on_time"] == len(rows) and not failed
-    assert figures["send_lateness_ms"]["p99"] < 10.0
+    # The replay's own share of its lateness: beyond what the machine gives a bare thread that
+    # wakes on the same schedule at the same time (a busy machine stalls both alike).
+    machine_p99 = float(np.percentile(woken, 99))
+    assert figures["send_lateness_ms"]["p99"] < machine_p99 + 10.0, machine_p99
     # Each stamp model ran exactly its own 60 rows, each soon after its scheduled time.
     reach: list[float] = []
     for k in range(STAMPS):
@@ -165,6 +174,14 @@ def test_requests_reach_their_models_on_schedule(server: tuple[ServerProcess, Pa
     assert float(np.median(reach)) < REACH_MEDIAN_MS, float(np.median(reach))
     assert float(np.percentile(reach, 90)) < REACH_P90_MS, sorted(reach)[-30:]
     assert max(reach) < REACH_MAX_MS, sorted(reach)[-5:]
+
+
+def wake_on_schedule(offsets: list[float], lateness_ms: list[float]) -> None:
+    """Sleep until each offset (seconds from now) and record how late the thread woke, in ms."""
+    start = time.monotonic()
+    for offset in sorted(offsets):
+        time.sleep(max(0.0, start + offset - time.monotonic()))
+        lateness_ms.append((time.monotonic() - start - offset) * 1e3)
 
 
 def test_rejections_and_errors_are_counted_by_reason(server: tuple[ServerProcess, Path]) -> None:

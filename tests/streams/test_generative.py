@@ -116,7 +116,9 @@ def test_a_withdrawn_sequence_frees_its_slot_at_the_next_step(tmp_path: Path) ->
         try:
             first, ticket = count(controller, 300)
             await parts(first, 3)
-            second, _ = count(controller, 2)
+            second, _ = count(
+                controller, 2, ttft=120.0
+            )  # waits for the slot, however slow the steps
             await asyncio.sleep(0.05)
             assert not second.parts()  # the one slot is taken
             controller.withdraw(ticket)
