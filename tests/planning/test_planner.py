@@ -347,3 +347,39 @@ def test_a_step_tries_the_action_that_could_cost_least_first() -> None:
     assert steps == ["IncreaseBatch on s0: $0.100/h"]
     # batch 2 on one replica met the SLO: removing one of three ($0.2/h) was never replayed
     assert p.replays == 1
+
+
+def test_replicas_for_the_load_are_found_without_an_estimate_per_replica() -> None:
+    """InferLine's initialisation adds one replica at a time at the bottleneck; the planner
+    reaches the same configuration by doubling and bisection over those steps."""
+    trace = arrival_times(ArrivalSpec(500, 4, cv=2.0, seed=4))
+    profiles = {"m0": {"cpu1": flat(10)}, "m1": {"cpu1": flat(25)}}
+    found = Planner(chain(1.0, 0.6), profiles, CATALOGUE, trace, 40 * MS, restarts=False)
+    steps: list[str] = []
+    start = found.initial()
+    made = found._make_feasible(start, steps, inferline=True)
+    walker = Planner(chain(1.0, 0.6), profiles, CATALOGUE, trace, 40 * MS, restarts=False)
+    walked = start
+    while not walker.feasible(walked):  # InferLine's walk, one replica at a time
+        stage = walker.bottleneck(walked)
+        walked = walked.with_stage(stage, replicas=walked[stage].replicas + 1)
+    assert made == walked
+    assert sorted(steps) == [
+        f"add {walked['s0'].replicas - 1} replicas to the bottleneck s0",
+        f"add {walked['s1'].replicas - 1} replicas to the bottleneck s1",
+    ]
+    assert found.greedy < walker.greedy / 2  # each configuration estimated is looked at greedily
+
+
+def test_the_greedy_estimate_refuses_candidates_without_changing_the_plan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    trace = arrival_times(ArrivalSpec(130, 8, cv=1.0, seed=2))
+    quick = Planner(chain(1.0, 0.5), PROFILES, CATALOGUE, trace, 60 * MS)
+    fast = quick.plan()
+    monkeypatch.setattr("headway.planning.feasibility.QUICK_MARGIN", float("inf"))
+    slow = Planner(chain(1.0, 0.5), PROFILES, CATALOGUE, trace, 60 * MS)
+    every = slow.plan()
+    assert fast.config == every.config and fast.p99 == every.p99
+    assert quick.refused > 0 and slow.refused == 0
+    assert quick.replays < slow.replays

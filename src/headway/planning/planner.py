@@ -48,8 +48,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from headway.planning.bounds import (
+    critical_path,
+    frontend_waits,
+    most_replicas_needed,
+    service_tail,
+)
 from headway.planning.estimates import EstimateCache
 from headway.planning.feasibility import Feasibility
+from headway.planning.ladder import Ladder, climb, first_rung
 from headway.planning.moves import CENT, MAX_REPLICAS
 from headway.planning.pipeline import (
     Catalogue,
@@ -136,6 +143,8 @@ class Planner(Feasibility):
         self._whole = EstimateCache(pipeline.names)
         #: replays made (each configuration once per trace)
         self.replays = 0
+        #: greedy estimates made (`Feasibility._quickly`), and candidates they refused
+        self.greedy = self.refused = 0
         #: every configuration found feasible, in the order found
         self._passed: dict[tuple[tuple[str, int, int], ...], Configuration] = {}
         #: (kind, batch) per stage -> replica counts whose estimate missed the SLO
@@ -149,9 +158,7 @@ class Planner(Feasibility):
     # -- the algorithm ------------------------------------------------------------------------
     def plan(self) -> Plan:
         steps: list[str] = []
-        config = self.initial()
-        service = {s: self.profile(s, config[s].hardware).latency(1) for s in self.pipeline.names}
-        critical = self.frontend_seconds + self.pipeline.critical_path(service)
+        self.initial()  # raises, naming a model with no profile
         if self.frontend_utilisation >= 1.0:
             return self._infeasible(
                 f"the server takes {self.frontend_seconds * 1e3:.2f} ms per query outside the "
@@ -159,16 +166,22 @@ class Planner(Feasibility):
                 f"{1 / self.frontend_seconds:.0f} queries/s, and the trace has {self.rate:.0f}",
                 steps,
             )
-        if self.target < critical <= self.slo:  # the margin would leave nothing feasible
+        options = {
+            s: [self.profile(s, k) for k in self.hardware_for(s)] for s in self.pipeline.names
+        }
+        waits = frontend_waits(self.arrivals, self.frontend_seconds)
+        critical = critical_path(self.pipeline, options, waits)
+        if self.target < critical.p99 <= self.slo:  # the margin would leave nothing feasible
             self.target = self.slo
             steps.append("no margin on the prefix: the critical path alone takes more")
-        if critical > self.slo:
-            return self._infeasible(
-                f"the critical path's service time on the fastest hardware"
-                f"{' (the frontend included)' if self.frontend_seconds > 0 else ''} is "
-                f"{critical * 1e3:.1f} ms, over the SLO of {self.slo * 1e3:.1f} ms",
-                steps,
-            )
+        bounds = [critical, most_replicas_needed(self.pipeline, options, self.rate)]
+        if self.spread:
+            bounds.append(service_tail(self.pipeline, options, waits, seed=self.seed))
+        for bound in bounds:
+            if bound is not None and bound.p99 > self.slo:
+                return self._infeasible(
+                    f"{bound.reason}, over the SLO of {self.slo * 1e3:.1f} ms", steps
+                )
         reason, ends = "", []
         for index, (label, start, reconfigure) in enumerate(self.starts()):
             if index:
@@ -218,15 +231,12 @@ class Planner(Feasibility):
                 )
                 return candidate
             steps.append(f"${self.cost(candidate):.3f}/h misses the SLO on the whole trace")
-        config = found[0]
-        while self.whole(config).p99 > self.slo:
-            stage = self.bottleneck(config)
-            count = config[stage].replicas
-            if count >= MAX_REPLICAS:
-                return f"stage {stage!r} would need more than {MAX_REPLICAS} replicas"
-            config = config.with_stage(stage, replicas=count + 1)
-            steps.append(f"add a replica to the bottleneck {stage} (the whole trace)")
-        return config
+        ladder = climb(found[0], self.bottleneck, lambda _, __: MAX_REPLICAS)
+        rung = first_rung(len(ladder.rungs), lambda i: self.whole(ladder.rungs[i]).p99 <= self.slo)
+        if rung is None:
+            return f"stage {ladder.stopped!r} would need more than {MAX_REPLICAS} replicas"
+        steps += self._added(ladder, rung, " (the whole trace)")
+        return ladder.rungs[rung]
 
     def _polish(self, config: Configuration, steps: list[str]) -> Configuration:
         """InferLine's descent again from the confirmed plan, on the whole trace, within
@@ -249,17 +259,50 @@ class Planner(Feasibility):
     ) -> Configuration | str:
         """`config` with replicas added at the bottleneck until it is feasible, or why not.
         A start other than InferLine's is given up once its bottleneck has four times the
-        replicas that keep it below its throughput (its batches are then too slow)."""
-        while not self.feasible(config):
-            stage = self.bottleneck(config)
-            count = config[stage].replicas
+        replicas that keep it below its throughput (its batches are then too slow).
+
+        The configurations on the way are known by arithmetic (`headway.planning.ladder`):
+        the first feasible one is found by doubling and bisection from the first with every
+        stage below its throughput, the configuration one replica at a time would stop at."""
+
+        def most(rung: Configuration, stage: str) -> int:
+            if inferline:
+                return MAX_REPLICAS
+            return min(MAX_REPLICAS, 4 * self.least_replicas(rung, stage))
+
+        ladder = climb(config, self.bottleneck, most)
+        rungs = ladder.rungs
+        start = next((i for i, c in enumerate(rungs) if self.within_capacity(c)), len(rungs))
+        known, cheapest, tried = set(self._passed), self.cheapest, []
+
+        def holds(i: int) -> bool:
+            tried.append(i)
+            return self.feasible(rungs[i])
+
+        rung = first_rung(len(rungs), holds, start=start)
+        if rung is not None:  # the search's record as if it had walked up to `rung` alone
+            for i in tried:
+                if i > rung and self.key(rungs[i]) not in known:
+                    self._passed.pop(self.key(rungs[i]), None)
+            self.cheapest = cheapest
+            self._note_feasible(rungs[rung])
+        if rung is None:
+            count = rungs[-1][ladder.stopped].replicas
             if count >= MAX_REPLICAS:
-                return f"stage {stage!r} would need more than {MAX_REPLICAS} replicas"
-            if not inferline and count >= 4 * self.least_replicas(config, stage):
-                return f"stage {stage!r} misses the SLO at {count} replicas"
-            config = config.with_stage(stage, replicas=count + 1)
-            steps.append(f"add a replica to the bottleneck {stage}")
-        return config
+                return (
+                    f"stage {ladder.stopped!r} misses the SLO even at {MAX_REPLICAS} replicas "
+                    "(more replicas shorten the queues, not the batches' own times)"
+                )
+            return f"stage {ladder.stopped!r} misses the SLO at {count} replicas"
+        steps += self._added(ladder, rung)
+        return rungs[rung]
+
+    @staticmethod
+    def _added(ladder: Ladder, rung: int, where: str = "") -> list[str]:
+        return [
+            f"add {'a replica' if n == 1 else f'{n} replicas'} to the bottleneck {stage}{where}"
+            for stage, n in ladder.stages_added(rung).items()
+        ]
 
     def _descend(
         self, config: Configuration, steps: list[str], reconfigure: bool, by_floor: bool = True

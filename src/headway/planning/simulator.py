@@ -70,48 +70,83 @@ class Scaling(Protocol):
 
 #: The standard normal's 99th percentile.
 Z99 = 2.3263
+#: Normal draws a stage's stream gives at a time (numpy's draws in a block are the same
+#: numbers as one at a time; a block costs about what one does).
+DRAW_BLOCK = 256
+
+
+def lognormal_shape(mean: float, p99: float | None) -> tuple[float, float] | None:
+    """(mu, sigma) of the log-normal with this mean and 99th percentile; None where there is
+    no tail to draw (no p99, or one at or below the mean)."""
+    if p99 is None or p99 <= mean:
+        return None
+    # mean = exp(mu + s^2/2) and p99 = exp(mu + Z99 s): the smaller root for s
+    ratio = min(math.log(p99 / mean), Z99 * Z99 / 2)
+    sigma = Z99 - math.sqrt(Z99 * Z99 - 2 * ratio)
+    return math.log(mean) - sigma * sigma / 2, sigma
 
 
 class SpreadDurations:
     """A duration function `(stage, rows) -> seconds` drawing each INFER from a log-normal with
     the stage's profiled mean and p99 for that many rows (the mean where there is no p99).
-    `restart` starts the draws again from `seed`: `simulate` restarts them when the trace
-    begins, so that the trace's draws do not depend on how many warm-up runs drew before it.
-    Where the profile has a `persistence` p, a stage's standard normal draws follow an AR(1)
-    (z = p z_last + sqrt(1 - p^2) e): each batch's log-normal is the same, but a slow batch
-    tends to follow a slow one, as they do on shared cores."""
+
+    Each stage draws from its own stream, seeded from `seed` and the stage's place in the
+    pipeline: its n-th batch takes the n-th draw whatever the other stages do, so two
+    configurations that differ at one stage draw the same durations everywhere else (common
+    random numbers: their P99s differ by what the change did, not by luck), and an estimate
+    that forms a stage's batches in another order across stages (`headway.planning.greedy`)
+    draws the same. `restart` starts the draws again from `seed`: `simulate` restarts them
+    when the trace begins, so that the trace's draws do not depend on how many warm-up runs
+    drew before it. Where the profile has a `persistence` p, a stage's standard normal draws
+    follow an AR(1) (z = p z_last + sqrt(1 - p^2) e): each batch's log-normal is the same, but
+    a slow batch tends to follow a slow one, as they do on shared cores."""
 
     def __init__(
         self, pipeline: Pipeline, config: Configuration, profiles: Profiles, seed: int
     ) -> None:
         self.seed = seed
-        self.rng = np.random.default_rng(seed + 1)
         self.by_stage = {
             s.name: profile_of(profiles, s.model, config[s.name].hardware) for s in pipeline.stages
         }
-        self.last: dict[str, float] = {}  # stage -> its last batch's standard normal draw
+        self.place = {name: i for i, name in enumerate(self.by_stage)}
+        self.shapes: dict[tuple[str, int], tuple[float, float] | None] = {}
+        self.restart()
 
     def restart(self) -> None:
-        self.rng = np.random.default_rng(self.seed + 1)
-        self.last = {}
+        self.rngs = {
+            name: np.random.default_rng([self.seed + 1, i]) for name, i in self.place.items()
+        }
+        #: per stage, standard normal draws taken from its stream a block at a time (the
+        #: same numbers, in the same order, as one at a time), and how many are used
+        self.drawn: dict[str, list[float]] = {name: [] for name in self.place}
+        self.used: dict[str, int] = dict.fromkeys(self.place, 0)
+        self.last: dict[str, float] = {}  # stage -> its last batch's standard normal draw
+
+    def _normal(self, stage: str) -> float:
+        used, drawn = self.used[stage], self.drawn[stage]
+        if used == len(drawn):
+            drawn = self.drawn[stage] = self.rngs[stage].standard_normal(DRAW_BLOCK).tolist()
+            used = 0
+        self.used[stage] = used + 1
+        return drawn[used]
 
     def __call__(self, stage: str, rows: int) -> float:
-        profile = self.by_stage[stage]
-        mean, p99 = profile.latency(rows), profile.tail(rows)
-        if p99 is None or p99 <= mean:
-            return mean
-        # mean = exp(mu + s^2/2) and p99 = exp(mu + Z99 s): the smaller root for s
-        ratio = min(math.log(p99 / mean), Z99 * Z99 / 2)
-        sigma = Z99 - math.sqrt(Z99 * Z99 - 2 * ratio)
-        centre = math.log(mean) - sigma * sigma / 2
-        keep = profile.persistence
-        if not keep:
-            return float(self.rng.lognormal(centre, sigma))
-        fresh = float(self.rng.standard_normal())
-        last = self.last.get(stage)
-        z = fresh if last is None else keep * last + math.sqrt(1 - keep * keep) * fresh
-        self.last[stage] = z
-        return math.exp(centre + sigma * z)
+        key = (stage, rows)
+        if key in self.shapes:
+            shape = self.shapes[key]
+        else:
+            profile = self.by_stage[stage]
+            shape = self.shapes[key] = lognormal_shape(profile.latency(rows), profile.tail(rows))
+        if shape is None:
+            return self.by_stage[stage].latency(rows)
+        centre, sigma = shape
+        fresh = self._normal(stage)
+        keep = self.by_stage[stage].persistence
+        if keep:
+            last = self.last.get(stage)
+            fresh = fresh if last is None else keep * last + math.sqrt(1 - keep * keep) * fresh
+            self.last[stage] = fresh
+        return math.exp(centre + sigma * fresh)
 
 
 def reach_draws(queries: int, seed: int) -> np.ndarray:
