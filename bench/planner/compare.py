@@ -172,11 +172,13 @@ def cell(
     plan_seed: int = 1,
     test_seed: int = 2,
     fallback: str = "cpu4",
+    headroom: float = 0.0,
 ) -> dict[str, object]:
     """One (pipeline, SLO, CV) cell: the plan and each baseline judged on a held-out trace.
     The seeds pick the planning and test traces (and the estimator's draws on each);
     `fallback` is the kind a coarse-grained unit runs a model on that its kind has no
-    profile of."""
+    profile of. The plan is held to the SLO itself (`headroom` 0), as InferLine's planner
+    and the baselines are."""
     slo = slo_ms / 1e3
     plan_seconds = plan_queries / rate
     planning = arrival_times(ArrivalSpec(rate, plan_seconds, cv=cv, seed=plan_seed))
@@ -191,6 +193,7 @@ def cell(
         seed=plan_seed,
         restarts=restarts,
         screen=screen or None,
+        headroom=headroom,
     )
     plan = planner.plan()
     planning_seconds = time.perf_counter() - started

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from headway.planning.pipeline import Catalogue, Hardware, LatencyProfile, Pipeline, Stage
+from headway.planning.planner import Planner
 
 MS = 1e-3
 
@@ -42,3 +45,9 @@ PROFILES = {
     },
     "m1": {"cpu1": flat(20, SIZES, per_row_ms=4), "gpu": flat(5, SIZES, per_row_ms=1)},
 }
+
+
+def at_slo(*args: Any, **options: Any) -> Planner:
+    """A planner held to the SLO itself, with no headroom (InferLine's): the cases computed
+    by hand are at it."""
+    return Planner(*args, **{"headroom": 0.0, **options})

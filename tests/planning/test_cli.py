@@ -110,6 +110,8 @@ def test_import_then_plan_then_simulate_the_plan(profiled: Path, tmp_path: Path)
         "slow": ("cpu1", 1),
     }
     assert plan["cost_per_hour"] == pytest.approx(0.1)
+    assert (plan["headroom"], plan["goal_ms"]) == (0.2, 800.0)  # the default headroom
+    assert "less 20% headroom: 800.0 ms" in " ".join(result.output.split())
     assert plan["stages"]["slow"]["scale"] == 0.3
     assert 0 < plan["stages"]["fast"]["utilisation"] < 1
     assert any(step.startswith("restart from gpu-like") for step in plan["steps"])
@@ -123,6 +125,11 @@ def test_import_then_plan_then_simulate_the_plan(profiled: Path, tmp_path: Path)
     assert "the trace has 200 queries, so its P99 rests on its 2 slowest" in " ".join(
         result.output.split()
     )
+    edge = tmp_path / "edge.yaml"
+    result = runner.invoke(cli, [*args, "--headroom", "0", "-o", str(edge)])
+    assert result.exit_code == 0, result.output
+    assert yaml.safe_load(edge.read_text())["goal_ms"] == 1000.0
+    assert "(SLO 1000.0 ms)" in result.output
     screened = tmp_path / "screened.yaml"
     result = runner.invoke(cli, [*args, "--screen-queries", "100", "-o", str(screened)])
     assert result.exit_code == 0, result.output

@@ -9,9 +9,8 @@ import numpy as np
 
 from headway.planning.estimates import EstimateCache
 from headway.planning.pipeline import Configuration, StageConfig
-from headway.planning.planner import Planner
 from headway.planning.simulator import simulate
-from tests.planning.helpers import CATALOGUE, MS, chain, flat
+from tests.planning.helpers import CATALOGUE, MS, at_slo, chain, flat
 
 PROFILES = {
     "m0": {"cpu1": flat(10, (1, 2, 4, 8), per_row_ms=2)},
@@ -83,7 +82,7 @@ def test_with_drawn_durations_a_larger_batch_replays_the_same_draws() -> None:
 
 
 def test_the_planner_takes_the_estimate_without_a_replay() -> None:
-    planner = Planner(chain(1.0, 1.0), PROFILES, CATALOGUE, BURST, 0.1)
+    planner = at_slo(chain(1.0, 1.0), PROFILES, CATALOGUE, BURST, 0.1)
     first = planner.estimate(two_stages(4, 4))
     assert planner.replays == 1
     assert planner.estimate(two_stages(8, 8)) is first and planner.replays == 1

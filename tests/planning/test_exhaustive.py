@@ -10,7 +10,7 @@ import pytest
 from headway.planning.exhaustive import cheapest, lower_bound, shapes
 from headway.planning.pipeline import Catalogue, Configuration, Hardware, StageConfig
 from headway.planning.planner import Planner
-from tests.planning.helpers import CATALOGUE, MS, PROFILES, SIZES, chain, flat
+from tests.planning.helpers import CATALOGUE, MS, PROFILES, SIZES, at_slo, chain, flat
 
 
 def steady(rate: float, seconds: float = 2.0) -> np.ndarray:
@@ -18,7 +18,7 @@ def steady(rate: float, seconds: float = 2.0) -> np.ndarray:
 
 
 def test_the_lower_bound_is_each_stage_s_cheapest_rows() -> None:
-    p = Planner(chain(1.0, 0.5), PROFILES, CATALOGUE, steady(600), 30 * MS)
+    p = at_slo(chain(1.0, 0.5), PROFILES, CATALOGUE, steady(600), 30 * MS)
     # s0 (600/s): cpu1 at batch 8 takes 8 rows in 24 ms, 333/s: 2 replicas, $0.2/h (cpu4 at
     # batch 8, 667/s, one for $0.4/h; the GPU-like kind $3/h). s1 (300/s): cpu1 at batch 8,
     # 8 rows in 48 ms, 167/s: 2 replicas, $0.2/h
@@ -33,7 +33,7 @@ def test_the_lower_bound_is_each_stage_s_cheapest_rows() -> None:
 
 
 def test_shapes_keep_the_critical_path_at_full_batches_within_the_slo() -> None:
-    p = Planner(chain(1.0, 0.5), PROFILES, CATALOGUE, steady(100), 30 * MS)
+    p = at_slo(chain(1.0, 0.5), PROFILES, CATALOGUE, steady(100), 30 * MS)
     found = shapes(p)
     assert {"s0": ("cpu1", 1), "s1": ("cpu1", 1)} in found  # 10 + 20 ms
     assert {"s0": ("cpu1", 2), "s1": ("cpu1", 1)} not in found  # 12 + 20 ms
@@ -49,7 +49,7 @@ def one_stage() -> Planner:
     # + 1 ms a row
     profiles = {"m0": {"cpu1": flat(10, SIZES, per_row_ms=2), "cpu4": flat(5, SIZES, 1)}}
     catalogue = Catalogue({**CATALOGUE.kinds, "cpu4": Hardware("cpu4", 0.3, cpus=4, threads=4)})
-    return Planner(chain(1.0), profiles, catalogue, steady(300), 12 * MS)
+    return at_slo(chain(1.0), profiles, catalogue, steady(300), 12 * MS)
 
 
 def test_cheapest_is_feasible_and_nothing_cheaper_is() -> None:
@@ -80,7 +80,7 @@ def test_the_planner_finds_the_exhaustive_optimum_where_only_its_restarts_reach_
         "m1": {"gpu": flat(8, SIZES, per_row_ms=0.5), "cpu4": flat(32, SIZES, per_row_ms=2)},
     }
     args = (chain(1.0, 0.5), profiles, CATALOGUE, steady(600, 1.0), 40 * MS)
-    found = cheapest(Planner(*args))
+    found = cheapest(at_slo(*args))
     assert found.config is not None and found.at_least == pytest.approx(3.5)
-    assert Planner(*args).plan().cost_per_hour == pytest.approx(3.5)
-    assert Planner(*args, restarts=False).plan().cost_per_hour == pytest.approx(6.4)
+    assert at_slo(*args).plan().cost_per_hour == pytest.approx(3.5)
+    assert at_slo(*args, restarts=False).plan().cost_per_hour == pytest.approx(6.4)

@@ -17,14 +17,14 @@ from headway.planning.frontend import (
 from headway.planning.pipeline import Configuration, StageConfig
 from headway.planning.planner import Planner
 from headway.store.profiles import MeasuredProfile
-from tests.planning.helpers import CATALOGUE, MS, chain, flat
+from tests.planning.helpers import CATALOGUE, MS, at_slo, chain, flat
 
 PROFILES = {"m0": {"cpu1": flat(10), "cpu4": flat(5), "gpu": flat(2)}}
 ON_CPU1 = Configuration({"s0": StageConfig("cpu1", 1, 1)})
 
 
 def planner(arrivals: list[float], slo_ms: float, frontend_ms: float) -> Planner:
-    return Planner(
+    return at_slo(
         chain(1.0),
         PROFILES,
         CATALOGUE,

@@ -14,7 +14,7 @@ from headway.planning.pipeline import (
 )
 from headway.planning.planner import Planner
 from headway.planning.workloads import ArrivalSpec, arrival_times
-from tests.planning.helpers import CATALOGUE, MS, PROFILES, SIZES, chain, flat
+from tests.planning.helpers import CATALOGUE, MS, PROFILES, SIZES, at_slo, chain, flat
 
 
 def steady(rate: float, seconds: float = 4.0) -> np.ndarray:
@@ -22,7 +22,7 @@ def steady(rate: float, seconds: float = 4.0) -> np.ndarray:
 
 
 def planner(rate: float, slo_ms: float, *scales: float) -> Planner:
-    return Planner(chain(*(scales or (1.0,))), PROFILES, CATALOGUE, steady(rate), slo_ms * MS)
+    return at_slo(chain(*(scales or (1.0,))), PROFILES, CATALOGUE, steady(rate), slo_ms * MS)
 
 
 def test_starts_on_the_fastest_hardware_at_batch_one() -> None:
@@ -38,7 +38,7 @@ def test_infeasible_when_the_critical_path_alone_exceeds_the_slo() -> None:
 
 
 def test_adds_replicas_at_the_bottleneck_until_feasible() -> None:
-    p = Planner(
+    p = at_slo(
         chain(1.0), {"m0": {"cpu1": flat(10)}}, CATALOGUE, steady(150), 15 * MS, restarts=False
     )
     plan = p.plan()
@@ -67,7 +67,7 @@ def test_remove_replica() -> None:
 
 
 def test_increase_batch_raises_the_batch_until_a_replica_can_go() -> None:
-    p = Planner(chain(1.0), PROFILES, CATALOGUE, steady(130), 60 * MS)
+    p = at_slo(chain(1.0), PROFILES, CATALOGUE, steady(130), 60 * MS)
     two = Configuration({"s0": StageConfig("cpu1", 1, 2)})
     assert p.feasible(two)
     assert not p.feasible(Configuration({"s0": StageConfig("cpu1", 1, 1)}))
@@ -77,7 +77,7 @@ def test_increase_batch_raises_the_batch_until_a_replica_can_go() -> None:
 
 
 def test_increase_batch_takes_the_larger_batch_needing_fewest_replicas() -> None:
-    p = Planner(chain(1.0), PROFILES, CATALOGUE, steady(180), 60 * MS)
+    p = at_slo(chain(1.0), PROFILES, CATALOGUE, steady(180), 60 * MS)
     three = Configuration({"s0": StageConfig("cpu1", 1, 3)})
     assert p.feasible(three)
     # at batch 2 one replica takes 166 queries/s: two are needed at 180/s, and that is the
@@ -100,7 +100,7 @@ def test_the_plan_does_not_downgrade_when_a_larger_batch_is_cheaper() -> None:
             "cpu4": flat(40, SIZES, per_row_ms=20),
         }
     }
-    p = Planner(chain(1.0), profiles, CATALOGUE, steady(250), 60 * MS)
+    p = at_slo(chain(1.0), profiles, CATALOGUE, steady(250), 60 * MS)
     plan = p.plan()
     assert plan.feasible and plan.config is not None
     assert plan.config["s0"].hardware == "gpu" and plan.config["s0"].replicas == 1
@@ -113,7 +113,7 @@ def test_downgrade_hardware_keeps_the_throughput_the_load_needs() -> None:
     # 2.5 ms on the GPU-like kind, 5 ms on cpu4 (the next cheaper): at 300 queries/s, two
     # cpu4 replicas keep up at batch 1 (and none at batch 2 within the SLO of 8 ms: a query
     # waits for the batch ahead of it); at 10 queries/s one does
-    busy = Planner(chain(1.0), PROFILES, CATALOGUE, steady(300), 8 * MS)
+    busy = at_slo(chain(1.0), PROFILES, CATALOGUE, steady(300), 8 * MS)
     assert busy.downgrade_hardware(on_gpu, "s0") == Configuration({"s0": StageConfig("cpu4", 1, 2)})
     light = planner(10, 100)
     assert light.downgrade_hardware(on_gpu, "s0") == Configuration(
@@ -139,7 +139,7 @@ def test_downgrade_hardware_takes_a_smaller_batch_when_the_slower_kind_needs_it(
     # at batch 8 do not, however many cost less (a queued burst makes 24 ms batches), but three
     # at batch 2 do ($0.3/h).
     arrivals = arrival_times(ArrivalSpec(300, 5, cv=1.0, seed=0))
-    p = Planner(chain(1.0), PROFILES, CATALOGUE, arrivals, 30 * MS)
+    p = at_slo(chain(1.0), PROFILES, CATALOGUE, arrivals, 30 * MS)
     on_cpu4 = Configuration({"s0": StageConfig("cpu4", 8, 1)})
     assert p.feasible(on_cpu4)
     for count in (1, 2, 3):
@@ -148,19 +148,19 @@ def test_downgrade_hardware_takes_a_smaller_batch_when_the_slower_kind_needs_it(
     assert moved == Configuration({"s0": StageConfig("cpu1", 2, 3)})
     assert p.feasible(moved) and p.cost(moved) < p.cost(on_cpu4)
     # nothing on cpu1 costs less than one cpu4 replica and keeps up with twice the load
-    doubled = Planner(chain(1.0), PROFILES, CATALOGUE, arrivals / 2, 30 * MS)
+    doubled = at_slo(chain(1.0), PROFILES, CATALOGUE, arrivals / 2, 30 * MS)
     assert doubled.downgrade_hardware(on_cpu4, "s0") is None
 
 
 def test_a_stage_loaded_to_its_throughput_is_not_feasible() -> None:
     # 101 queries/s, one every 9.9 ms, on a replica taking 10 ms: the queue grows by 0.1 ms
     # a query, so over 5 s the last query waits 50 ms (P99 within 100 ms), over 60 s 600 ms
-    p = Planner(chain(1.0), {"m0": {"cpu1": flat(10)}}, CATALOGUE, steady(101, 5), 100 * MS)
+    p = at_slo(chain(1.0), {"m0": {"cpu1": flat(10)}}, CATALOGUE, steady(101, 5), 100 * MS)
     one = Configuration({"s0": StageConfig("cpu1", 1, 1)})
     assert p.estimate(one).p99 == pytest.approx((10 + 0.99 * 504 * 0.1) * MS, rel=0.01)
     assert p.utilisation(one)["s0"] > 1
     assert not p.feasible(one)
-    longer = Planner(chain(1.0), {"m0": {"cpu1": flat(10)}}, CATALOGUE, steady(101, 60), 1.0)
+    longer = at_slo(chain(1.0), {"m0": {"cpu1": flat(10)}}, CATALOGUE, steady(101, 60), 1.0)
     assert longer.estimate(one).p99 > 500 * MS
     plan = p.plan()
     assert plan.config == Configuration({"s0": StageConfig("cpu1", 1, 2)})
@@ -168,7 +168,7 @@ def test_a_stage_loaded_to_its_throughput_is_not_feasible() -> None:
 
 
 def test_fewest_replicas_finds_the_smallest_feasible_count() -> None:
-    p = Planner(chain(1.0), {"m0": {"cpu1": flat(10)}}, CATALOGUE, steady(450), 30 * MS)
+    p = at_slo(chain(1.0), {"m0": {"cpu1": flat(10)}}, CATALOGUE, steady(450), 30 * MS)
     many = Configuration({"s0": StageConfig("cpu1", 1, 12)})
     # 100 queries/s per replica: 5 replicas keep up with 450/s
     assert p.fewest_replicas(many, "s0", 12) == Configuration({"s0": StageConfig("cpu1", 1, 5)})
@@ -193,8 +193,8 @@ def test_the_plan_is_feasible_and_no_single_action_makes_it_cheaper() -> None:
 def test_planning_with_spread_durations_provisions_for_the_tail() -> None:
     profile = LatencyProfile({1: 0.010}, p99={1: 0.040})
     args = (chain(1.0), {"m0": {"cpu1": profile}}, CATALOGUE, steady(60, 20), 0.050)
-    lean = Planner(*args).plan()
-    tailed = Planner(*args, spread=True).plan()
+    lean = at_slo(*args).plan()
+    tailed = at_slo(*args, spread=True).plan()
     assert lean.config is not None and tailed.config is not None
     assert lean.config["s0"].replicas == 1  # 10 ms every 16.7 ms: never a queue
     assert tailed.config["s0"].replicas > 1
@@ -207,15 +207,15 @@ def test_reconfigure_reaches_a_kind_beyond_the_next_cheaper() -> None:
     # one cpu1 worker (10 ms a query, one every 20 ms) meets it for $0.1/h
     profiles = {"m0": {"gpu": flat(2.5), "cpu4": flat(40), "cpu1": flat(10)}}
     args = (chain(1.0), profiles, CATALOGUE, steady(50), 30 * MS)
-    p = Planner(*args, restarts=False)
+    p = at_slo(*args, restarts=False)
     on_gpu = Configuration({"s0": StageConfig("gpu", 1, 1)})
     assert p.feasible(on_gpu)
     assert p.downgrade_hardware(on_gpu, "s0") is None
     assert p.increase_batch(on_gpu, "s0") is None and p.remove_replica(on_gpu, "s0") is None
     on_cpu1 = Configuration({"s0": StageConfig("cpu1", 1, 1)})
     assert p.reconfigure(on_gpu, "s0") == on_cpu1
-    assert Planner(*args, restarts=False).plan().config == on_gpu  # InferLine's search stays
-    plan = Planner(*args).plan()
+    assert at_slo(*args, restarts=False).plan().config == on_gpu  # InferLine's search stays
+    plan = at_slo(*args).plan()
     assert plan.config == on_cpu1 and plan.cost_per_hour == pytest.approx(0.1)
     reconfigured = plan.steps.index(
         "restart from the fastest hardware at batch 1, with Reconfigure"
@@ -229,7 +229,7 @@ def test_reconfigure_moves_to_a_dearer_kind_when_fewer_replicas_cost_less() -> N
     # replica of a dearer kind, cpu4 here at $0.3/h (5 ms + 1 ms a row), takes the load
     profiles = {"m0": {"cpu1": flat(10, SIZES, per_row_ms=2), "cpu4": flat(5, SIZES, 1)}}
     catalogue = Catalogue({**CATALOGUE.kinds, "cpu4": Hardware("cpu4", 0.3, cpus=4, threads=4)})
-    p = Planner(chain(1.0), profiles, catalogue, steady(300), 12 * MS)
+    p = at_slo(chain(1.0), profiles, catalogue, steady(300), 12 * MS)
     on_cpu1 = Configuration({"s0": StageConfig("cpu1", 1, 4)})
     assert p.feasible(on_cpu1)
     assert p.fewest_replicas(on_cpu1, "s0", 4) == on_cpu1
@@ -240,7 +240,7 @@ def test_reconfigure_moves_to_a_dearer_kind_when_fewer_replicas_cost_less() -> N
 
 
 def test_actions_search_only_within_the_budget() -> None:
-    p = Planner(chain(1.0), PROFILES, CATALOGUE, steady(180), 60 * MS)
+    p = at_slo(chain(1.0), PROFILES, CATALOGUE, steady(180), 60 * MS)
     three = Configuration({"s0": StageConfig("cpu1", 1, 3)})
     best = Configuration({"s0": StageConfig("cpu1", 4, 1)})  # $0.1/h
     assert p.increase_batch(three, "s0", budget=0.1) == best
@@ -273,7 +273,7 @@ def test_restarts_escape_where_the_greedy_search_gets_stuck() -> None:
         "m1": {"gpu": flat(8, SIZES, per_row_ms=0.5), "cpu4": flat(32, SIZES, per_row_ms=2)},
     }
     args = (chain(1.0, 0.5), profiles, CATALOGUE, steady(600, 2.0), 40 * MS)
-    plain = Planner(*args, restarts=False)
+    plain = at_slo(*args, restarts=False)
     stuck = plain.plan()
     assert stuck.config == Configuration(
         {"s0": StageConfig("cpu1", 2, 4), "s1": StageConfig("gpu", 4, 2)}
@@ -282,7 +282,7 @@ def test_restarts_escape_where_the_greedy_search_gets_stuck() -> None:
     assert not plain.feasible(stuck.config.with_stage("s1", max_batch=8, replicas=1))
     for stage in ("s0", "s1"):  # a local minimum of every single-stage move
         assert plain.reconfigure(stuck.config, stage) is None
-    p = Planner(*args)
+    p = at_slo(*args)
     plan = p.plan()
     assert plan.config == Configuration(
         {"s0": StageConfig("cpu1", 1, 5), "s1": StageConfig("gpu", 8, 1)}
@@ -298,7 +298,7 @@ def test_batched_start_takes_the_largest_batch_within_half_the_slo() -> None:
         "m0": {"gpu": flat(5, SIZES, per_row_ms=0.5), "cpu1": flat(8, SIZES, per_row_ms=4)},
         "m1": {"gpu": flat(8, SIZES, per_row_ms=0.5)},
     }
-    p = Planner(chain(1.0, 0.5), profiles, CATALOGUE, steady(600, 2.0), 38 * MS)
+    p = at_slo(chain(1.0, 0.5), profiles, CATALOGUE, steady(600, 2.0), 38 * MS)
     start = p.batched_start("gpu")
     assert start is not None
     assert start["s0"] == StageConfig("gpu", 4, 1)  # 4 rows in 6.5 ms: 615 queries/s
@@ -329,7 +329,7 @@ def test_fewer_replicas_than_a_configuration_that_missed_are_refused_without_an_
 
 
 def test_each_action_s_floor_is_the_least_it_could_cost_without_an_estimate() -> None:
-    p = Planner(chain(1.0), PROFILES, CATALOGUE, steady(150), 60 * MS, restarts=False)
+    p = at_slo(chain(1.0), PROFILES, CATALOGUE, steady(150), 60 * MS, restarts=False)
     three = Configuration({"s0": StageConfig("cpu1", 1, 3)})
     floors = {a: p.floor(three, "s0", a) for a in ("RemoveReplica", "IncreaseBatch")}
     # one replica fewer: $0.2/h; batch 2 takes 2 / 12 ms = 167 queries/s: one replica, $0.1/h
@@ -340,7 +340,7 @@ def test_each_action_s_floor_is_the_least_it_could_cost_without_an_estimate() ->
 
 
 def test_a_step_tries_the_action_that_could_cost_least_first() -> None:
-    p = Planner(chain(1.0), PROFILES, CATALOGUE, steady(150), 60 * MS, restarts=False)
+    p = at_slo(chain(1.0), PROFILES, CATALOGUE, steady(150), 60 * MS, restarts=False)
     steps: list[str] = []
     end = p._descend(Configuration({"s0": StageConfig("cpu1", 1, 3)}), steps, reconfigure=False)
     assert end == Configuration({"s0": StageConfig("cpu1", 2, 1)})
@@ -354,11 +354,11 @@ def test_replicas_for_the_load_are_found_without_an_estimate_per_replica() -> No
     reaches the same configuration by doubling and bisection over those steps."""
     trace = arrival_times(ArrivalSpec(500, 4, cv=2.0, seed=4))
     profiles = {"m0": {"cpu1": flat(10)}, "m1": {"cpu1": flat(25)}}
-    found = Planner(chain(1.0, 0.6), profiles, CATALOGUE, trace, 40 * MS, restarts=False)
+    found = at_slo(chain(1.0, 0.6), profiles, CATALOGUE, trace, 40 * MS, restarts=False)
     steps: list[str] = []
     start = found.initial()
     made = found._make_feasible(start, steps, inferline=True)
-    walker = Planner(chain(1.0, 0.6), profiles, CATALOGUE, trace, 40 * MS, restarts=False)
+    walker = at_slo(chain(1.0, 0.6), profiles, CATALOGUE, trace, 40 * MS, restarts=False)
     walked = start
     while not walker.feasible(walked):  # InferLine's walk, one replica at a time
         stage = walker.bottleneck(walked)
@@ -375,10 +375,10 @@ def test_the_greedy_estimate_refuses_candidates_without_changing_the_plan(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     trace = arrival_times(ArrivalSpec(130, 8, cv=1.0, seed=2))
-    quick = Planner(chain(1.0, 0.5), PROFILES, CATALOGUE, trace, 60 * MS)
+    quick = at_slo(chain(1.0, 0.5), PROFILES, CATALOGUE, trace, 60 * MS)
     fast = quick.plan()
     monkeypatch.setattr("headway.planning.feasibility.QUICK_MARGIN", float("inf"))
-    slow = Planner(chain(1.0, 0.5), PROFILES, CATALOGUE, trace, 60 * MS)
+    slow = at_slo(chain(1.0, 0.5), PROFILES, CATALOGUE, trace, 60 * MS)
     every = slow.plan()
     assert fast.config == every.config and fast.p99 == every.p99
     assert quick.refused > 0 and slow.refused == 0

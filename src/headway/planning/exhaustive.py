@@ -54,7 +54,7 @@ def lower_bound(planner: Planner, slo: float | None = None) -> dict[str, tuple[f
 
 def shapes(planner: Planner) -> list[dict[str, tuple[str, int]]]:
     """Every (kind, batch size) per stage whose critical path at full batches (the frontend's
-    time included) is within the SLO."""
+    time included) is within the goal (the SLO less the headroom)."""
     names = planner.pipeline.names
     per_stage = [
         [(k, b) for k in planner.hardware_for(s) for b in planner.profile(s, k).batch_sizes]
@@ -65,7 +65,7 @@ def shapes(planner: Planner) -> list[dict[str, tuple[str, int]]]:
         service = {
             s: planner.profile(s, k).latency(b) for s, (k, b) in zip(names, combo, strict=True)
         }
-        if planner.frontend_seconds + planner.pipeline.critical_path(service) <= planner.slo:
+        if planner.frontend_seconds + planner.pipeline.critical_path(service) <= planner.goal:
             found.append(dict(zip(names, combo, strict=True)))
     return found
 

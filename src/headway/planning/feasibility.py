@@ -83,8 +83,8 @@ class Feasibility(Starts):
             return self.estimate(config)
         found = self._whole.get(config)
         if found is None:
-            found = self._quickly(config, self.arrivals, self.slo) or self.simulate(
-                config, give_up=self.slo
+            found = self._quickly(config, self.arrivals, self.goal) or self.simulate(
+                config, give_up=self.goal
             )
             self._whole.add(config, found)
             self.replays += found is not REFUSED
@@ -151,15 +151,18 @@ class Feasibility(Starts):
         return self.rate * self.frontend_seconds
 
     def within_capacity(self, config: Configuration) -> bool:
-        """Every stage, the frontend included, below its throughput (no estimate needed)."""
-        if self.frontend_utilisation >= 1.0:
+        """Every stage, the frontend included, below its throughput and loaded to at most
+        1 - headroom of it (no estimate needed)."""
+        most = 1.0 - self.headroom
+        if self.frontend_utilisation >= 1.0 or self.frontend_utilisation > most:
             return False
-        return all(u < 1.0 for u in self.utilisation(config).values())
+        return all(u < 1.0 and u <= most for u in self.utilisation(config).values())
 
     def feasible(self, config: Configuration) -> bool:
-        """The estimated P99 meets the SLO, and no stage (the frontend included) is loaded to
-        its throughput or beyond: such a stage's queue grows for ever, but can grow slowly
-        enough to stay short over a planning trace that ends first.
+        """The estimated P99 meets the goal (the SLO less the headroom), and no stage (the
+        frontend included) is loaded past 1 - headroom of its throughput, nor to it or beyond:
+        such a stage's queue grows for ever, but can grow slowly enough to stay short over a
+        planning trace that ends first.
 
         More replicas never make a query later (the search's bisections rely on it), so a
         configuration with the same kinds and batches as one whose estimate missed the SLO,

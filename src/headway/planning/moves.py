@@ -33,6 +33,8 @@ class Moves:
     profiles: Profiles
     catalogue: Catalogue
     rate: float
+    #: the share of each stage's throughput a plan leaves unused (`headway.planning.planner`)
+    headroom: float = 0.0
 
     def feasible(self, config: Configuration) -> bool:
         raise NotImplementedError
@@ -66,10 +68,15 @@ class Moves:
     # -- the actions --------------------------------------------------------------------------
     def least_replicas(self, config: Configuration, stage: str) -> int:
         """The fewest replicas of `stage`, as configured otherwise, that keep it below its
-        throughput (fewer are infeasible without an estimate)."""
+        throughput, and loaded to at most 1 - headroom of it (fewer are infeasible without
+        an estimate)."""
         c = config[stage]
         per_replica = self.profile(stage, c.hardware).throughput(c.max_batch)
-        return max(1, math.floor(self.rate * self.pipeline[stage].scale / per_replica) + 1)
+        load = self.rate * self.pipeline[stage].scale / per_replica
+        below = math.floor(load) + 1
+        if self.headroom <= 0:
+            return max(1, below)
+        return max(1, below, math.ceil(load / (1.0 - self.headroom) - 1e-9))
 
     def fewest_replicas(self, config: Configuration, stage: str, most: int) -> Configuration | None:
         """`config` with the fewest replicas of `stage` in [1, most] that is feasible, or None

@@ -65,6 +65,8 @@ def plan_document(
     document: dict[str, Any] = {
         "app": app,
         "slo_ms": round(planner.slo * 1e3, 3),
+        "headroom": planner.headroom,
+        "goal_ms": round(planner.goal * 1e3, 3),
         "feasible": plan.feasible,
         "rate_qps": round(planner.rate, 3),
         "frontend_ms": round(planner.frontend_seconds * 1e3, 3),

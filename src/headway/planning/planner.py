@@ -1,9 +1,20 @@
-"""InferLine's planner: the cheapest configuration whose simulated P99 meets the SLO.
+"""InferLine's planner: the cheapest configuration whose simulated P99 meets the SLO, with a
+headroom.
 
-1. Start every stage on its fastest hardware, at batch 1, with one replica. If the critical
-   path's service time alone exceeds the SLO, no configuration can meet it: infeasible.
-   Otherwise add a replica to the bottleneck -- the stage with the least throughput for the
-   share of queries it sees -- until the estimator's P99 meets the SLO.
+The plan is held to a **goal**, the SLO less a `headroom` share of it (20% by default), and
+each stage to at most 1 - headroom of its throughput: the margin InferLine's tuner keeps for
+what the planning trace did not show and the estimate does not model (a plan at its SLO and
+at 96% of a stage's throughput is feasible in simulation and fragile on a real machine).
+`headroom=0` plans to the SLO itself, as InferLine's planner does.
+
+0. Before any search, the SLO is checked against what no configuration can beat
+   (`headway.planning.bounds`: the critical path, the models' own tail, the replicas a stage
+   would need): under it, the plan is **infeasible**, and says which bound and by how much.
+1. Start every stage on its fastest hardware, at batch 1, with one replica, and add a replica
+   to the bottleneck -- the stage with the least throughput for the share of queries it
+   sees -- until the estimator's P99 meets the goal. The configurations on the way are known
+   by arithmetic, so the first that meets it is found by doubling and bisection
+   (`headway.planning.ladder`), not by an estimate per replica.
 2. Then, greedily, try on every stage each of InferLine's three actions, IncreaseBatch,
    RemoveReplica and DowngradeHardware (`headway.planning.moves` says what each does and
    why), estimate each candidate, and apply the cheapest feasible one, until no candidate is
@@ -13,7 +24,7 @@
    batch, or to a batch too large for a later SLO share, never comes back.
 3. With `restarts` (the default), run step 2 again with Reconfigure too, from InferLine's
    start and from a `batched_start` on each hardware kind: every stage on that kind at the
-   largest batch whose service time along the critical path is within half the SLO, with as
+   largest batch whose service time along the critical path is within half the goal, with as
    many replicas as the load needs. A greedy descent that takes the cheapest move first can
    leave the stages in a corner no single move gets out of (a stage at a batch whose latency
    leaves the next too little of the SLO); starting from large batches on each kind reaches
@@ -26,11 +37,12 @@ win (no dearer than the cheapest feasible candidate of the step so far), from th
 keep the stage below its throughput upwards, so most candidates cost no estimate.
 
 Each candidate is estimated with `simulate` on the planning trace, and judged feasible or not
-(`headway.planning.feasibility`).
+(`headway.planning.feasibility`); one that InferLine's greedy estimator
+(`headway.planning.greedy`) already puts clearly over the goal is refused without it.
 
 A trace longer than `screen` queries is searched on its first `screen` (a replay costs time in
-proportion to its queries, and the search makes hundreds), against the SLO less a `margin`;
-the answer must then meet the SLO on the whole trace (`_confirm`): the cheapest candidates
+proportion to its queries, and the search makes hundreds), against the goal less a `margin`;
+the answer must then meet the goal on the whole trace (`_confirm`): the cheapest candidates
 that met it on the prefix are replayed in full, and if none holds, replicas are added at the
 bottleneck of the cheapest until it does. The margin makes the first of them likely to hold.
 
@@ -48,6 +60,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from headway.errors import ConfigError
 from headway.planning.bounds import (
     critical_path,
     frontend_waits,
@@ -74,6 +87,10 @@ MARGIN = 0.1
 CONFIRM_TRIES = 3
 #: Replays of the whole trace the descent after the confirmation may make, by default.
 POLISH = 10
+#: The share of the SLO a plan leaves unused, and of each stage's throughput, by default:
+#: the margin InferLine's tuner keeps (it holds each stage at its planned utilisation) for
+#: what the planning trace did not show and the estimate does not model.
+HEADROOM = 0.2
 
 
 @dataclass(frozen=True)
@@ -111,12 +128,19 @@ class Planner(Feasibility):
         screen: int | None = SCREEN,
         margin: float = MARGIN,
         polish: int = POLISH,
+        headroom: float = HEADROOM,
     ) -> None:
+        if not 0.0 <= headroom < 1.0:
+            raise ConfigError(f"the headroom is a share of the SLO in [0, 1), not {headroom}")
         self.pipeline = pipeline
         self.profiles = profiles
         self.catalogue = catalogue
         self.arrivals = np.asarray(arrivals, dtype=np.float64)
         self.slo = slo
+        #: the share of the SLO, and of each stage's throughput, a plan leaves unused
+        self.headroom = headroom
+        #: the P99 a plan must meet: the SLO less the headroom
+        self.goal = slo * (1.0 - headroom)
         self.seed = seed
         self.rpc_seconds = rpc_seconds
         #: estimate with each action drawn from its profile's mean and p99 (`simulate`)
@@ -130,7 +154,7 @@ class Planner(Feasibility):
         self.screened = len(self.screening) < len(self.arrivals)
         #: queries the search estimates candidates on
         self.screened_queries = len(self.screening)
-        self.target = slo * (1 - margin) if self.screened else slo
+        self.target = self.goal * (1 - margin) if self.screened else self.goal
         #: replays of the whole trace InferLine's descent may make after the confirmation
         #: (`_polish`; 0: none)
         self.polish = polish
@@ -171,17 +195,15 @@ class Planner(Feasibility):
         }
         waits = frontend_waits(self.arrivals, self.frontend_seconds)
         critical = critical_path(self.pipeline, options, waits)
-        if self.target < critical.p99 <= self.slo:  # the margin would leave nothing feasible
-            self.target = self.slo
+        if self.target < critical.p99 <= self.goal:  # the margin would leave nothing feasible
+            self.target = self.goal
             steps.append("no margin on the prefix: the critical path alone takes more")
         bounds = [critical, most_replicas_needed(self.pipeline, options, self.rate)]
         if self.spread:
             bounds.append(service_tail(self.pipeline, options, waits, seed=self.seed))
         for bound in bounds:
-            if bound is not None and bound.p99 > self.slo:
-                return self._infeasible(
-                    f"{bound.reason}, over the SLO of {self.slo * 1e3:.1f} ms", steps
-                )
+            if bound is not None and bound.p99 > self.goal:
+                return self._infeasible(f"{bound.reason}, over {self._goal_text()}", steps)
         reason, ends = "", []
         for index, (label, start, reconfigure) in enumerate(self.starts()):
             if index:
@@ -224,15 +246,15 @@ class Planner(Feasibility):
         whole = len(self.arrivals)
         for candidate in found[:CONFIRM_TRIES]:
             estimate = self.whole(candidate)
-            if estimate.p99 <= self.slo:
+            if estimate.p99 <= self.goal:
                 steps.append(
-                    f"${self.cost(candidate):.3f}/h meets the SLO on the whole trace ({whole:,} "
+                    f"${self.cost(candidate):.3f}/h meets the goal on the whole trace ({whole:,} "
                     f"queries): P99 {estimate.p99 * 1e3:.1f} ms"
                 )
                 return candidate
-            steps.append(f"${self.cost(candidate):.3f}/h misses the SLO on the whole trace")
+            steps.append(f"${self.cost(candidate):.3f}/h misses the goal on the whole trace")
         ladder = climb(found[0], self.bottleneck, lambda _, __: MAX_REPLICAS)
-        rung = first_rung(len(ladder.rungs), lambda i: self.whole(ladder.rungs[i]).p99 <= self.slo)
+        rung = first_rung(len(ladder.rungs), lambda i: self.whole(ladder.rungs[i]).p99 <= self.goal)
         if rung is None:
             return f"stage {ladder.stopped!r} would need more than {MAX_REPLICAS} replicas"
         steps += self._added(ladder, rung, " (the whole trace)")
@@ -246,7 +268,7 @@ class Planner(Feasibility):
         once the replays are spent, the candidates not yet estimated count as infeasible, so
         the answer is always one that met the SLO on the whole trace."""
         steps.append("InferLine's descent on the whole trace")
-        self.screening, self.target, self._left = self.arrivals, self.slo, self.polish
+        self.screening, self.target, self._left = self.arrivals, self.goal, self.polish
         self._estimates, self._missing, self.cheapest = self._whole, {}, config
         # InferLine's order: the floors' optimistic picks, mostly infeasible, would spend the
         # few replays on the whole trace before the small sure savings are tried
@@ -347,6 +369,15 @@ class Planner(Feasibility):
                 return config
             config = best[6]
             steps.append(f"{best[4]} on {best[5]}: ${best[0]:.3f}/h")
+
+    def _goal_text(self) -> str:
+        slo = f"the SLO of {self.slo * 1e3:.1f} ms"
+        if self.headroom <= 0:
+            return slo
+        return (
+            f"{self.goal * 1e3:.1f} ms ({slo} less the {self.headroom:.0%} headroom; a smaller "
+            "--headroom leaves less margin for the real server)"
+        )
 
     def _infeasible(self, reason: str, steps: list[str]) -> Plan:
         return Plan(False, None, 0.0, float("inf"), {}, reason, steps, self.replays)

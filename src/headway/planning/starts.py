@@ -18,6 +18,8 @@ class Starts(Moves):
     """Starting configurations for a pipeline under a P99 of `slo` seconds."""
 
     slo: float
+    #: the P99 a plan is held to: the SLO less the headroom
+    goal: float
     #: the server's time per query outside the models, on every query's critical path
     frontend_seconds: float
     #: also start from a `batched_start` on every hardware kind
@@ -37,7 +39,7 @@ class Starts(Moves):
     def batched_start(self, kind: str) -> Configuration | None:
         """Every stage on `kind` (its fastest kind where `kind` has no profile of its model) at
         the largest profiled batch size whose service time along the critical path is at most
-        half the SLO (a query may wait for the batch ahead of it), each with the fewest
+        half the goal (a query may wait for the batch ahead of it), each with the fewest
         replicas below its throughput; None if batch 1 is already over that."""
         fastest = self.initial()
         kinds = {
@@ -58,7 +60,7 @@ class Starts(Moves):
                 for s in self.pipeline.names
             }
             service = {s: self.profile(s, kinds[s]).latency(batch[s]) for s in self.pipeline.names}
-            if self.frontend_seconds + self.pipeline.critical_path(service) > self.slo / 2:
+            if self.frontend_seconds + self.pipeline.critical_path(service) > self.goal / 2:
                 break
             config = Configuration(
                 {s: StageConfig(kinds[s], batch[s]) for s in self.pipeline.names}
