@@ -59,6 +59,7 @@ def profiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
         ],
     )
     assert result.exit_code == 0, result.output
+    assert "apart)" in result.output  # each figure with how far apart its rounds were
     return folder
 
 
@@ -70,6 +71,7 @@ def test_profile_measures_each_model_per_cpu_kind_and_batch_size(profiled: Path)
     }
     for row in rows:
         assert row.samples == 5 and row.source == "measured"
+        assert row.spread is not None and row.p99_spread is not None  # 5 rounds of 1 call
         assert row.p50 is not None and row.p99 is not None
         assert 0 < row.p50 <= row.p99
         assert row.throughput == pytest.approx(row.batch_size / row.mean)

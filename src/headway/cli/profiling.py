@@ -22,6 +22,8 @@ from headway.planning.pipeline import Catalogue
 from headway.planning.plan_file import write_plan
 from headway.planning.profiler import (
     BATCH_SIZES,
+    ROUNDS,
+    WARMUP,
     measure_frontend,
     measure_under_load,
     profile,
@@ -71,7 +73,28 @@ def comma_list(text: str | None) -> list[str]:
     "--hardware", default=None, help="Comma-separated kinds to measure (default: all CPU)."
 )
 @click.option("--batch-sizes", default=",".join(map(str, BATCH_SIZES)), show_default=True)
-@click.option("--iterations", default=50, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--iterations",
+    default=50,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Calls measured per model and batch size.",
+)
+@click.option(
+    "--warmup",
+    default=WARMUP,
+    show_default=True,
+    type=click.IntRange(0),
+    help="Passes over every batch size before anything is measured (a served model is warm).",
+)
+@click.option(
+    "--rounds",
+    default=ROUNDS,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Rounds the measured calls are split into, each in a shuffled order; how far apart "
+    "the rounds' figures are is printed beside each figure.",
+)
 @click.option(
     "--import",
     "import_file",
@@ -116,6 +139,8 @@ def profile_command(
     hardware: str | None,
     batch_sizes: str,
     iterations: int,
+    warmup: int,
+    rounds: int,
     import_file: Path | None,
     export_file: Path | None,
     frontend_app: str | None,
@@ -142,6 +167,8 @@ def profile_command(
                 [kinds[n] for n in names],
                 batch_sizes=sizes,
                 iterations=iterations,
+                warmup=warmup,
+                rounds=rounds,
                 progress=lambda row: console.print(_describe(row)),
             )
             save_measured(store, measured_rows)
@@ -189,8 +216,14 @@ def profile_command(
 
 
 def _describe(row: MeasuredProfile) -> str:
+    """A row as printed: each figure, and how far apart the profiler's rounds put it."""
+
+    def noise(share: float | None) -> str:
+        return "" if share is None else f" (rounds {share:.0%} apart)"
+
     return (
         f"{row.model} on {row.hardware}, batch {row.batch_size}: mean "
-        f"{row.mean * 1e3:.2f} ms, p50 {(row.p50 or 0) * 1e3:.2f} ms, p99 "
-        f"{(row.p99 or 0) * 1e3:.2f} ms, {row.throughput or 0:.0f} rows/s per replica"
+        f"{row.mean * 1e3:.2f} ms{noise(row.spread)}, p50 {(row.p50 or 0) * 1e3:.2f} ms, p99 "
+        f"{(row.p99 or 0) * 1e3:.2f} ms{noise(row.p99_spread)}, "
+        f"{row.throughput or 0:.0f} rows/s per replica"
     )

@@ -2,7 +2,7 @@
 
 The `hardware:` and `pipelines:` sections of `headway.yaml`, a profiles file (`headway profile
 --import`, `headway plan --profiles`: JSON or YAML, `{"profiles": [{"model", "hardware",
-"batch_size", "mean_ms", "p50_ms"?, "p99_ms"?}]}`) and a trace (`headway trace`'s CSV or a
+"batch_size", "mean_ms", "p50_ms"?, "p99_ms"?, "spread"?, "p99_spread"?}]}`) and a trace (`headway trace`'s CSV or a
 JSON list of arrival seconds); docs/planning.md shows each. Every problem is a ConfigError
 naming the file and the key.
 """
@@ -154,9 +154,21 @@ def read_profile_rows(path: Path) -> list[MeasuredProfile]:
                 ms("p50_ms"),
                 ms("p99_ms"),
                 source="imported",
+                spread=_share(entry.get("spread"), f"{at}.spread"),
+                p99_spread=_share(entry.get("p99_spread"), f"{at}.p99_spread"),
             )
         )
     return rows
+
+
+def _share(value: Any, at: str) -> float | None:
+    """An optional share (a spread: 0.1 for 10%), checked."""
+    if value is None:
+        return None
+    share = _number(value, at)
+    if share < 0:
+        raise ConfigError(f"{at}: must be >= 0")
+    return share
 
 
 def profile_rows_document(rows: Iterable[MeasuredProfile]) -> dict[str, Any]:
@@ -175,6 +187,8 @@ def profile_rows_document(rows: Iterable[MeasuredProfile]) -> dict[str, Any]:
                 "p50_ms": ms(r.p50),
                 "p99_ms": ms(r.p99),
                 "throughput": None if r.throughput is None else round(r.throughput, 3),
+                "spread": None if r.spread is None else round(r.spread, 4),
+                "p99_spread": None if r.p99_spread is None else round(r.p99_spread, 4),
             }
             for r in rows
         ]

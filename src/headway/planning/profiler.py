@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import tempfile
 import threading
 import time
@@ -58,6 +59,10 @@ from headway.runtime.worker import FRAMEWORKS_ENV
 from headway.store.profiles import MeasuredProfile
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32)
+#: Passes over every batch size before anything is measured (the process warm, as served).
+WARMUP = 5
+#: Rounds the measured calls are split into, each shuffled: their spread is the noise figure.
+ROUNDS = 5
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 #: Queries in flight when measuring the frontend's saturated rate: a max batch of every model.
 SATURATING = 16
@@ -84,16 +89,60 @@ def batch_inputs(specs: Sequence[TensorSpec], rows: int, seed: int) -> dict[str,
     return tensors
 
 
+@dataclass(frozen=True)
+class ProfilingCall:
+    """One call the profiler makes: a batch of `batch` rows, measured in `round` (None: a
+    warm-up call, not measured)."""
+
+    batch: int
+    round: int | None
+
+
+def measuring_order(
+    batch_sizes: Sequence[int],
+    iterations: int,
+    *,
+    warmup: int = WARMUP,
+    rounds: int = ROUNDS,
+    seed: int = 0,
+) -> list[ProfilingCall]:
+    """The calls that profile one model, in order: `warmup` passes over every batch size
+    first, then `rounds` rounds (at most `iterations`) that share the `iterations` calls of
+    each size, each round's calls in an order of their own, shuffled from `seed`.
+
+    Served, a model is warm: measured cold, its first figures (batch 1, measured first) held
+    the process's first-call costs and a tail several times its median. Shuffled, a drift of
+    the machine (another process, a clock change) falls on every size alike instead of on the
+    ones measured while it lasted; and the rounds, measured apart, show how far the figures
+    moved (`summarise`)."""
+    rng = random.Random(seed)
+    order: list[ProfilingCall] = []
+    for _ in range(warmup):
+        sizes = list(batch_sizes)
+        rng.shuffle(sizes)
+        order += [ProfilingCall(b, None) for b in sizes]
+    rounds = max(1, min(rounds, iterations))
+    for r in range(rounds):
+        calls = iterations // rounds + (1 if r < iterations % rounds else 0)
+        measured = [ProfilingCall(b, r) for b in batch_sizes for _ in range(calls)]
+        rng.shuffle(measured)
+        order += measured
+    return order
+
+
 async def profile_kind(
     repository: Repository,
     kind: Hardware,
     *,
     batch_sizes: Sequence[int] = BATCH_SIZES,
     iterations: int = 50,
-    warmup: int = 5,
+    warmup: int = WARMUP,
+    rounds: int = ROUNDS,
+    seed: int = 0,
     progress: Progress | None = None,
 ) -> list[MeasuredProfile]:
-    """Measure every model of `repository` on one worker of hardware `kind`."""
+    """Measure every model of `repository` on one worker of hardware `kind`, in the order
+    `measuring_order` gives (warm first, then batch sizes shuffled, in rounds)."""
     if kind.gpu is not None:
         raise ConfigError(f"hardware {kind.name!r} has a GPU: import its profiles from a file")
     env = {variable: str(kind.threads) for variable in THREAD_VARIABLES}
@@ -106,15 +155,21 @@ async def profile_kind(
             model = controller.model(name)
             if model.state != READY:
                 raise ConfigError(f"model {name!r} did not load: {model.reason or model.state}")
+            inputs = {b: batch_inputs(model.config.inputs, b, seed=b) for b in batch_sizes}
+            took: dict[int, dict[int, list[float]]] = {b: {} for b in batch_sizes}
+            order = measuring_order(
+                batch_sizes, iterations, warmup=warmup, rounds=rounds, seed=seed
+            )
+            for call in order:
+                start = time.perf_counter()
+                await controller.infer(
+                    InferenceRequest(name, inputs=inputs[call.batch], timeout=60.0)
+                )
+                if call.round is not None:
+                    seconds = time.perf_counter() - start
+                    took[call.batch].setdefault(call.round, []).append(seconds)
             for batch in batch_sizes:
-                inputs = batch_inputs(model.config.inputs, batch, seed=batch)
-                seconds: list[float] = []
-                for i in range(warmup + iterations):
-                    start = time.perf_counter()
-                    await controller.infer(InferenceRequest(name, inputs=inputs, timeout=60.0))
-                    if i >= warmup:
-                        seconds.append(time.perf_counter() - start)
-                row = summarise(name, kind.name, batch, seconds)
+                row = summarise(name, kind.name, batch, list(took[batch].values()))
                 rows.append(row)
                 if progress is not None:
                     progress(row)
@@ -123,19 +178,34 @@ async def profile_kind(
     return rows
 
 
-def summarise(model: str, hardware: str, batch: int, seconds: Sequence[float]) -> MeasuredProfile:
-    """A profile row from measured latencies (seconds)."""
-    values = np.asarray(seconds, dtype=np.float64)
+def spread(values: Sequence[float], whole: float) -> float | None:
+    """How far apart figures taken in separate rounds are: their range over `whole`, the
+    figure of all rounds together (None with fewer than two rounds)."""
+    if len(values) < 2 or whole <= 0:
+        return None
+    return (max(values) - min(values)) / whole
+
+
+def summarise(
+    model: str, hardware: str, batch: int, rounds: Sequence[Sequence[float]]
+) -> MeasuredProfile:
+    """A profile row from the latencies (seconds) measured in each round: the figures of
+    all of them, and how far apart the rounds' means and p99s were (`spread`)."""
+    taken = [list(r) for r in rounds if len(r)]
+    values = np.asarray([v for r in taken for v in r], dtype=np.float64)
     mean = float(values.mean())
+    p99 = float(np.percentile(values, 99))
     return MeasuredProfile(
         model,
         hardware,
         batch,
         mean=mean,
         p50=float(np.percentile(values, 50)),
-        p99=float(np.percentile(values, 99)),
+        p99=p99,
         throughput=batch / mean,
         samples=len(values),
+        spread=spread([float(np.mean(r)) for r in taken], mean),
+        p99_spread=spread([float(np.percentile(r, 99)) for r in taken], p99),
     )
 
 

@@ -73,6 +73,12 @@ MIGRATIONS: tuple[str, ...] = (
         updated REAL NOT NULL
     );
     """,
+    # how noisy a measured profile was: the range of the profiler's rounds' means (and p99s)
+    # over the row's own (store/profiles.py)
+    """
+    ALTER TABLE profiles ADD COLUMN spread REAL;
+    ALTER TABLE profiles ADD COLUMN p99_spread REAL;
+    """,
 )
 
 

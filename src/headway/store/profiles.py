@@ -29,6 +29,10 @@ class MeasuredProfile:
     throughput: float | None = None
     samples: int = 0
     source: str = "measured"  # or "imported"
+    #: how far apart the profiler's rounds' means were, over the mean (None: not measured
+    #: in rounds); `p99_spread` the same of their p99s (`headway.planning.profiler`)
+    spread: float | None = None
+    p99_spread: float | None = None
 
 
 def save_measured(store: Store, rows: Sequence[MeasuredProfile]) -> None:
@@ -36,7 +40,8 @@ def save_measured(store: Store, rows: Sequence[MeasuredProfile]) -> None:
     now = time.time()
     store.execute(
         "INSERT OR REPLACE INTO profiles(model, batch_size, seconds, hardware, updated, mean, "
-        "p50, p99, throughput, samples, source) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+        "p50, p99, throughput, samples, source, spread, p99_spread) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
         [
             (
                 r.model,
@@ -50,6 +55,8 @@ def save_measured(store: Store, rows: Sequence[MeasuredProfile]) -> None:
                 r.throughput if r.throughput is not None else r.batch_size / r.mean,
                 r.samples,
                 r.source,
+                r.spread,
+                r.p99_spread,
             )
             for r in rows
         ],
@@ -59,12 +66,15 @@ def save_measured(store: Store, rows: Sequence[MeasuredProfile]) -> None:
 def measured(store: Store, models: Iterable[str] | None = None) -> list[MeasuredProfile]:
     """Every measured or imported profile row (of `models` only, when given)."""
     rows = store.query(
-        "SELECT model, hardware, batch_size, mean, p50, p99, throughput, samples, source "
-        "FROM profiles WHERE mean IS NOT NULL ORDER BY model, hardware, batch_size"
+        "SELECT model, hardware, batch_size, mean, p50, p99, throughput, samples, source, "
+        "spread, p99_spread FROM profiles WHERE mean IS NOT NULL "
+        "ORDER BY model, hardware, batch_size"
     )
     wanted = None if models is None else set(models)
     return [
-        MeasuredProfile(m, h, int(b), float(mean), p50, p99, tp, int(n or 0), str(src or ""))
-        for m, h, b, mean, p50, p99, tp, n, src in rows
+        MeasuredProfile(
+            m, h, int(b), float(mean), p50, p99, tp, int(n or 0), str(src or ""), sp, p99_sp
+        )
+        for m, h, b, mean, p50, p99, tp, n, src, sp, p99_sp in rows
         if wanted is None or m in wanted
     ]
