@@ -61,3 +61,12 @@ def test_the_peak_is_the_busiest_window_of_the_given_length() -> None:
     arrivals = np.array([0.0, 0.01, 0.02, 1.0])
     assert peak_rate(arrivals, 0.1) == pytest.approx(30.0)  # three in 100 ms
     assert peak_rate(arrivals, 2.0) == pytest.approx(2.0)
+
+
+def test_a_model_profiled_on_neither_kind_runs_on_its_cheapest_profiled_kind() -> None:
+    only_gpu = {"m0": PROFILES["m0"], "m1": {"gpu": PROFILES["m1"]["gpu"]}}
+    cg = CoarseGrained(chain(1.0, 1.0), only_gpu, CATALOGUE, SIZES, fallback="cpu1")
+    assert cg.units("cpu4", 4, 1) == Configuration(
+        {"s0": StageConfig("cpu4", 4, 1), "s1": StageConfig("gpu", 4, 1)}
+    )
+    assert cg.deployment(50 * MS, 300) is not None

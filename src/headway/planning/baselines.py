@@ -49,8 +49,17 @@ class CoarseGrained:
         self.sizes, self.fallback = sorted(sizes), fallback
 
     def kind_of(self, stage: Stage, kind: str) -> str:
-        """Where the stage's model runs in a unit on `kind`: there, or on the fallback."""
-        return kind if kind in self.profiles.get(stage.model, {}) else self.fallback
+        """Where the stage's model runs in a unit on `kind`: there, or on the fallback, or
+        (a model profiled on neither, such as one only measured on GPUs) on the cheapest kind
+        it has a profile on."""
+        profiled = self.profiles.get(stage.model, {})
+        if kind in profiled or self.fallback in profiled or not profiled:
+            return kind if kind in profiled else self.fallback
+        return min(
+            (k for k in profiled if k in self.catalogue),
+            key=lambda k: self.catalogue[k].cost_per_hour,
+            default=self.fallback,
+        )
 
     def latency(self, kind: str, batch: int) -> float:
         """A unit's service time for `batch` queries: its critical path, each model at the
