@@ -30,7 +30,7 @@ from headway.planning.frontend import frontend_seconds
 from headway.planning.generative import parse_generative_stage, size_generative_stage
 from headway.planning.pipeline import Catalogue, Configuration, Pipeline, Profiles, Stage
 from headway.planning.plan_file import plan_document, read_plan, write_plan
-from headway.planning.planner import HEADROOM, MARGIN, SCREEN, Planner
+from headway.planning.planner import BUDGET_S, HEADROOM, MARGIN, SCREEN, Planner
 from headway.planning.report import report
 from headway.store import Store
 from headway.store.profiles import measured
@@ -167,6 +167,15 @@ def pipeline_for(
     "rest (the margin the tuner keeps for what the trace and the estimate leave out; "
     "0: plan to the SLO itself, as InferLine does).",
 )
+@click.option(
+    "--budget-s",
+    default=BUDGET_S,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="Seconds the search may take: once spent, it answers with the cheapest plan found "
+    "so far, still confirmed on the whole trace (InferLine's own search runs first; the "
+    "plan's steps say what was left out). 0: no limit.",
+)
 @click.option("--rpc-ms", default=0.0, show_default=True, type=click.FloatRange(min=0))
 @click.option(
     "--frontend-ms",
@@ -202,6 +211,7 @@ def plan_command(
     screen_queries: int,
     screen_margin: float,
     headroom: float,
+    budget_s: float,
     rpc_ms: float,
     frontend_ms: float | None,
     generative_stage: Path | None,
@@ -253,6 +263,7 @@ def plan_command(
             screen=screen_queries or None,
             margin=screen_margin,
             headroom=headroom,
+            budget=budget_s or None,
         )
         if simulate_plan is not None:
             _estimate(console, planner, read_plan(simulate_plan).configuration(), arrivals)

@@ -31,6 +31,11 @@ at 96% of a stage's throughput is feasible in simulation and fragile on a real m
    configurations the descent from batch 1 does not, and InferLine's own descent stays one of
    the searches, so the plan never costs more than InferLine's.
 
+The search has a time `budget` (10 s by default): once it is spent, no further descent starts
+and the one under way stops at the configuration it has reached, so a plan answers in seconds
+whatever the pipeline, the trace and the machine's load; InferLine's descent runs first, and
+the steps say what was left out.
+
 The answer is the cheapest feasible configuration the search estimated: a descent's end or
 any candidate on the way. Within a step, each action searches only replica counts that could
 win (no dearer than the cheapest feasible candidate of the step so far), from the fewest that
@@ -55,6 +60,7 @@ is infeasible whatever the models get.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -91,6 +97,9 @@ POLISH = 10
 #: the margin InferLine's tuner keeps (it holds each stage at its planned utilisation) for
 #: what the planning trace did not show and the estimate does not model.
 HEADROOM = 0.2
+#: Seconds the search (the descents and the polish; not the bounds and the confirmation on
+#: the whole trace) may take by default before it answers with the cheapest plan found.
+BUDGET_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -129,6 +138,8 @@ class Planner(Feasibility):
         margin: float = MARGIN,
         polish: int = POLISH,
         headroom: float = HEADROOM,
+        budget: float | None = BUDGET_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not 0.0 <= headroom < 1.0:
             raise ConfigError(f"the headroom is a share of the SLO in [0, 1), not {headroom}")
@@ -155,6 +166,9 @@ class Planner(Feasibility):
         #: queries the search estimates candidates on
         self.screened_queries = len(self.screening)
         self.target = self.goal * (1 - margin) if self.screened else self.goal
+        #: seconds the search may take (None: no limit), read on `clock`
+        self.budget, self.clock = budget, clock
+        self._deadline = math.inf
         #: replays of the whole trace InferLine's descent may make after the confirmation
         #: (`_polish`; 0: none)
         self.polish = polish
@@ -180,8 +194,14 @@ class Planner(Feasibility):
         self.rate = len(self.arrivals) / max(duration, 1e-9)
 
     # -- the algorithm ------------------------------------------------------------------------
+    def _spent(self) -> bool:
+        """Whether the search's time budget is spent."""
+        return self.clock() > self._deadline
+
     def plan(self) -> Plan:
         steps: list[str] = []
+        if self.budget is not None:
+            self._deadline = self.clock() + self.budget
         self.initial()  # raises, naming a model with no profile
         if self.frontend_utilisation >= 1.0:
             return self._infeasible(
@@ -205,7 +225,14 @@ class Planner(Feasibility):
             if bound is not None and bound.p99 > self.goal:
                 return self._infeasible(f"{bound.reason}, over {self._goal_text()}", steps)
         reason, ends = "", []
-        for index, (label, start, reconfigure) in enumerate(self.starts()):
+        starts = self.starts()
+        for index, (label, start, reconfigure) in enumerate(starts):
+            if index and self._spent() and self.cheapest is not None:
+                left = ", ".join(label for label, _, _ in starts[index:])
+                steps.append(
+                    f"the time budget of {self.budget:g} s spent: not restarted from {left}"
+                )
+                break
             if index:
                 steps.append(f"restart from {label}")
             feasible = self._make_feasible(start, steps, inferline=index < 2)
@@ -225,7 +252,7 @@ class Planner(Feasibility):
         confirmed = self._confirm(config, steps) if self.screened else config
         if isinstance(confirmed, str):
             return self._infeasible(confirmed, steps)
-        if self.screened and self.polish:
+        if self.screened and self.polish and not self._spent():
             confirmed = self._polish(confirmed, steps)
         return Plan(
             feasible=True,
@@ -340,6 +367,11 @@ class Planner(Feasibility):
         if reconfigure:
             actions["Reconfigure"] = self.reconfigure
         while True:
+            if self._spent():
+                steps.append(
+                    f"the time budget of {self.budget:g} s spent: stopped at ${self.cost(config):.3f}/h"
+                )
+                return config
             # the cheapest feasible candidate (then the lowest P99, then stage and action
             # order), trying the actions that could cost least first (`Moves.floor`)
             best: tuple[float, float, int, int, str, str, Configuration] | None = None
@@ -356,6 +388,8 @@ class Planner(Feasibility):
                 for s, stage in enumerate(self.pipeline.names)
             )
             for floor, a, s, name, action, stage in tries:
+                if best is not None and self._spent():
+                    break  # the step's best so far is taken; the next step stops
                 budget = best[0] if best is not None else self.cost(config) - CENT
                 if floor > budget + CENT:
                     break  # neither this nor any after it can be cheaper than `best`
