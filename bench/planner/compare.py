@@ -192,6 +192,7 @@ def cell(
         slo,
         seed=plan_seed,
         restarts=restarts,
+        budget=None,  # the search to its end on any machine: the grid's figures are its own
         screen=screen or None,
         headroom=headroom,
     )

@@ -64,7 +64,9 @@ def cell(
     planning = arrival_times(ArrivalSpec(rate, queries / rate, cv=cv, seed=1))
     row: dict[str, object] = {"pipeline": name, "slo_ms": slo_ms, "cv": cv}
     # held to the SLO itself, as the grid's plans are (bench/planner/compare.py)
-    exact = Planner(pipeline, profiles, catalogue, planning, slo, seed=1, screen=None, headroom=0)
+    exact = Planner(
+        pipeline, profiles, catalogue, planning, slo, seed=1, screen=None, headroom=0, budget=None
+    )
     bounds = lower_bound(exact)
     row["bound"] = round(sum(c for c, _ in bounds.values()), 4)
     row["bound_where"] = {
@@ -78,8 +80,9 @@ def cell(
     for label, restarts in (("planner", True), ("planner_no_restarts", False))[: 2 * plan]:
         started = time.perf_counter()
         found = Planner(
-            pipeline, profiles, catalogue, planning, slo, seed=1, restarts=restarts, headroom=0
-        )
+            pipeline, profiles, catalogue, planning, slo, seed=1, restarts=restarts, headroom=0,
+            budget=None,
+        )  # fmt: skip
         made = found.plan()
         row[label] = (
             {"cost": round(made.cost_per_hour, 4), "config": describe(made.config)}
