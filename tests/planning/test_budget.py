@@ -23,10 +23,10 @@ class Ticking:
 
 
 def test_no_restart_begins_once_the_budget_is_spent() -> None:
-    unbounded = Planner(*ARGS, budget=None).plan()
+    unbounded = Planner(*ARGS).plan()  # no budget unless given
     # every read of the clock a second later: the budget is spent within InferLine's descent
     bounded = Planner(*ARGS, budget=3.0, clock=Ticking(1.0)).plan()
-    assert BUDGET_S > 0
+    assert BUDGET_S > 0  # `headway plan`'s
     assert unbounded.feasible and bounded.feasible
     assert not any("time budget" in step for step in unbounded.steps)
     assert any("not restarted from" in step for step in bounded.steps)
@@ -46,5 +46,5 @@ def test_the_descent_under_way_stops_where_it_is() -> None:
 
 def test_a_budget_not_reached_changes_nothing() -> None:
     slow = Ticking(1e-6)
-    assert Planner(*ARGS, budget=3600.0, clock=slow).plan() == Planner(*ARGS, budget=None).plan()
+    assert Planner(*ARGS, budget=3600.0, clock=slow).plan() == Planner(*ARGS).plan()
     assert slow.reads > 0

@@ -123,6 +123,12 @@ def test_import_then_plan_then_simulate_the_plan(profiled: Path, tmp_path: Path)
     inferline = yaml.safe_load(alone.read_text())
     assert not any(step.startswith("restart") for step in inferline["steps"])
     assert inferline["cost_per_hour"] >= plan["cost_per_hour"]
+    hurried = tmp_path / "hurried.yaml"  # a budget spent before the search begins
+    result = runner.invoke(cli, [*args, "--budget-s", "0.000001", "-o", str(hurried)])
+    assert result.exit_code == 0, result.output
+    steps = yaml.safe_load(hurried.read_text())["steps"]
+    assert any("not restarted from" in step and "gpu-like" in step for step in steps)
+    assert not any(step.startswith("restart") for step in steps)
     assert (plan["screened_queries"], plan["trace_queries"]) == (200, 200)
     assert "the trace has 200 queries, so its P99 rests on its 2 slowest" in " ".join(
         result.output.split()

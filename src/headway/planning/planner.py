@@ -31,10 +31,11 @@ at 96% of a stage's throughput is feasible in simulation and fragile on a real m
    configurations the descent from batch 1 does not, and InferLine's own descent stays one of
    the searches, so the plan never costs more than InferLine's.
 
-The search has a time `budget` (10 s by default): once it is spent, no further descent starts
-and the one under way stops at the configuration it has reached, so a plan answers in seconds
-whatever the pipeline, the trace and the machine's load; InferLine's descent runs first, and
-the steps say what was left out.
+The search may be given a time `budget` (`headway plan` gives it `BUDGET_S`; without one it
+runs to its end, and its answer does not depend on the machine): once it is spent, no further
+descent starts and the one under way stops at the configuration it has reached, so a plan
+answers in seconds whatever the pipeline, the trace and the machine's load; InferLine's
+descent runs first, and the steps say what was left out.
 
 The answer is the cheapest feasible configuration the search estimated: a descent's end or
 any candidate on the way. Within a step, each action searches only replica counts that could
@@ -97,8 +98,9 @@ POLISH = 10
 #: the margin InferLine's tuner keeps (it holds each stage at its planned utilisation) for
 #: what the planning trace did not show and the estimate does not model.
 HEADROOM = 0.2
-#: Seconds the search (the descents and the polish; not the bounds and the confirmation on
-#: the whole trace) may take by default before it answers with the cheapest plan found.
+#: Seconds `headway plan`'s search (the descents and the polish; not the bounds and the
+#: confirmation on the whole trace) may take by default before it answers with the cheapest
+#: plan found.
 BUDGET_S = 10.0
 
 
@@ -138,7 +140,7 @@ class Planner(Feasibility):
         margin: float = MARGIN,
         polish: int = POLISH,
         headroom: float = HEADROOM,
-        budget: float | None = BUDGET_S,
+        budget: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not 0.0 <= headroom < 1.0:
