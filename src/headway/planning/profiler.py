@@ -190,7 +190,7 @@ def summarise(
     model: str, hardware: str, batch: int, rounds: Sequence[Sequence[float]]
 ) -> MeasuredProfile:
     """A profile row from the latencies (seconds) measured in each round: the figures of
-    all of them, and how far apart the rounds' means and p99s were (`spread`)."""
+    all of them, and how far apart the rounds' means and tails were (`spread`)."""
     taken = [list(r) for r in rounds if len(r)]
     values = np.asarray([v for r in taken for v in r], dtype=np.float64)
     mean = float(values.mean())
