@@ -2,7 +2,9 @@
 and the check that its answers are right before it is timed.
 
 - ``ensure_venv``: ``bench/.venvs/<name>`` from ``bench/peers/<name>/requirements.txt`` with
-  ``python -m venv`` and ``pip install -r``; rebuilt only when the requirements change.
+  ``python -m venv`` and ``pip install -r``; rebuilt only when the requirements change. With
+  ``system_site_packages`` the venv sees this interpreter's packages (torch, ray), so pip
+  installs only what they lack.
 - ``Server``: a started server and every process it spawns. It is started in a new session and
   its descendants are tracked by PID (with each one's start time, so a reused PID is never
   signalled); ``stop`` asks the leader to stop, then signals every tracked process still alive,
@@ -45,12 +47,15 @@ def venv_python(name: str) -> Path:
     return VENVS / name / "bin" / "python"
 
 
-def ensure_venv(name: str, log: Path, timeout: float = 1800.0) -> Path:
+def ensure_venv(
+    name: str, log: Path, timeout: float = 1800.0, *, system_site_packages: bool = False
+) -> Path:
     """The venv's python, creating or rebuilding the venv when its requirements changed."""
     requirements = PEERS / name / "requirements.txt"
     venv = VENVS / name
     python = venv_python(name)
-    digest = hashlib.sha256(requirements.read_bytes() + sys.version.encode()).hexdigest()
+    shared = b"system-site-packages" if system_site_packages else b""
+    digest = hashlib.sha256(requirements.read_bytes() + sys.version.encode() + shared).hexdigest()
     stamp = venv / ".requirements.sha256"
     if python.exists() and stamp.exists() and stamp.read_text().strip() == digest:
         return python
@@ -58,7 +63,13 @@ def ensure_venv(name: str, log: Path, timeout: float = 1800.0) -> Path:
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
         steps = [
-            [sys.executable, "-m", "venv", str(venv)],
+            [
+                sys.executable,
+                "-m",
+                "venv",
+                str(venv),
+                *(["--system-site-packages"] if system_site_packages else []),
+            ],
             [str(python), "-m", "pip", "install", "--no-input", "-r", str(requirements)],
         ]
         for step in steps:
