@@ -281,6 +281,30 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace,
     return {"table": table, "goodput": goodputs, "best_peer": best}
 
 
+def markdown(results: list[dict[str, Any]], systems: list[str], rates: list[float]) -> str:
+    """The per-rate table of bench/RESULTS-streams.md: each round's tokens/s, the rest pooled."""
+    rows = [
+        "| offered req/s | system | attained | tokens/s (each round) | p99 TTFT ms | "
+        "p99 TPOT ms (worst round) | refused | failed |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for rate in rates:
+        for system in systems:
+            runs = [r for r in results if r["system"] == system and r["rate"] == rate]
+            if not runs:
+                continue
+            p = pooled(results, system, rate)
+            tokens = " / ".join(f"{r['tokens_per_s']:,.0f}" for r in runs)
+            tpots = [r["tpot_ms"]["p99"] for r in runs if r["tpot_ms"]["p99"] is not None]
+            ttft = "-" if p["ttft_p99_ms"] is None else f"{p['ttft_p99_ms']:,.0f}"
+            tpot = f"{max(tpots):,.0f}" if tpots else "-"
+            rows.append(
+                f"| {rate:g} | {system} | {p['attained']:.0%} | {tokens} | {ttft} | {tpot} | "
+                f"{p['refused']} of {p['offered']} | {p['failed']} |"
+            )
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
@@ -303,7 +327,17 @@ def main() -> None:
     parser.add_argument("--headway-src", default=str(BENCH.parent / "src"),
                         help="the Headway tree its server runs (PYTHONPATH)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON")
+    parser.add_argument("--render", type=Path, default=None,
+                        help="print the tables of a run's JSON (--out) and measure nothing")  # fmt: skip
     args = parser.parse_args()
+    if args.render is not None:
+        run = json.loads(args.render.read_text())
+        options, results = run["options"], run["results"]
+        systems = [s for s in options["systems"] if s not in run["skipped"]]
+        print(markdown(results, systems, options["rates"]))
+        for system in systems:
+            print(f"goodput {system}: {goodput(results, system, options['rates']):g} req/s")
+        return
     if args.quick:
         args.duration, args.rounds = 4.0, 1
         args.rates = args.rates or "8,32,64"
