@@ -20,12 +20,12 @@ text made in this process.
   generator: request-level, up to max_sequences per batch.
 
 One load generator drives all (`headway.loadgen.streams`: OpenAI's `/v1/completions` with
-`stream: true` over raw HTTP/1.1, each event stamped as it is read): Poisson arrivals at each
-rate of ``--rates`` for ``--duration`` seconds, each request a prompt and a length drawn from a
-long-tailed mix (most short, some long; `ignore_end`, so each text has exactly its length),
-the same arrivals, prompts, lengths and seeds for every system. Systems take turns, one at a
-time (each started for its turn and stopped after it, so an idle peer takes no CPU from the
-one measured), their order reversed each round.
+`stream: true` over raw HTTP/1.1, each event stamped as it is read) with `bench/streams.py`'s
+traffic: Poisson arrivals at each rate of ``--rates`` for ``--duration`` seconds, each request
+a prompt and a length from a long-tailed mix (`ignore_end`, so each text has its length), the
+same arrivals, prompts, lengths and seeds for every system. Systems take turns, one at a time
+(each started for its turn and stopped after it, so an idle peer takes no CPU from the one
+measured), their order reversed each round.
 
 Per request: TTFT from its scheduled send time, TPOT the mean gap after the first token. A
 request attains when it ended well within both targets; a refused or failed one is a miss.
@@ -44,7 +44,6 @@ import datetime
 import json
 import os
 import platform
-import random
 import subprocess
 import sys
 import tempfile
@@ -59,6 +58,7 @@ sys.path[:0] = [str(BENCH.parent), str(BENCH / "peers")]
 
 import textgen_peer  # noqa: E402
 from bench.peers.common import Server, SetupError, ensure_venv  # noqa: E402
+from bench.streams import CACHE, PROMPTS, arrivals  # noqa: E402
 
 from headway import textgen  # noqa: E402
 from headway.launcher import free_port  # noqa: E402
@@ -67,8 +67,6 @@ from headway.loadgen.streams import OK, StreamLoad, StreamRecord, summarize  # n
 
 WORK = BENCH / ".work" / "streams-peers"
 MODEL = "tiny-gpt"
-PROMPTS = ("Return the", "Create a", "The socket", "Read the", "This module", "If the")
-CACHE = Path(tempfile.gettempdir()) / "headway-textgen-cache"
 SYSTEMS = ("headway", "litserve", "litserve-continuous", "ray")
 
 
@@ -126,19 +124,15 @@ def body(prompt: str, tokens: int, seed: int, args: argparse.Namespace) -> dict[
 
 
 def plan(rate: float, args: argparse.Namespace) -> tuple[list[float], list[bytes]]:
-    """Poisson arrival offsets at `rate` for `--duration` and each one's body: the same for
-    every system (seeded by the rate)."""
-    rng = random.Random(int(rate * 1000))
+    """Arrival offsets at `rate` for `--duration` and each one's body: `bench/streams.py`'s
+    traffic (the same seed per rate), the same for every system."""
     offsets: list[float] = []
     bodies: list[bytes] = []
-    at = rng.expovariate(rate)
-    while at < args.duration:
-        tokens = args.long if rng.random() < args.long_share else args.short
-        seed = len(offsets)
-        request = body(rng.choice(PROMPTS), tokens, seed, args)
+    for number, (at, prompt, tokens) in enumerate(
+        arrivals(rate, args.duration, args, seed=int(rate * 1000))
+    ):
         offsets.append(at)
-        bodies.append(json.dumps(request).encode())
-        at += rng.expovariate(rate)
+        bodies.append(json.dumps(body(prompt, tokens, number, args)).encode())
     return offsets, bodies
 
 
