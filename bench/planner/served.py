@@ -141,6 +141,7 @@ def sitting(
                 "p50_ms": ms(tally.latencies, 50), "p99_ms": p99,
                 "meets_slo": p99 <= slo_ms,
                 "predicted_over_measured": round(plan.p99 * 1e3 / p99 - 1, 3),
+                "window_over_measured": round(out["predicted_window_p99_ms"] / p99 - 1, 3),
                 "not_ok": figures["rejected"] + figures["errors"] + figures["timeouts"],
                 "send_lateness_p99_ms": figures["send_lateness_ms"]["p99"],
                 "load_average_1m": round(os.getloadavg()[0], 2),
