@@ -12,6 +12,7 @@ import pytest
 from headway.clock import ManualClock
 from headway.control.actions import STEP, Dispatch, StepPlan
 from headway.control.engine import Reply
+from headway.control.estimates.steps import StepProfile
 from headway.control.jobs import Sequence
 from headway.control.scheduling.scheduler import Scheduler
 from headway.errors import DeadlineUnmeetable, PartTargetUnmeetable, SequencesFull
@@ -269,3 +270,95 @@ def test_a_waiting_sequence_is_dropped_once_its_first_part_cannot_arrive(
     clock.advance(wake - clock.now() + 1e-6)
     dropped = s.poll().rejected
     assert [(str(j.receiver), e.reason) for j, e in dropped] == [("waiting", "deadline")]
+
+
+def slowed(s: Scheduler, clock: ManualClock, *, slower: float, turn: float, steps: int,
+           arrivals: int = 0, ttft: float = ms(150), cap: int = 5) -> tuple[int, int, int]:  # fmt: skip
+    """Run the worker's steps on a machine that slowed: each takes `slower` times the seeded
+    profile's 10 ms plus 2 ms per sequence, and the event loop takes `turn` seconds from a
+    step's end to the next step (its parts delivered). A new sequence of 5 parts is offered
+    at each of the first `arrivals` steps. Returns (admitted, dropped before a first part,
+    first parts late)."""
+    admitted = dropped = late = 0
+    for n in range(steps):
+        if n < arrivals:
+            try:
+                s.submit(sequence(clock, f"w{n}", cap=cap, ttft=ttft))
+                admitted += 1
+            except SequencesFull:
+                pass
+        decisions = s.poll()
+        dropped += len(decisions.rejected)
+        [step] = steps_of = [d for d in decisions.dispatches if d.kind == STEP]
+        assert steps_of
+        assert isinstance(step.payload, StepPlan)
+        actual = slower * ms(10 + 2 * len(step.payload.run))
+        clock.advance(actual)
+        s.complete(step.id, actual)
+        run = step.payload.run
+        late += sum(1 for r in run if r.made == 0 and clock.now() > r.deadline)
+        s.stepped(step, reply(step, tuple(str(r.receiver) for r in run if r.made + 1 >= r.cap)))
+        clock.advance(turn)
+    return admitted, dropped, late
+
+
+def busy_model(clock: ManualClock) -> Scheduler:
+    """Three slots, one taken by a stream far from its end (the others free only as the
+    offered sequences end), and a full window of steps measured before the machine slowed."""
+    s = generative(clock, max_sequences=3)
+    for i in range(256):  # a step's cost does not depend on its length
+        n = 1 + i % 3
+        s.step_estimates.observe(KEY, n, (i * 37) % 400, 0, ms(10 + 2 * n))
+    s.submit(sequence(clock, "long", cap=10_000))
+    return s
+
+
+def test_admitted_sequences_keep_their_first_part_when_the_steps_slow_down(
+    clock: ManualClock,
+) -> None:
+    s = busy_model(clock)
+    # the machine slows: steps take half as long again as the window measured
+    slowed(s, clock, slower=1.5, turn=0.0, steps=8)
+    admitted, dropped, late = slowed(s, clock, slower=1.5, turn=0.0, steps=80, arrivals=40)
+    assert admitted > 5
+    assert (dropped, late) == (0, 0)
+
+
+def test_admission_counts_the_loop_turn_between_steps(clock: ManualClock) -> None:
+    s = busy_model(clock)
+    # each step runs as predicted, but the loop takes 8 ms to deliver its parts and start the
+    # next one
+    slowed(s, clock, slower=1.0, turn=ms(8), steps=8)
+    admitted, dropped, late = slowed(s, clock, slower=1.0, turn=ms(8), steps=80, arrivals=40)
+    assert admitted > 5
+    assert (dropped, late) == (0, 0)
+
+
+def test_a_step_profile_follows_its_recent_steps() -> None:
+    profile = StepProfile()
+    for _ in range(256):
+        profile.observe(4, 0, 0, ms(10))
+    for _ in range(8):
+        profile.observe(4, 0, 0, ms(20))
+    predicted = profile.predict(4, 0)
+    assert predicted is not None and predicted >= ms(20) * 0.95
+
+
+def test_admission_counts_the_steps_growing_as_the_waiting_fill_the_slots(
+    clock: ManualClock,
+) -> None:
+    s = generative(clock)  # 4 slots; a step of one takes 12 ms, of four 18 ms
+    s.submit(sequence(clock, "a", cap=30))
+    finish(s, clock, poll_step(s))
+    for tag in ("l1", "l2", "l3"):  # they take the free slots: a's 29 parts come in steps of 4
+        s.submit(sequence(clock, tag, cap=1000, ttft=5.0, priority=1))
+    # a's slot frees after 29 steps of 18 ms (about 520 ms), not of 12 ms (about 350 ms)
+    with pytest.raises(SequencesFull):
+        s.submit(sequence(clock, "next", cap=5, ttft=ms(450)))
+    s.submit(waits := sequence(clock, "waits", cap=5, ttft=ms(600)))
+    while waits.first_at is None:
+        decisions = s.poll()
+        assert not decisions.rejected
+        [step] = steps(decisions.dispatches)
+        finish(s, clock, step, *(("a",) if step.payload.run[0].made == 29 else ()))  # type: ignore[union-attr]
+    assert waits.first_at <= waits.deadline

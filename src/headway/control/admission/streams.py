@@ -10,7 +10,9 @@ be served in time, rather than start it late. A sequence is refused when
   first step that starts it, once a slot is free for it: the model's `max_sequences` per
   worker, fewer where the per-part targets of the streams running there allow fewer per step.
   A running sequence frees its slot at the latest when it has made its `cap` parts, each step
-  predicted from the step profile (`estimates.steps`); the sequences waiting ahead of it take
+  predicted from the step profile (`estimates.steps`) as it will be: the slots filled by the
+  sequences waiting, and the event loop's turn between steps counted in the `overhead` beside
+  the round trip; the sequences waiting ahead of it take
   the slots as they free, in queue order, each holding one for its own `cap` parts. Under
   request-level batching no sequence joins a worker before all of its running ones ended: the
   waiting ones start in batches, each when the one before drained.
@@ -69,6 +71,17 @@ def capacity_within(
     return most
 
 
+def held_for(
+    steps: StepEstimates, key: str, held: Sequence, sequences: int, context: int, overhead: float
+) -> float:
+    """Seconds until the running `held` has made its last part at the latest: its steps left,
+    each of `sequences` sequences `context` units long in all. (Not grown by a unit per step:
+    the profile's cost per unit, fitted over the lengths its window measured, is no guide far
+    beyond them.)"""
+    step = decode_step(steps, key, sequences, context, overhead)
+    return max(held.cap - held.made, 0) * (step or 0.0)
+
+
 @dataclass
 class Replica:
     """One worker of the model, as admission sees it: when each of its slots is free at the
@@ -117,7 +130,11 @@ def first_part_at(
         mean = (context + sequence.units) / (len(held) + 1)
         room = capacity_within(steps, slots, mean, min(tpots) if tpots else None, overhead)
         full = decode_step(steps, key, room, int(room * mean), overhead) or step
-        ends = sorted(start + max(s.cap - s.made, 0) * step for s in held)
+        # the waiting fill the free slots (each step then holds `room`, if more than now; none
+        # joins a batch under request-level batching): a held one's steps are those steps
+        busy = len(held) if request_level else max(len(held), room)
+        base = max(context, int(busy * mean))
+        ends = sorted(start + held_for(steps, key, s, busy, base, overhead) for s in held)
         if request_level and held:
             frees = [ends[-1]] * room  # the batch drains before any joins
         else:

@@ -7,7 +7,11 @@ as a line in those three, `fixed + per_sequence * n + per_unit * context + per_p
 prefill`, fitted by least squares to the model's last measured steps (Orca and vLLM size a
 step the same way, from the batch and the tokens in it). A share of the errors is added, so
 that a prediction is rarely below what the step takes: the steps after a first part are what a
-stream's per-part target is held to, and admission rests on them.
+stream's per-part target is held to, and admission rests on them. The share is taken over the
+window and over its last few steps alone, whichever is higher: when the machine slows (a
+neighbour's burst), the last steps say so long before they are a share of the window, and a
+sequence admitted on the window's older, faster steps would wait past its first part's
+deadline (Clockwork's estimates follow the last few runs for the same reason).
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ MIN_STEPS = 8
 #: The share of measured steps a prediction covers: each is the fitted line times the ratio
 #: of measured to fitted that this share of the window stays under.
 COVERED = 0.9
+#: The last this many steps also set the stretch on their own (see the module docstring).
+RECENT_STEPS = 32
 #: No prediction is stretched by more than this ratio, however noisy the window.
 MAX_STRETCH = 3.0
 
@@ -62,7 +68,10 @@ class StepProfile:
         coefficients = nonnegative_fit(features, seconds)
         fitted = features @ coefficients
         ratios = seconds[fitted > 0] / fitted[fitted > 0]
-        stretch = float(np.quantile(ratios, COVERED)) if ratios.size else 1.0
+        stretch = 1.0
+        if ratios.size:
+            recent = ratios[-RECENT_STEPS:]
+            stretch = max(float(np.quantile(ratios, COVERED)), float(np.quantile(recent, COVERED)))
         return coefficients, min(max(stretch, 1.0), MAX_STRETCH)
 
 

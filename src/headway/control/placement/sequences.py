@@ -26,6 +26,9 @@ class SequenceSlots:
         #: The step in flight on each worker: a model's steps on a worker run one at a time,
         #: each one's parts deciding the next.
         self.stepping: dict[int, Dispatch] = {}
+        #: When the last step on each worker ended (its parts then go to their receivers
+        #: before the next step is sent).
+        self.ended: dict[int, float] = {}
         #: Sequences withdrawn while running, by worker: stopped with the next step there.
         self.stops: dict[int, list[int]] = {}
 
@@ -69,6 +72,7 @@ class SequenceSlots:
         """`worker` died: the sequences it held (their state is gone with it)."""
         self.stepping.pop(worker, None)
         self.stops.pop(worker, None)
+        self.ended.pop(worker, None)
         return self.running.pop(worker, [])
 
     def busy(self, worker: int) -> bool:

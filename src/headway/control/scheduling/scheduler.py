@@ -183,7 +183,7 @@ class Scheduler:
                 self.clock.now(),
                 steps=self.step_estimates,
                 placement=self.placement,
-                overhead=self.durations.overhead,
+                overhead=self.durations.overhead + self.steps.turn,
                 tally=self.tally,
             )
             self.steps.waits(model, job)

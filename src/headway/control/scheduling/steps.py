@@ -17,6 +17,10 @@ while a slot is free (`Generation.max_sequences` per worker, the memory bound):
 - under request-level batching (`batching: request`, the baseline) none joins a worker
   that still holds sequences.
 
+A step's parts are delivered on the event loop before the next step is sent: that turn
+(`Steps.turn`, the recent 90th percentile) is part of every stream's time from one part to
+the next, beside the step and its round trip, and admission counts it.
+
 A withdrawn sequence is stopped (its state freed on the worker) with the next step there, and
 its slot is free from the moment it is withdrawn.
 """
@@ -30,7 +34,7 @@ from dataclasses import dataclass, field
 from headway.control.actions import STEP, Decisions, Dispatch, StepPlan, Tally, earliest
 from headway.control.admission.reasons import DROPPED
 from headway.control.engine import Reply
-from headway.control.estimates.durations import Durations
+from headway.control.estimates.durations import Durations, RecentP90
 from headway.control.estimates.steps import StepEstimates
 from headway.control.jobs import Job, Sequence
 from headway.control.placement.queues import DeadlineQueue
@@ -49,6 +53,10 @@ class StepOutcome:
     parts: list[tuple[Sequence, int, bool, float]] = field(default_factory=list)
     ended: list[Sequence] = field(default_factory=list)
     failed: list[tuple[Sequence, str]] = field(default_factory=list)
+
+
+#: Turns between steps kept for `Steps.turn`.
+TURN_WINDOW = 64
 
 
 class Steps:
@@ -74,6 +82,10 @@ class Steps:
         #: then, or after one more waits): a deep queue is not scanned at every decision.
         self._drop_at = float("-inf")
         self._sequence_numbers = itertools.count(1)
+        self._turns = RecentP90(TURN_WINDOW)
+        #: Seconds from a step's end to the next step sent on its worker, while sequences
+        #: run there (their parts delivered meanwhile): the recent 90th percentile.
+        self.turn = 0.0
 
     def waits(self, model: ModelSlot, sequence: Sequence) -> None:
         """`sequence` was queued in `model`'s queue (admitted, or again after its worker
@@ -125,6 +137,9 @@ class Steps:
         slots = model.sequences
         assert slots is not None
         held = slots.on(worker.id)
+        ended = slots.ended.get(worker.id)
+        if held and ended is not None:
+            self.turn = self._turns.add(now - ended, now)
         starting = self._starting(worker, model, slots, held, now, decisions)
         stops = slots.take_stops(worker.id)
         if not held and not starting and not stops:
@@ -249,6 +264,7 @@ class Steps:
         slots = None if model is None else model.sequences
         if slots is not None:
             slots.stepping.pop(dispatch.worker, None)
+            slots.ended[dispatch.worker] = now
         if reply is None:
             for sequence in plan.run:
                 if slots is not None:
