@@ -267,7 +267,7 @@ async def bench(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[in
         for round_ in range(args.rounds):
             for rate in args.rates:
                 plan = arrivals(rate, args.duration, args, seed=int(rate * 1000) + round_)
-                for mode in MODES:
+                for mode in args.modes:
                     await asyncio.sleep(0.5)  # let the last run's tail settle
                     run = await drive(controller, mode, rate, plan, args)
                     summary = run.summary(args.ttft_ms / 1e3, args.tpot_ms / 1e3)
@@ -367,8 +367,12 @@ def main() -> None:
     parser.add_argument("--long-share", type=float, default=0.2)
     parser.add_argument("--ttft-ms", type=float, default=500.0)
     parser.add_argument("--tpot-ms", type=float, default=50.0)
+    parser.add_argument("--modes", default=",".join(MODES), help="live modes, comma-separated")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON")
     args = parser.parse_args()
+    args.modes = [m for m in args.modes.split(",") if m]
+    if unknown := set(args.modes) - set(MODES):
+        parser.error(f"unknown modes {sorted(unknown)}; choose from {', '.join(MODES)}")
     args.rates = [float(r) for r in args.rates.split(",") if r]
     args.sim_rates = [float(r) for r in args.sim_rates.split(",") if r]
     load_before = os.getloadavg()

@@ -273,10 +273,12 @@ def test_a_waiting_sequence_is_dropped_once_its_first_part_cannot_arrive(
 
 
 def slowed(s: Scheduler, clock: ManualClock, *, slower: float, turn: float, steps: int,
-           arrivals: int = 0, ttft: float = ms(150), cap: int = 5) -> tuple[int, int, int]:  # fmt: skip
+           arrivals: int = 0, ttft: float = ms(150), cap: int = 5,
+           stall: float = 0.0) -> tuple[int, int, int]:  # fmt: skip
     """Run the worker's steps on a machine that slowed: each takes `slower` times the seeded
     profile's 10 ms plus 2 ms per sequence, and the event loop takes `turn` seconds from a
-    step's end to the next step (its parts delivered). A new sequence of 5 parts is offered
+    step's end to the next step (its parts delivered), and every twelfth step stalls for
+    `stall` seconds more. A new sequence of 5 parts is offered
     at each of the first `arrivals` steps. Returns (admitted, dropped before a first part,
     first parts late)."""
     admitted = dropped = late = 0
@@ -292,7 +294,7 @@ def slowed(s: Scheduler, clock: ManualClock, *, slower: float, turn: float, step
         [step] = steps_of = [d for d in decisions.dispatches if d.kind == STEP]
         assert steps_of
         assert isinstance(step.payload, StepPlan)
-        actual = slower * ms(10 + 2 * len(step.payload.run))
+        actual = slower * ms(10 + 2 * len(step.payload.run)) + (stall if n % 12 == 11 else 0.0)
         clock.advance(actual)
         s.complete(step.id, actual)
         run = step.payload.run
@@ -362,3 +364,18 @@ def test_admission_counts_the_steps_growing_as_the_waiting_fill_the_slots(
         [step] = steps(decisions.dispatches)
         finish(s, clock, step, *(("a",) if step.payload.run[0].made == 29 else ()))  # type: ignore[union-attr]
     assert waits.first_at <= waits.deadline
+
+
+def test_admission_stretches_its_promises_by_how_long_waits_turned_out(
+    clock: ManualClock,
+) -> None:
+    s = busy_model(clock)
+    # every twelfth step stalls for 100 ms: too rare for a step's estimate, but a wait for a
+    # slot spans many steps; the first promises broken teach admission its margin
+    slowed(s, clock, slower=1.0, turn=0.0, steps=300, arrivals=150, ttft=ms(300), cap=10,
+           stall=ms(100))  # fmt: skip
+    admitted, dropped, late = slowed(s, clock, slower=1.0, turn=0.0, steps=300, arrivals=150,
+                                     ttft=ms(300), cap=10, stall=ms(100))  # fmt: skip
+    assert admitted > 10
+    assert (dropped, late) == (0, 0)
+    assert s.steps.margin > 1.0

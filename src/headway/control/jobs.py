@@ -125,6 +125,7 @@ class Sequence(Job):
         "last_at",
         "number",
         "parameters",
+        "promised",
         "stopping",
         "tpot",
         "units",
@@ -176,6 +177,9 @@ class Sequence(Job):
         self.first_at: float | None = None
         self.last_at = 0.0
         self.stopping = False
+        #: When admission predicted its first part, when it had to wait for a slot (None:
+        #: one was free): what it took instead teaches admission its margin.
+        self.promised: float | None = None
         #: Its parts so far, for a request that takes its answer whole (`Job.stream` False).
         self.gathered: list[dict[str, np.ndarray]] | None = None
 

@@ -15,7 +15,9 @@ be served in time, rather than start it late. A sequence is refused when
   the round trip; the sequences waiting ahead of it take
   the slots as they free, in queue order, each holding one for its own `cap` parts. Under
   request-level batching no sequence joins a worker before all of its running ones ended: the
-  waiting ones start in batches, each when the one before drained.
+  waiting ones start in batches, each when the one before drained. A wait for a slot is
+  stretched by `margin`: how much longer than promised the recent ones were
+  (`scheduling.steps`).
 
 Until a model's steps are profiled, its sequences are admitted (a queued one whose first part
 can no longer arrive in time is dropped when that becomes so: `scheduling.steps`).
@@ -225,12 +227,15 @@ def admit_sequence(
     steps: StepEstimates,
     placement: Placement,
     overhead: float,
+    margin: float = 1.0,
     tally: Tally,
 ) -> None:
     """Admit `sequence` (return) or raise why not, counting the refusal (see the module
     docstring)."""
     try:
-        refuse(model, sequence, now, steps=steps, placement=placement, overhead=overhead)
+        refuse(
+            model, sequence, now, steps=steps, placement=placement, overhead=overhead, margin=margin
+        )
     except HeadwayError as exc:
         tally.count(model.key, REJECTED_AT_ADMISSION, exc.reason)
         raise
@@ -244,6 +249,7 @@ def refuse(
     steps: StepEstimates,
     placement: Placement,
     overhead: float,
+    margin: float = 1.0,
 ) -> None:
     key = model.key
     name = name_of(key)
@@ -263,6 +269,9 @@ def refuse(
     if found is None:
         return
     first, waits = found
+    if waits:  # a wait for a slot is stretched by how long such waits turned out
+        sequence.promised = first
+        first = now + (first - now) * margin
     if first <= sequence.deadline:
         return
     budget = (sequence.deadline - now) * 1e3

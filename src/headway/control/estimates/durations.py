@@ -45,11 +45,12 @@ ROUND_TRIP_MEMORY_S = 1.0
 
 
 class RecentP90:
-    """The 90th percentile of the last `window` samples, recomputed every 8th sample (and
-    while fewer than 8 are kept): a sort per sample would cost the hot path more than it tells.
-    Each sample keeps the time it was taken (`at`), for `forget_before`."""
+    """The 90th percentile (or the `q`-th) of the last `window` samples, recomputed every 8th
+    sample (and while fewer than 8 are kept): a sort per sample would cost the hot path more
+    than it tells. Each sample keeps the time it was taken (`at`), for `forget_before`."""
 
-    def __init__(self, window: int) -> None:
+    def __init__(self, window: int, q: float = 90.0) -> None:
+        self.q = q
         self._samples: deque[float] = deque(maxlen=window)
         self._times: deque[float] = deque(maxlen=window)
         self._seen = 0  # counted, not the window's length: a full window's never changes
@@ -61,7 +62,7 @@ class RecentP90:
         self._times.append(at)
         self._seen += 1
         if self._seen % 8 == 1 or len(self._samples) < 8:
-            self.value = percentile(list(self._samples), 90.0)
+            self.value = percentile(list(self._samples), self.q)
         return self.value
 
     def forget_before(self, cutoff: float) -> bool:
@@ -72,7 +73,7 @@ class RecentP90:
         while times and times[0] < cutoff:
             times.popleft()
             samples.popleft()
-        self.value = percentile(list(samples), 90.0) if samples else 0.0
+        self.value = percentile(list(samples), self.q) if samples else 0.0
         return True
 
 

@@ -184,6 +184,7 @@ class Scheduler:
                 steps=self.step_estimates,
                 placement=self.placement,
                 overhead=self.durations.overhead + self.steps.turn,
+                margin=self.steps.margin,
                 tally=self.tally,
             )
             self.steps.waits(model, job)

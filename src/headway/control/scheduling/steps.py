@@ -21,6 +21,14 @@ A step's parts are delivered on the event loop before the next step is sent: tha
 (`Steps.turn`, the recent 90th percentile) is part of every stream's time from one part to
 the next, beside the step and its round trip, and admission counts it.
 
+Admission's promise to a sequence that waits for a slot (`Sequence.promised`, its first
+part's predicted arrival) rests on many steps predicted one by one, and what no step's
+estimate holds (a stall of the machine, a slot freed later than its steps said) adds up over
+them. So each such sequence's first part (or its drop) is compared with its promise, and the
+high percentile of the recent ratios of the wait it had to the wait it was promised
+(`Steps.margin`, at least 1) stretches the next promises: a promise that was not kept makes
+admission keep fewer, rather than admitting sequences that will be dropped.
+
 A withdrawn sequence is stopped (its state freed on the worker) with the next step there, and
 its slot is free from the moment it is withdrawn.
 """
@@ -57,6 +65,11 @@ class StepOutcome:
 
 #: Turns between steps kept for `Steps.turn`.
 TURN_WINDOW = 64
+#: Promises kept for `Steps.margin`, the percentile of their ratios taken, and the most a
+#: promise is stretched.
+PROMISE_WINDOW = 64
+PROMISE_QUANTILE = 99.0
+MAX_MARGIN = 3.0
 
 
 class Steps:
@@ -86,6 +99,10 @@ class Steps:
         #: Seconds from a step's end to the next step sent on its worker, while sequences
         #: run there (their parts delivered meanwhile): the recent 90th percentile.
         self.turn = 0.0
+        self._promises = RecentP90(PROMISE_WINDOW, PROMISE_QUANTILE)
+        #: How much longer than promised the recent waits for a slot were (see the module
+        #: docstring): admission stretches a wait it promises by this.
+        self.margin = 1.0
 
     def waits(self, model: ModelSlot, sequence: Sequence) -> None:
         """`sequence` was queued in `model`'s queue (admitted, or again after its worker
@@ -100,6 +117,15 @@ class Steps:
         time; None while its model's steps are not profiled."""
         step = self.estimates.predict(key, 1, sequence.units, sequence.units)
         return None if step is None else sequence.deadline - step - self.durations.overhead
+
+    def _kept(self, sequence: Sequence, now: float) -> None:
+        """`sequence`'s first part came (or it was dropped) at `now`: weigh its promise."""
+        promised = sequence.promised
+        if promised is None or promised <= sequence.arrival:
+            return
+        sequence.promised = None
+        ratio = (now - sequence.arrival) / (promised - sequence.arrival)
+        self.margin = min(max(self._promises.add(ratio, now), 1.0), MAX_MARGIN)
 
     def new_number(self) -> int:
         """A number for a new sequence, unique in this controller (the worker's name for it)."""
@@ -214,6 +240,8 @@ class Steps:
         return sequence
 
     def _drop(self, model: ModelSlot, sequence: Job, now: float, decisions: Decisions) -> None:
+        if isinstance(sequence, Sequence):
+            self._kept(sequence, now)  # at least this late: it could no longer make it
         waited = (now - sequence.arrival) * 1e3
         error = DeadlineUnmeetable(
             f"model {model.key.rpartition('@')[0]!r}: dropped after waiting {waited:.0f} ms for "
@@ -282,6 +310,7 @@ class Steps:
             since = now - (sequence.arrival if first else sequence.last_at)
             if first:
                 sequence.first_at = now
+                self._kept(sequence, now)
             sequence.last_at = now
             sequence.made += 1
             outcome.parts.append((sequence, row, first, since))
