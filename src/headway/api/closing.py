@@ -7,8 +7,9 @@ the client before it has read the answer. So a connection closed after an answer
 discards what the client still sends for `LINGER_S`, then closes (as nginx does).
 
 At the connection cap, connections that wait idle for their next request are closed for new
-ones, the longest idle first (nginx's reusable connections, Envoy's overload manager): sockets
-that only hold a place cannot lock out clients with a request to make. Any side may close an
+ones (nginx's reusable connections, Envoy's overload manager): those that never sent a request
+first, then the longest idle. Sockets that only hold a place cannot lock out clients with a
+request to make, nor push out a client between two of its requests. Any side may close an
 idle connection at any time (RFC 9112 9.8); clients send their next request on a new one.
 """
 
@@ -41,15 +42,21 @@ class Reclaimable(Protocol):
     def last_active(self) -> float: ...
     @property
     def reclaimable(self) -> bool: ...
+    @property
+    def proven(self) -> bool:
+        """It has sent a request: a client, not only a socket holding a place."""
+        ...
+
     def close(self) -> None: ...
 
 
 def reclaim(connections: Iterable[Reclaimable]) -> list[Reclaimable]:
-    """Close the connections that have waited idle the longest (`reclaimable`: nothing due,
-    nothing unsent), at least one if any, up to RECLAIM_AT_ONCE; the ones closed."""
+    """Close idle connections (`reclaimable`: nothing due, nothing unsent), at least one if
+    any, up to RECLAIM_AT_ONCE: those that never sent a request first, then the longest idle;
+    the ones closed."""
     idle = [connection for connection in connections if connection.reclaimable]
     count = max(1, min(RECLAIM_AT_ONCE, len(idle) // RECLAIM_SHARE))
-    closed = heapq.nsmallest(count, idle, key=attrgetter("last_active"))
+    closed = heapq.nsmallest(count, idle, key=attrgetter("proven", "last_active"))
     for connection in closed:
         connection.close()
     return closed

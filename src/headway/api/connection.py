@@ -651,6 +651,12 @@ class HttpConnection(asyncio.Protocol):
         )
 
     @property
+    def proven(self) -> bool:
+        """It has sent a request's bytes (blank lines do not count): `closing.reclaim` closes
+        the sockets that only hold a place first."""
+        return not self._accepted
+
+    @property
     def reclaimable(self) -> bool:
         """Idle with nothing unsent: closing it to make room loses nothing (`closing.reclaim`)."""
         transport = self.transport
