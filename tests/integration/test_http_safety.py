@@ -289,12 +289,14 @@ def test_stray_crlfs_on_every_connection_lock_no_client_out(armored: ServerProce
     attackers = [threading.Thread(target=attacker, daemon=True) for _ in range(8)]
     for thread in attackers:
         thread.start()
-    time.sleep(0.3)  # every place taken
-    with Beside(armored):
-        time.sleep(2.5)
-    stop.set()
-    for thread in attackers:
-        thread.join(5)
+    try:
+        time.sleep(0.3)  # every place taken
+        with Beside(armored):
+            time.sleep(2.5)
+    finally:  # the attackers stop before the server does, whatever failed
+        stop.set()
+        for thread in attackers:
+            thread.join(5)
     assert any(b"400 Bad Request" in answer and b"empty lines" in answer for answer in refused), (
         refused[:5]
     )
