@@ -36,6 +36,7 @@ its slot is free from the moment it is withdrawn.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -271,8 +272,8 @@ class Steps:
                     continue
                 if now > latest:
                     doomed.add(id(sequence))
-                else:
-                    wake = earliest(wake, latest)
+                else:  # looked at again just after its latest: at it, it may still start
+                    wake = earliest(wake, math.nextafter(latest, math.inf))
             for sequence in model.queue.remove_if(doomed):
                 self._drop(model, sequence, now, decisions)
             if not model.queue:
