@@ -52,3 +52,27 @@ def counting(root: Path, *, max_sequences: int = 4, extra: str = "") -> Path:
         f"generative: {{max_sequences: {max_sequences}, max_parts: 400}}\n" + extra
     )
     return root
+
+
+PREFILLING = (
+    COUNTING.replace("class Counting:", "class Prefilling:")
+    .replace(
+        '        return {"n": value, "made": 0}',
+        "        time.sleep(self.PREFILL_S)  # reading its input: a first step costs more\n"
+        '        return {"n": value, "made": 0}',
+    )
+    .replace("    PER_SEQUENCE_S = 0.001\n", "    PER_SEQUENCE_S = 0.001\n    PREFILL_S = 0.02\n")
+)
+
+
+def prefilling(root: Path, *, max_sequences: int = 4, extra: str = "") -> Path:
+    """`counting`, whose sequences each take PREFILL_S more to start (see PREFILLING): its
+    first steps take longer than the following ones."""
+    folder = root / "prefilling"
+    (folder / "1").mkdir(parents=True)
+    (folder / "model.py").write_text(PREFILLING)
+    (folder / "model.yaml").write_text(
+        "framework: python\nentrypoint: model.py:Prefilling\nslo_ms: 5000\n"
+        f"generative: {{max_sequences: {max_sequences}, max_parts: 400}}\n" + extra
+    )
+    return root

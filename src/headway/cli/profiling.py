@@ -3,7 +3,9 @@ profiles in the store for `headway plan`."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -18,7 +20,7 @@ from headway.planning.description import (
     read_document,
     read_profile_rows,
 )
-from headway.planning.pipeline import Catalogue
+from headway.planning.pipeline import Catalogue, Hardware
 from headway.planning.plan_file import write_plan
 from headway.planning.profiler import (
     BATCH_SIZES,
@@ -29,7 +31,8 @@ from headway.planning.profiler import (
     profile,
     subset,
 )
-from headway.repository import Repository
+from headway.planning.steps import profile_steps, stage_document
+from headway.repository import ModelConfig, Repository
 from headway.store import Store
 from headway.store.profiles import MeasuredProfile, measured, save_measured
 
@@ -96,6 +99,20 @@ def comma_list(text: str | None) -> list[str]:
     "the rounds' figures are is printed beside each figure.",
 )
 @click.option(
+    "--sequences",
+    default=None,
+    help="A generative model's step sizes to measure, comma-separated (default: 1, 2, 4 ... "
+    "up to its max_sequences).",
+)
+@click.option(
+    "--stages",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path(".headway/stages"),
+    show_default=True,
+    help="Folder where each generative model's measured steps are written as MODEL-KIND.yaml, "
+    "the stage file `headway plan --generative` reads.",
+)
+@click.option(
     "--import",
     "import_file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -141,6 +158,8 @@ def profile_command(
     iterations: int,
     warmup: int,
     rounds: int,
+    sequences: str | None,
+    stages: Path,
     import_file: Path | None,
     export_file: Path | None,
     frontend_app: str | None,
@@ -162,17 +181,28 @@ def profile_command(
             names = comma_list(hardware) or [k for k in kinds if kinds[k].gpu is None]
             sizes = [int(b) for b in comma_list(batch_sizes)]
             repo = subset(Repository.scan(repository), comma_list(models) or None)
-            measured_rows = profile(
-                repo,
-                [kinds[n] for n in names],
-                batch_sizes=sizes,
-                iterations=iterations,
-                warmup=warmup,
-                rounds=rounds,
-                progress=lambda row: console.print(_describe(row)),
-            )
-            save_measured(store, measured_rows)
-            console.print(f"kept {len(measured_rows)} profile rows in {state}")
+            generative = [n for n in repo.names if repo.get(n).generative is not None]
+            options = {"iterations": iterations, "warmup": warmup, "rounds": rounds}
+            for name in generative:
+                for cpu in (kinds[n] for n in names if kinds[n].gpu is None):
+                    written = write_steps(
+                        console, repo.get(name), cpu, stages,
+                        sizes=[int(n) for n in comma_list(sequences)] or None,
+                        progress=lambda row: console.print(_describe(row, "sequences")),
+                        **options,
+                    )  # fmt: skip
+                    console.print(f"wrote {name}'s steps on {cpu.name} to {written}")
+            rest = [n for n in repo.names if n not in generative]
+            if rest:
+                measured_rows = profile(
+                    subset(repo, rest),
+                    [kinds[n] for n in names],
+                    batch_sizes=sizes,
+                    progress=lambda row: console.print(_describe(row)),
+                    **options,
+                )
+                save_measured(store, measured_rows)
+                console.print(f"kept {len(measured_rows)} profile rows in {state}")
         if frontend_app is not None:
             if repository is None or config is None or samples is None:
                 raise click.UsageError("--frontend needs --config, --repository and --samples")
@@ -215,15 +245,29 @@ def profile_command(
         raise click.BadParameter(str(exc)) from None
 
 
-def _describe(row: MeasuredProfile) -> str:
+def write_steps(
+    console: Console, config: ModelConfig, kind: Hardware, folder: Path, **options: Any
+) -> Path:
+    """Profile generative model `config`'s steps on `kind` (`profile_steps`), print them, and
+    write its stage file into `folder`: the file written."""
+    measured = asyncio.run(profile_steps(config, kind, **options))
+    for first in measured.first:
+        console.print(f"first step: {_describe(first, 'sequences started')}")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{config.name}-{kind.name}.yaml"
+    write_plan(stage_document(measured), path)
+    return path
+
+
+def _describe(row: MeasuredProfile, size: str = "batch") -> str:
     """A row as printed: each figure, and how far apart the profiler's rounds put it."""
 
     def noise(share: float | None) -> str:
         return "" if share is None else f" (rounds {share:.0%} apart)"
 
     return (
-        f"{row.model} on {row.hardware}, batch {row.batch_size}: mean "
+        f"{row.model} on {row.hardware}, {size} {row.batch_size}: mean "
         f"{row.mean * 1e3:.2f} ms{noise(row.spread)}, p50 {(row.p50 or 0) * 1e3:.2f} ms, p99 "
         f"{(row.p99 or 0) * 1e3:.2f} ms{noise(row.p99_spread)}, "
-        f"{row.throughput or 0:.0f} rows/s per replica"
+        f"{row.throughput or 0:.0f} {'rows' if size == 'batch' else 'parts'}/s per replica"
     )

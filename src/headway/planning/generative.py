@@ -10,12 +10,17 @@ refusals included (a refused request is a miss).
 `headway plan --generative STAGE.yaml --trace ARRIVALS` reads a stage from YAML:
 
     steps_ms: {1: 2, 8: 6, 16: 10}       # step time by sequences in the step, measured
+    first_steps_ms: {1: 5, 8: 20}         # optional: a step starting that many sequences
     max_sequences: 16                     # model.yaml's generative.max_sequences
     parts: {16: 0.8, 96: 0.2}             # parts per request: a number, or lengths and shares
     ttft_ms: 500
     tpot_ms: 50
     attainment: 0.9                       # optional (0.9)
     most: 16                              # optional: the most replicas tried (16)
+
+`headway profile` measures a generative model's steps on a worker and writes this file
+(`headway.planning.steps`): its step times, its first steps' where they differ, and the
+model.yaml's `max_sequences`, `max_parts` and targets, to edit to the traffic served.
 """
 
 from __future__ import annotations
@@ -93,7 +98,16 @@ class GenerativeStage:
         return [int(n) for n in rng.choice(lengths, size=requests, p=shares / shares.sum())]
 
 
-GENERATIVE_KEYS = ("steps_ms", "max_sequences", "parts", "ttft_ms", "tpot_ms", "attainment", "most")
+GENERATIVE_KEYS = (
+    "steps_ms",
+    "max_sequences",
+    "parts",
+    "ttft_ms",
+    "tpot_ms",
+    "attainment",
+    "most",
+    "first_steps_ms",
+)
 
 
 def parse_generative_stage(raw: Any, where: str) -> GenerativeStage:
@@ -114,13 +128,16 @@ def parse_generative_stage(raw: Any, where: str) -> GenerativeStage:
     for key in ("steps_ms", "parts", "ttft_ms", "tpot_ms"):
         if key not in raw:
             raise ConfigError(f"{where}: {key} is required")
-    steps = raw["steps_ms"]
-    if not isinstance(steps, Mapping) or not steps:
-        raise ConfigError(f"{where}: steps_ms must map sequences per step to milliseconds")
-    durations = {
-        int(number("steps_ms key", n)): number(f"steps_ms[{n}]", ms) / 1e3
-        for n, ms in steps.items()
-    }
+
+    def steps(key: str) -> dict[int, float]:
+        table = raw[key]
+        if not isinstance(table, Mapping) or not table:
+            raise ConfigError(f"{where}: {key} must map sequences per step to milliseconds")
+        return {int(number(f"{key} key", n)): number(f"{key}[{n}]", ms) / 1e3
+                for n, ms in table.items()}  # fmt: skip
+
+    durations = steps("steps_ms")
+    first_steps = steps("first_steps_ms") if "first_steps_ms" in raw else None
     parts = raw["parts"]
     if isinstance(parts, Mapping):
         lengths = {int(number("parts key", n)): number(f"parts[{n}]", s) for n, s in parts.items()}
@@ -137,6 +154,7 @@ def parse_generative_stage(raw: Any, where: str) -> GenerativeStage:
         load_seconds=0.05,
         size_mb=10,
         generative=Generation(max_sequences, max(lengths)),
+        first_steps=first_steps,
     )
     return GenerativeStage(
         profile,

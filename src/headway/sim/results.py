@@ -22,20 +22,38 @@ class ModelProfile:
     size_mb: float
     max_batch: int = 16
     generative: Generation | None = None
+    #: A generative model's first steps (those that start their sequences, reading their
+    #: inputs) per number of sequences started, where they take other than the following ones.
+    first_steps: dict[int, float] | None = None
 
     def duration(self, rows: int) -> float:
         """Interpolated linearly between measured batch sizes (extrapolated per row beyond)."""
-        sizes = sorted(self.durations)
-        if rows in self.durations:
-            return self.durations[rows]
-        if rows > sizes[-1]:
-            return self.durations[sizes[-1]] * rows / sizes[-1]
-        upper = next(s for s in sizes if s > rows)
-        lower = max((s for s in sizes if s < rows), default=None)
-        if lower is None:
-            return self.durations[upper]
-        share = (rows - lower) / (upper - lower)
-        return self.durations[lower] + share * (self.durations[upper] - self.durations[lower])
+        return interpolated(self.durations, rows)
+
+    def step(self, sequences: int, started: int = 0) -> float:
+        """A generative step of `sequences` sequences, `started` of them starting in it: the
+        following step's time, and what a first step of `started` took beyond a following
+        one of as many (never below nothing)."""
+        seconds = self.duration(max(sequences, 1))
+        if started and self.first_steps:
+            seconds += max(interpolated(self.first_steps, started) - self.duration(started), 0.0)
+        return seconds
+
+
+def interpolated(durations: dict[int, float], rows: int) -> float:
+    """`durations` (by size) at `rows`, linearly between the sizes measured, the smallest's
+    below them and per row beyond the largest."""
+    sizes = sorted(durations)
+    if rows in durations:
+        return durations[rows]
+    if rows > sizes[-1]:
+        return durations[sizes[-1]] * rows / sizes[-1]
+    upper = next(s for s in sizes if s > rows)
+    lower = max((s for s in sizes if s < rows), default=None)
+    if lower is None:
+        return durations[upper]
+    share = (rows - lower) / (upper - lower)
+    return durations[lower] + share * (durations[upper] - durations[lower])
 
 
 class Outcome(IntEnum):

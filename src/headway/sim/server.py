@@ -211,7 +211,7 @@ class ServerSimulation:
                 return self.sample(name, rows)
             base = profile.duration(rows)
         elif action["op"] == STEP:  # a generative model's step: by the sequences it runs
-            base = profile.duration(max(len(action.get("run") or ()), 1))
+            base = profile.step(len(action.get("run") or ()), len(action.get("start") or ()))
         else:
             return 0.0
         if not self.noise:
