@@ -4,7 +4,8 @@
 `simulator` estimates a configuration's latencies by running the server's own controller over
 simulated workers (`headway.sim`); `planner` searches for the cheapest configuration whose P99
 meets the SLO.
-Around them: `profiler` (measuring models on worker processes), `description` (what the files
+Around them: `profiler` (measuring models on worker processes), `steps` (a generative
+model's steps, measured into the stage file `generative` sizes), `description` (what the files
 say), `from_flow` (a compiled flow as a pipeline), `workloads` (arrival traces), `plan_file`,
 `envelope` and `tuner` (InferLine's tuner), `scaling` (replica changes during a replay),
 `baselines` (InferLine's coarse-grained CG-Mean and CG-Peak, to compare a plan with),
