@@ -272,6 +272,27 @@ def test_a_waiting_sequence_is_dropped_once_its_first_part_cannot_arrive(
     assert [(str(j.receiver), e.reason) for j, e in dropped] == [("waiting", "deadline")]
 
 
+def test_a_waiting_sequence_looked_at_its_latest_start_is_looked_at_again_after(
+    clock: ManualClock,
+) -> None:
+    # at its latest start it may still start; the next look must be later, or a clock that
+    # moves only to the next wake (the simulated server's) stays there for ever
+    s = generative(clock, max_sequences=1)
+    s.submit(sequence(clock, "long", cap=100))
+    finish(s, clock, poll_step(s))
+    s.submit(sequence(clock, "waiting", ttft=3.0))
+    wake = s.poll().wakeup
+    for _ in range(100):
+        assert wake is not None
+        clock.advance(wake - clock.now())
+        decisions = s.poll()
+        if decisions.rejected:
+            break
+        assert decisions.wakeup is not None and decisions.wakeup > clock.now()
+        wake = decisions.wakeup
+    assert [str(j.receiver) for j, _ in decisions.rejected] == ["waiting"]
+
+
 def slowed(s: Scheduler, clock: ManualClock, *, slower: float, turn: float, steps: int,
            arrivals: int = 0, ttft: float = ms(150), cap: int = 5,
            stall: float = 0.0) -> tuple[int, int, int]:  # fmt: skip
