@@ -14,7 +14,7 @@ import httpx
 import numpy as np
 import orjson
 
-from headway.client.codec import Answer, decode_infer, encode_infer, error_for
+from headway.client.codec import DONE, Answer, decode_infer, encode_infer, error_for, event_of
 from headway.client.retry import RETRIED, Retry
 from headway.errors import HeadwayError, Unavailable
 
@@ -106,6 +106,11 @@ def _ok(response: httpx.Response) -> bool:
     return response.status_code == 200
 
 
+def named_inputs(inputs: Mapping[str, np.ndarray] | np.ndarray) -> dict[str, np.ndarray]:
+    """A call's inputs by name: one array alone is the input `input-0`."""
+    return {"input-0": inputs} if isinstance(inputs, np.ndarray) else dict(inputs)
+
+
 def model_path(model: str, version: str | int | None = None) -> str:
     path = f"/v2/models/{quote(model, safe='')}"
     return path if version is None else f"{path}/versions/{quote(str(version), safe='')}"
@@ -124,13 +129,11 @@ def infer_call(
 ) -> ClientCall[Answer]:
     """An inference; `timeout` (seconds) is its deadline across every try: each try carries
     what is left as Triton's `timeout` parameter, so the server drops it when it cannot."""
-    named = {"input-0": inputs} if isinstance(inputs, np.ndarray) else dict(inputs)
-    fixed = dict(parameters or {})
-    if priority is not None:
-        fixed["priority"] = priority
+    named = named_inputs(inputs)
+    fixed = _targets(parameters, priority, None, None)
 
     def build(left: float | None) -> tuple[bytes, dict[str, str]]:
-        wanted = fixed if left is None else {**fixed, "timeout": max(1, int(left * 1e6))}
+        wanted = _with_deadline(fixed, left)
         return encode_infer(named, outputs=outputs, parameters=wanted, request_id=request_id)
 
     return ClientCall(
@@ -165,6 +168,14 @@ class EventCall(ClientCall[T]):
 
     event: Callable[[bytes], T | None] = lambda data: None
 
+    def part(self, line: str) -> tuple[bool, T | None]:
+        """One line of the answer's stream: whether it ends the stream, and the value its
+        event carries (None: none; an event that reports an error raises it)."""
+        data = event_of(line)
+        if data is DONE:
+            return True, None
+        return False, None if data is None else self.event(data)
+
 
 def _unread(response: httpx.Response) -> Any:
     raise AssertionError("an event stream is read event by event")
@@ -184,11 +195,11 @@ def stream_call(
 ) -> EventCall[Answer]:
     """An inference answered in parts (the infer route's events): each part an `Answer`.
     `ttft` and `tpot` (seconds) are its targets to the first part and per part after it."""
-    named = {"input-0": inputs} if isinstance(inputs, np.ndarray) else dict(inputs)
+    named = named_inputs(inputs)
     fixed = _targets(parameters, priority, ttft, tpot)
 
     def build(left: float | None) -> tuple[bytes, dict[str, str]]:
-        wanted = fixed if left is None else {**fixed, "timeout": max(1, int(left * 1e6))}
+        wanted = _with_deadline(fixed, left)
         body, headers = encode_infer(named, outputs=outputs, parameters=wanted,
                                      binary_outputs=False)  # fmt: skip
         return body, {**headers, "accept": "text/event-stream"}
@@ -221,7 +232,7 @@ def generate_call(
     fixed = _targets(options, priority, ttft, tpot)
 
     def build(left: float | None) -> tuple[bytes, dict[str, str]]:
-        wanted = fixed if left is None else {**fixed, "timeout": max(1, int(left * 1e6))}
+        wanted = _with_deadline(fixed, left)
         body = orjson.dumps({"text_input": prompt, "parameters": wanted})
         return body, {"content-type": "application/json"}
 
@@ -250,3 +261,9 @@ def _targets(
     if tpot is not None:
         fixed["tpot_ms"] = tpot * 1e3
     return fixed
+
+
+def _with_deadline(fixed: dict[str, Any], left: float | None) -> dict[str, Any]:
+    """A try's parameters: the call's, and what is left of its deadline as Triton's
+    `timeout` (microseconds, at least 1)."""
+    return fixed if left is None else {**fixed, "timeout": max(1, int(left * 1e6))}

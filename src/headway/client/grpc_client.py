@@ -14,6 +14,7 @@ import numpy as np
 from google.protobuf import json_format
 
 from headway.api.grpc import messages
+from headway.client.calls import named_inputs
 from headway.client.codec import Answer
 from headway.client.credentials import Verify, bearer, grpc_credentials
 from headway.client.retry import Retry
@@ -105,8 +106,7 @@ class GrpcClient:
             request.id = request_id
         if priority is not None:
             request.parameters["priority"].int64_param = priority
-        named = {"input-0": inputs} if isinstance(inputs, np.ndarray) else inputs
-        for name, value in named.items():
+        for name, value in named_inputs(inputs).items():
             array = np.asarray(value)
             datatype = oip_datatype(array.dtype)
             request.inputs.add(name=name, datatype=datatype, shape=array.shape)

@@ -10,7 +10,6 @@ from typing import Any, TypeVar
 import httpx
 
 from headway.client.calls import ClientCall, EventCall, Tries
-from headway.client.codec import DONE, event_of
 from headway.client.credentials import tls_context
 from headway.client.operations import Operations
 
@@ -51,12 +50,11 @@ class Client(Operations):
                 with self._http.stream(**request) as response:
                     if response.status_code == 200:
                         for line in response.iter_lines():
-                            data = event_of(line)
-                            if data is DONE:
-                                return
-                            value = None if data is None else call.event(data)
+                            ended, value = call.part(line)
                             if value is not None:
                                 yield value
+                            if ended:
+                                return
                         return
                     response.read()
                     wait = tries.wait_after(response, None)
