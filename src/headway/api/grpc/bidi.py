@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from headway.api.grpc.frames import first_value
+
 if TYPE_CHECKING:
     from headway.api.grpc.frames import Headers
 
@@ -71,10 +73,7 @@ class StreamCall:
 
     def metadata(self, key: bytes) -> bytes | None:
         """The first value of header `key` (lower-case), or None."""
-        for name, value in self.headers:
-            if name == key:
-                return value
-        return None
+        return first_value(self.headers, key)
 
     @property
     def open(self) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from headway.api.grpc.frames import Headers
+from headway.api.grpc.frames import Headers, first_value
 from headway.api.limits import STREAM_IDLE_TIMEOUT_S, WRITE_TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -100,10 +100,7 @@ class Call:
 
     def metadata(self, key: bytes) -> bytes | None:
         """The first value of header `key` (lower-case), or None."""
-        for name, value in self.headers:
-            if name == key:
-                return value
-        return None
+        return first_value(self.headers, key)
 
     def answer(self, message: bytes) -> None:
         """Send the response message with status OK (ignored once the stream is gone)."""

@@ -130,6 +130,14 @@ def unpadded(payload: bytes, flags: int, stream: int, priority: bool = False) ->
 Headers = list[tuple[bytes, bytes]]
 
 
+def first_value(headers: Headers, key: bytes) -> bytes | None:
+    """The first value of header `key` (lower-case), or None."""
+    for name, value in headers:
+        if name == key:
+            return value
+    return None
+
+
 class HeaderDecoder:
     """HPACK decoding for one connection, with blocks that leave the table alone cached.
 
