@@ -21,12 +21,12 @@ import numpy as np
 import orjson
 
 from headway.api.errors import Reply, Response, error_event, failure
-from headway.api.parameters import model_parameters, schedule_policy, stream_targets
+from headway.api.parameters import schedule_policy, streamed_request
 from headway.api.sse import event
 from headway.api.streamed import GatheredReply, StreamedReply
 from headway.api.text import MAX_PROMPT_BYTES, check_prompt
 from headway.control.controller import Controller
-from headway.control.request import InferenceRequest, Tensors
+from headway.control.request import Tensors
 from headway.datatypes import numpy_dtype
 from headway.errors import InvalidInput
 from headway.repository import ModelConfig
@@ -192,26 +192,15 @@ class GenerateRoute:
         model = controller.model(name, version).config
         inputs, parameters = parse(body, model, self.max_prompt)
         timeout, priority = schedule_policy(parameters)
-        ttft, tpot = stream_targets(parameters)
         events = GenerateEvents(name, model.version, path)
         receiver: StreamedReply | GatheredReply
         receiver = (
             StreamedReply(controller, reply, events) if stream else GatheredReply(reply, events)
         )
-        ticket = controller.submit(
-            InferenceRequest(
-                name,
-                version=version,
-                timeout=timeout,
-                priority=priority,
-                arrival=received,
-                inputs=inputs,
-                stream=True,
-                ttft=ttft,
-                tpot=tpot,
-                parameters=model_parameters(parameters),
-            ),
-            receiver,
-        )
+        admitted = streamed_request(
+            name, version, parameters,
+            timeout=timeout, priority=priority, arrival=received, inputs=inputs,
+        )  # fmt: skip
+        ticket = controller.submit(admitted, receiver)
         if isinstance(receiver, StreamedReply):
             receiver.submitted(ticket)

@@ -19,7 +19,7 @@ from typing import Any
 
 from headway.api import oip
 from headway.api.errors import JSON, Reply, Response, error_event, failure, http_status
-from headway.api.parameters import NO_POLICY, model_parameters, schedule_policy, stream_targets
+from headway.api.parameters import NO_POLICY, schedule_policy, streamed_request
 from headway.api.sse import event
 from headway.api.streamed import StreamedReply
 from headway.api.tracing import Trace, Tracing
@@ -148,28 +148,16 @@ class InferRoute:
         if request.all_binary or request.binary_outputs:
             raise InvalidInput("an event stream carries JSON outputs: ask for binary outputs "
                                "without 'Accept: text/event-stream'")  # fmt: skip
-        parameters = request.parameters or {}
-        ttft, tpot = stream_targets(parameters)
+        admitted = streamed_request(
+            name, version, request.parameters or {},
+            timeout=timeout, priority=priority, arrival=received,
+            inputs=request.inputs, outputs=request.outputs,
+        )  # fmt: skip
         controller = self.controller
         events = InferEvents(name, request, self.max_answer)
         events.version = controller.model(name, version).config.version
         receiver = StreamedReply(controller, reply, events)
-        ticket = controller.submit(
-            InferenceRequest(
-                name,
-                version=version,
-                timeout=timeout,
-                priority=priority,
-                arrival=received,
-                inputs=request.inputs,
-                outputs=request.outputs,
-                stream=True,
-                ttft=ttft,
-                tpot=tpot,
-                parameters=model_parameters(parameters),
-            ),
-            receiver,
-        )
+        ticket = controller.submit(admitted, receiver)
         receiver.submitted(ticket)
 
     def traced(

@@ -4,8 +4,10 @@ refusals that look at a request before it is decoded."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from headway.control.request import InferenceRequest, Tensors
 from headway.errors import InvalidInput
 
 #: The policy of a request without parameters: its model's SLO, the default priority.
@@ -63,3 +65,32 @@ def model_parameters(parameters: dict[str, Any]) -> dict[str, Any] | None:
     """The parameters meant for the model (all but `SERVER_PARAMETERS`); None if none."""
     chosen = {k: v for k, v in parameters.items() if k not in SERVER_PARAMETERS}
     return chosen or None
+
+
+def streamed_request(
+    model: str,
+    version: str | None,
+    parameters: dict[str, Any],
+    *,
+    timeout: float | None,
+    priority: int | None,
+    arrival: float | None,
+    inputs: Tensors,
+    outputs: Sequence[str] | None = None,
+) -> InferenceRequest:
+    """A request whose answer streams (the infer route's events, Triton's generate routes):
+    its targets and what reaches its model read from its `parameters` alike on each route."""
+    ttft, tpot = stream_targets(parameters)
+    return InferenceRequest(
+        model,
+        version=version,
+        timeout=timeout,
+        priority=priority,
+        arrival=arrival,
+        inputs=inputs,
+        outputs=outputs,
+        stream=True,
+        ttft=ttft,
+        tpot=tpot,
+        parameters=model_parameters(parameters),
+    )
