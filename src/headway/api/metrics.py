@@ -9,6 +9,7 @@ Nothing is observed on the request path here: the core counts, this module only 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
 from prometheus_client.core import (
@@ -108,22 +109,16 @@ class ControllerCollector:
             hits.add_metric([name], counts.cache_hits)
             queue.add_metric([name], model.scheduling.queued)
             ready.add_metric([name], 1.0 if model.status.state == "READY" else 0.0)
-            latency.add_metric([name], _buckets(counts.latency.cumulative()), counts.latency.total)
-            batch.add_metric(
-                [name], _buckets(counts.batch_size.cumulative()), counts.batch_size.total
-            )
+            _observe(latency, [name], counts.latency)
+            _observe(batch, [name], counts.batch_size)
             late.add_metric([name], counts.late)
-            waited.add_metric([name], _buckets(counts.queue.cumulative()), counts.queue.total)
-            computed.add_metric([name], _buckets(counts.compute.cumulative()), counts.compute.total)
+            _observe(waited, [name], counts.queue)
+            _observe(computed, [name], counts.compute)
             measuring.add_metric([name], counts.measuring.runs)
             measuring_rows.add_metric([name], counts.measuring.rows)
             if model.status.config.streams or counts.parts:
-                first_part.add_metric(
-                    [name], _buckets(counts.first_part.cumulative()), counts.first_part.total
-                )
-                part_gap.add_metric(
-                    [name], _buckets(counts.part_gap.cumulative()), counts.part_gap.total
-                )
+                _observe(first_part, [name], counts.first_part)
+                _observe(part_gap, [name], counts.part_gap)
                 parts.add_metric([name], counts.parts)
                 rate.add_metric([name], counts.parts_per_second)
                 streams.add_metric([name], counts.streams)
@@ -193,8 +188,20 @@ def _scheduler_events(snapshot: ControllerSnapshot) -> Iterator[Metric]:
     yield from families.values()
 
 
-def _buckets(cumulative: list[tuple[float, int]]) -> list[tuple[str, float]]:
-    return [("+Inf" if b == float("inf") else repr(float(b)), float(n)) for b, n in cumulative]
+class _Histogram(Protocol):
+    @property
+    def total(self) -> float: ...
+
+    def cumulative(self) -> list[tuple[float, int]]: ...
+
+
+def _observe(family: HistogramMetricFamily, labels: list[str], histogram: _Histogram) -> None:
+    """One series of `family`: the histogram's cumulative buckets and their sum."""
+    buckets = [
+        ("+Inf" if b == float("inf") else repr(float(b)), float(n))
+        for b, n in histogram.cumulative()
+    ]
+    family.add_metric(labels, buckets, histogram.total)
 
 
 class FlowCollector:
@@ -221,9 +228,7 @@ class FlowCollector:
             for op in app.stats.operators.values():
                 for field, family in families.items():
                     family.add_metric([name, op.operator], getattr(op, field))
-                running.add_metric(
-                    [name, op.operator], _buckets(op.histogram.cumulative()), op.histogram.total
-                )
+                _observe(running, [name, op.operator], op.histogram)
         yield from families.values()
         yield running
 
