@@ -24,9 +24,9 @@ from headway.apps import SelectionApplication, parse_app
 from headway.clock import Timer, TimerClock
 from headway.control.doors import Serving
 from headway.control.models.states import READY, ModelState
-from headway.control.request import InferenceRequest, Prediction, Receiver, Ticket
-from headway.errors import ModelNotFound
+from headway.control.request import InferenceRequest, Prediction
 from headway.repository import ModelConfig, Repository, TensorSpec
+from headway.testing import ApplicationServing
 
 T = TypeVar("T")
 #: The input every stub model declares: one number, the id of the query's row.
@@ -100,11 +100,10 @@ Answers = Callable[[str, int], int]
 Latency = Callable[[str], float]
 
 
-class StubController:
-    """What a `SelectionApplication` needs of a controller (`headway.control.doors.Serving`):
-    a clock, the models' states and configs, and `infer`, which sleeps a drawn latency and
-    answers the model's precomputed class. What flows do (`submit`, registering, loading and
-    warming models) is not an application's, and is refused."""
+class StubController(ApplicationServing):
+    """What a `SelectionApplication` needs of a controller (`ApplicationServing`): a clock,
+    the models' states and configs, and `infer`, which sleeps a drawn latency and answers the
+    model's precomputed class."""
 
     def __init__(self, models: list[str], answers: Answers, latency: Latency | None = None):
         configs = {
@@ -116,17 +115,8 @@ class StubController:
         self.answers = answers
         self.latency = latency
 
-    def model(self, name: str, version: str | None = None) -> ModelState:
-        state = self.served(name, None if version is None else int(version))
-        if state is None:
-            raise ModelNotFound(f"model {name!r} is not served")
-        return state
-
     def served(self, name: str, version: int | None = None) -> ModelState | None:
         return self.states.get(name) if version in (None, 1) else None
-
-    def shares_workers(self, name: str) -> bool:
-        return False  # each member on workers of its own: a straggler finishes late
 
     async def infer(self, request: InferenceRequest) -> Prediction:
         name, inputs = request.model, request.inputs
@@ -135,39 +125,6 @@ class StubController:
             await asyncio.sleep(self.latency(name))
         row = int(inputs["input-0"][0, 0])
         return Prediction(name, 1, {"label": np.array([self.answers(name, row)])})
-
-    def submit(self, request: InferenceRequest, receiver: Receiver) -> Ticket:
-        raise NotImplementedError("applications await their calls (`infer`)")
-
-    def withdraw(self, ticket: Ticket) -> bool:
-        raise NotImplementedError("applications await their calls (`infer`)")
-
-    def withdraw_queued(self, ticket: Ticket) -> bool:
-        raise NotImplementedError("applications await their calls (`infer`)")
-
-    def stop_running(self, ticket: Ticket) -> bool:
-        raise NotImplementedError("applications await their calls (`infer`)")
-
-    def keep_apart(self, names: list[str], why: str) -> None:
-        raise NotImplementedError("a flow keeps its racing copies apart, not an application")
-
-    def register(self, config: ModelConfig) -> None:
-        raise NotImplementedError("a flow registers its stages' models, not an application")
-
-    def deregister(self, name: str) -> None:
-        raise NotImplementedError("a flow registers its stages' models, not an application")
-
-    async def load(self, name: str, version: str | None = None) -> ModelState:
-        return self.model(name, version)
-
-    async def unload(self, name: str, version: str | None = None) -> None:
-        raise NotImplementedError("applications do not unload models")
-
-    def warm_up(self, name: str, inputs: tuple[TensorSpec, ...]) -> None:
-        raise NotImplementedError("a flow's stages are warmed up, not an application's")
-
-    def warming(self, name: str, version: int | None = None) -> bool:
-        return False
 
 
 def application(controller: StubController, seed: int, **raw: Any) -> SelectionApplication:

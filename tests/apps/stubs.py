@@ -16,9 +16,9 @@ import numpy as np
 from headway.clock import ManualClock
 from headway.control.doors import Serving
 from headway.control.models.states import READY, ModelState
-from headway.control.request import InferenceRequest, Prediction, Receiver, Ticket
-from headway.errors import ModelNotFound
+from headway.control.request import InferenceRequest, Prediction
 from headway.repository import ModelConfig, Repository, TensorSpec
+from headway.testing import ApplicationServing
 
 
 @dataclass
@@ -30,11 +30,9 @@ class StubModel:
     finished: int = 0
 
 
-class StubController:
-    """What a SelectionApplication needs of a controller: its clock and repository, its
-    models by name (`served`, `model`), and `infer`. The calls a flow makes (`submit`,
-    `withdraw`, registering, unloading and warming models) are not the applications' and are
-    refused."""
+class StubController(ApplicationServing):
+    """What a SelectionApplication needs of a controller (`ApplicationServing`): its clock
+    and repository, its models by name (`served`), and `infer`."""
 
     def __init__(self, **models: StubModel) -> None:
         self.clock = ManualClock()
@@ -53,15 +51,6 @@ class StubController:
             return None
         return ModelState(self.repository.models[name], state=model.state)
 
-    def model(self, name: str, version: str | None = None) -> ModelState:
-        state = self.served(name, None if version is None else int(version))
-        if state is None:
-            raise ModelNotFound(f"model {name!r} is not served")
-        return state
-
-    def shares_workers(self, name: str) -> bool:
-        return False  # each model on a worker of its own: a straggler finishes late
-
     async def infer(self, request: InferenceRequest) -> Prediction:
         name, inputs = request.model, request.inputs
         assert inputs is not None and request.timeout is not None
@@ -72,39 +61,6 @@ class StubController:
         model.finished += 1
         value = model.answer(float(inputs["input-0"][0, 0]))
         return Prediction(name, 1, {"output-0": np.array([[value]])})
-
-    def submit(self, request: InferenceRequest, receiver: Receiver) -> Ticket:
-        raise NotImplementedError("applications await their calls (`infer`)")
-
-    def withdraw(self, ticket: Ticket) -> bool:
-        raise NotImplementedError("applications await their calls (`infer`)")
-
-    def withdraw_queued(self, ticket: Ticket) -> bool:
-        raise NotImplementedError("applications await their calls (`infer`)")
-
-    def stop_running(self, ticket: Ticket) -> bool:
-        raise NotImplementedError("applications await their calls (`infer`)")
-
-    def keep_apart(self, names: list[str], why: str) -> None:
-        raise NotImplementedError("a flow keeps its racing copies apart, not an application")
-
-    def register(self, config: ModelConfig) -> None:
-        raise NotImplementedError("a flow registers its stages' models, not an application")
-
-    def deregister(self, name: str) -> None:
-        raise NotImplementedError("a flow registers its stages' models, not an application")
-
-    async def load(self, name: str, version: str | None = None) -> ModelState:
-        return self.model(name, version)
-
-    async def unload(self, name: str, version: str | None = None) -> None:
-        raise NotImplementedError("applications do not unload models")
-
-    def warm_up(self, name: str, inputs: tuple[TensorSpec, ...]) -> None:
-        raise NotImplementedError("a flow's stages are warmed up, not an application's")
-
-    def warming(self, name: str, version: int | None = None) -> bool:
-        return False
 
 
 #: Checked by mypy (pyproject `files`): the stub is what callers are typed against.
