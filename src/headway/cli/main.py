@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import click
 
@@ -11,6 +13,17 @@ from headway.control.policy import POLICIES
 from headway.errors import ConfigError
 from headway.runtime.engines.inline import LOOP, THREAD
 from headway.store.db import SYNC_MODES
+
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def _positive_setting(flag: str, help: str) -> Callable[[F], F]:
+    """A `serve` option for a positive number whose default is the `ServeSettings` field of
+    its name (`--write-timeout`: `write_timeout`)."""
+    default = getattr(ServeSettings, flag.removeprefix("--").replace("-", "_"))
+    return click.option(
+        flag, default=default, show_default=True, type=click.FloatRange(min=0.001), help=help
+    )
 
 
 @click.group(
@@ -122,20 +135,14 @@ def cli() -> None:
     type=click.FloatRange(min=0.001),
     help="Largest request body, after gzip/deflate decoding; larger is 413.",
 )
-@click.option(
+@_positive_setting(
     "--header-timeout",
-    default=ServeSettings.header_timeout,
-    show_default=True,
-    type=click.FloatRange(min=0.001),
-    help="Seconds a request's head (request line and headers) may take to arrive; then 408 "
+    "Seconds a request's head (request line and headers) may take to arrive; then 408 "
     "and the connection closes (native HTTP server; and a gRPC connection's preface).",
 )
-@click.option(
+@_positive_setting(
     "--body-timeout",
-    default=ServeSettings.body_timeout,
-    show_default=True,
-    type=click.FloatRange(min=0.001),
-    help="Seconds a request's body may take to arrive after its head; then 408 and the "
+    "Seconds a request's body may take to arrive after its head; then 408 and the "
     "connection closes (native HTTP server; a gRPC call ends DEADLINE_EXCEEDED).",
 )
 @click.option(
@@ -147,53 +154,35 @@ def cli() -> None:
     "503 (gRPC: GOAWAY) and closed, unless a gRPC connection is idle: the one idle longest "
     "is closed to make room.",
 )
-@click.option(
+@_positive_setting(
     "--write-timeout",
-    default=ServeSettings.write_timeout,
-    show_default=True,
-    type=click.FloatRange(min=0.001),
-    help="Seconds a client may leave its answers unread (its socket taking no bytes; over "
+    "Seconds a client may leave its answers unread (its socket taking no bytes; over "
     "gRPC also an answer waiting for its flow-control window) before its connection is "
     "closed and what it left unread dropped (nginx's send_timeout).",
 )
-@click.option(
+@_positive_setting(
     "--stream-buffer-mb",
-    default=ServeSettings.stream_buffer_mb,
-    show_default=True,
-    type=click.FloatRange(min=0.001),
-    help="Bytes (MiB) of a streamed answer (server-sent events) a client may leave unread past "
+    "Bytes (MiB) of a streamed answer (server-sent events) a client may leave unread past "
     "its socket's buffers; past it the stream is cut off and its request withdrawn.",
 )
-@click.option(
+@_positive_setting(
     "--stream-idle-timeout",
-    default=ServeSettings.stream_idle_timeout,
-    show_default=True,
-    type=click.FloatRange(min=0.001),
-    help="Seconds a stream (server-sent events, a gRPC ModelStreamInfer) may pass sending and "
+    "Seconds a stream (server-sent events, a gRPC ModelStreamInfer) may pass sending and "
     "receiving nothing; then it ends with an error and its requests are withdrawn.",
 )
-@click.option(
+@_positive_setting(
     "--max-prompt-kb",
-    default=ServeSettings.max_prompt_kb,
-    show_default=True,
-    type=click.FloatRange(min=0.001),
-    help="The largest prompt (KiB) the text routes take (/v1/completions, /v1/chat/completions, "
+    "The largest prompt (KiB) the text routes take (/v1/completions, /v1/chat/completions, "
     "/generate); a larger one is answered 413 before anything runs.",
 )
-@click.option(
+@_positive_setting(
     "--grpc-idle-timeout",
-    default=ServeSettings.grpc_idle_timeout,
-    show_default=True,
-    type=click.FloatRange(min=0.001),
-    help="Seconds a gRPC connection with no call open is kept (PINGs do not keep it); then "
+    "Seconds a gRPC connection with no call open is kept (PINGs do not keep it); then "
     "GOAWAY and close. Clients reconnect for their next call.",
 )
-@click.option(
+@_positive_setting(
     "--grpc-max-buffered-mb",
-    default=ServeSettings.grpc_max_buffered_mb,
-    show_default=True,
-    type=click.FloatRange(min=0.001),
-    help="Request bytes the gRPC server holds for calls still arriving, all connections "
+    "Request bytes the gRPC server holds for calls still arriving, all connections "
     "together (a quarter of it at most on one; at least twice --max-body-mb); a call whose "
     "request would pass it ends RESOURCE_EXHAUSTED.",
 )
