@@ -32,6 +32,7 @@ def ray_server(repository: Path, port: int) -> Server:
         [str(python), str(BENCH / "peers" / "ray_cascade" / "app.py"), "--repository",
          str(repository), "--port", str(port), "--temp-dir", str(temp)],
         f"http://127.0.0.1:{port}{PREDICT}", WORK / "ray.log",
+        env={"PYTHONPATH": str(BENCH / "peers")},  # the app imports ray_peer
     )  # fmt: skip
 
 

@@ -172,7 +172,8 @@ def _ray(batch: int) -> Callable[[str, ModelPaths, int, Path], Launch]:
             "/v2/health/ready",
             # Ray runs its workers at nice 15 by default; here they would then lose the CPU to
             # the (nice 0) load generator sharing the machine. Same priority as everyone else.
-            env={"RAY_USAGE_STATS_ENABLED": "0", "RAY_worker_niceness": "0"},
+            env={"RAY_USAGE_STATS_ENABLED": "0", "RAY_worker_niceness": "0",
+                 "PYTHONPATH": str(PEERS)},  # the app imports ray_peer
             cleanup=(temp,),
         )  # fmt: skip
 

@@ -1,24 +1,21 @@
 """Ray Serve: one deployment that answers the Open Inference Protocol JSON body at
 ``POST /v2/models/{name}/infer``, predicting inline or through ``@serve.batch``.
 
-Starts a local Ray (``ray.init(num_cpus=2)``, no dashboard, usage stats off) in this process,
-runs the application with HTTP on ``--port``, prints ``ready`` and serves until SIGINT/SIGTERM,
-then shuts Serve and Ray down (the harness also stops every process left in its group).
+Starts a local Ray in this process and serves the application with HTTP on ``--port`` until
+SIGINT/SIGTERM, as every Ray peer does (``ray_peer.py``, with ``bench/peers`` on PYTHONPATH).
 
-    python app.py --model lr --path lr.joblib --port 8000 [--batch 32 --wait-ms 10]
+    PYTHONPATH=bench/peers python app.py --model lr --path lr.joblib --port 8000 [--batch 32 --wait-ms 10]
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 from typing import Any
 
 import numpy as np
 import orjson
-import ray
 from ray import serve
+from ray_peer import serve_until_stopped
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -82,26 +79,10 @@ def main() -> None:
     parser.add_argument("--temp-dir", default=None)
     args = parser.parse_args()
 
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=args.temp_dir,
-             log_to_driver=False)  # fmt: skip
-    try:
-        quiet = {"enable_access_log": False, "log_level": "WARNING"}  # no per-request log lines
-        serve.start(http_options={"host": "127.0.0.1", "port": args.port}, logging_config=quiet)
-        # Batching needs several requests in the replica at once: Ray's guide sets
-        # max_ongoing_requests above max_batch_size. 0 keeps Ray's default (5).
-        ongoing = args.ongoing or 5
-        serve.run(build(args.model, args.path, args.batch, args.wait_ms, ongoing),
-                  name="bench", route_prefix="/", logging_config=quiet)  # fmt: skip
-        print("ready", flush=True)
-        stop.wait()
-    finally:
-        try:
-            serve.shutdown()
-        finally:
-            ray.shutdown()
+    # Batching needs several requests in the replica at once: Ray's guide sets
+    # max_ongoing_requests above max_batch_size. 0 keeps Ray's default (5).
+    app = build(args.model, args.path, args.batch, args.wait_ms, args.ongoing or 5)
+    serve_until_stopped(app, port=args.port, temp_dir=args.temp_dir)
 
 
 if __name__ == "__main__":

@@ -4,23 +4,22 @@ An ingress deployment answers `POST /apps/cascade/predict` (`{"input": row}`, th
 shape Headway's flow app gives): the fast model's deployment answers; when its top probability
 is below 0.85 the slow model's deployment is asked too, and the more confident answer wins.
 Both model deployments batch with `@serve.batch` (as Headway batches each stage). Starts a
-local Ray (`num_cpus=2`, half a CPU per deployment), prints `ready`, serves until SIGINT/SIGTERM.
+local Ray (half a CPU per deployment), prints `ready`, serves until SIGINT/SIGTERM, as every Ray
+peer does (`ray_peer.py`, with `bench/peers` on PYTHONPATH).
 
-    python app.py --repository REPO --port 8000
+    PYTHONPATH=bench/peers python app.py --repository REPO --port 8000
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 from typing import Any
 
 import joblib
 import numpy as np
 import orjson
-import ray
 from ray import serve
+from ray_peer import serve_until_stopped
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -69,26 +68,14 @@ def main() -> None:
     parser.add_argument("--wait-ms", type=float, default=2.0)
     parser.add_argument("--temp-dir", default=None)
     args = parser.parse_args()
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=args.temp_dir, log_to_driver=False)
-    try:
-        quiet = {"enable_access_log": False, "log_level": "WARNING"}
-        serve.start(http_options={"host": "127.0.0.1", "port": args.port}, logging_config=quiet)
-        fast = model_deployment("fast", f"{args.repository}/digits-fast/1/model.joblib",
-                                args.batch, args.wait_ms)  # fmt: skip
-        slow = model_deployment("slow", f"{args.repository}/digits-slow/1/model.joblib",
-                                args.batch, args.wait_ms)  # fmt: skip
-        app = Cascade.bind(fast.bind(), slow.bind())
-        serve.run(app, name="cascade", route_prefix="/apps/cascade", logging_config=quiet)
-        print("ready", flush=True)
-        stop.wait()
-    finally:
-        try:
-            serve.shutdown()
-        finally:
-            ray.shutdown()
+    fast = model_deployment("fast", f"{args.repository}/digits-fast/1/model.joblib",
+                            args.batch, args.wait_ms)  # fmt: skip
+    slow = model_deployment("slow", f"{args.repository}/digits-slow/1/model.joblib",
+                            args.batch, args.wait_ms)  # fmt: skip
+    app = Cascade.bind(fast.bind(), slow.bind())
+    serve_until_stopped(
+        app, port=args.port, temp_dir=args.temp_dir, name="cascade", route_prefix="/apps/cascade"
+    )
 
 
 if __name__ == "__main__":

@@ -6,24 +6,22 @@ generator ("streaming batched requests"): up to ``--batch`` requests gathered wi
 (``StopIteration``), but the batch runs until its last sequence ends before the next batch
 starts (request-level batching: Ray Serve has no way to join a running batch).
 
-Starts a local Ray (``ray.init(num_cpus=2)``, no dashboard) in this process, one replica,
-prints ``ready`` and serves until SIGINT/SIGTERM.
+Starts a local Ray in this process, one replica, prints ``ready`` and serves until
+SIGINT/SIGTERM, as every Ray peer does (``ray_peer.py``).
 
-    python app.py --weights <tiny-gpt>/1 --port 8000 [--batch 16 --wait-ms 10]
+    PYTHONPATH=src:bench/peers python app.py --weights <tiny-gpt>/1 --port 8000 [--batch 16 --wait-ms 10]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
-import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
-import ray
 import textgen_peer
 from ray import serve
+from ray_peer import serve_until_stopped
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
@@ -58,23 +56,8 @@ def main() -> None:
     parser.add_argument("--temp-dir", default=None)
     args = parser.parse_args()
 
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    ray.init(num_cpus=2, include_dashboard=False, _temp_dir=args.temp_dir,
-             log_to_driver=False)  # fmt: skip
-    try:
-        quiet = {"enable_access_log": False, "log_level": "WARNING"}
-        serve.start(http_options={"host": "127.0.0.1", "port": args.port}, logging_config=quiet)
-        serve.run(build(args.weights, args.batch, args.wait_ms), name="bench",
-                  route_prefix="/", logging_config=quiet)  # fmt: skip
-        print("ready", flush=True)
-        stop.wait()
-    finally:
-        try:
-            serve.shutdown()
-        finally:
-            ray.shutdown()
+    app = build(args.weights, args.batch, args.wait_ms)
+    serve_until_stopped(app, port=args.port, temp_dir=args.temp_dir)
 
 
 if __name__ == "__main__":
