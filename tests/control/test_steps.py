@@ -400,3 +400,19 @@ def test_admission_stretches_its_promises_by_how_long_waits_turned_out(
     assert admitted > 10
     assert (dropped, late) == (0, 0)
     assert s.steps.margin > 1.0
+
+
+def test_the_first_waits_of_an_overload_are_promised_as_cautiously_as_its_slow_steps(
+    clock: ManualClock,
+) -> None:
+    s = generative(clock, max_sequences=3)
+    for i in range(256):  # the window: every twelfth step stalled for 200 ms
+        n = 1 + i % 3
+        s.step_estimates.observe(KEY, n, (i * 37) % 400, 0, ms(10 + 2 * n + 200 * (i % 12 == 11)))
+    s.submit(sequence(clock, "long", cap=10_000))
+    # an overload starts on the same machine: no promise has been weighed yet, so none has
+    # taught admission its margin before the first waits are admitted
+    admitted, dropped, late = slowed(s, clock, slower=1.0, turn=0.0, steps=120, arrivals=60,
+                                     ttft=ms(300), cap=10, stall=ms(200))  # fmt: skip
+    assert admitted > 5
+    assert (dropped, late) == (0, 0)

@@ -15,9 +15,11 @@ be served in time, rather than start it late. A sequence is refused when
   the round trip; the sequences waiting ahead of it take
   the slots as they free, in queue order, each holding one for its own `cap` parts. Under
   request-level batching no sequence joins a worker before all of its running ones ended: the
-  waiting ones start in batches, each when the one before drained. A wait for a slot is
-  stretched by `margin`: how much longer than promised the recent ones were
-  (`scheduling.steps`).
+  waiting ones start in batches, each when the one before drained. The steps of a wait for a
+  slot are predicted as typical steps (`StepProfile.typical`), the step that makes the first
+  part by its tail estimate, as a wait for batches ahead is for single answers
+  (`Durations.finish_time`); the wait is stretched by `margin`: how much longer than promised
+  the recent ones were, and no less than the steps' spread (`scheduling.steps`).
 
 Until a model's steps are profiled, its sequences are admitted (a queued one whose first part
 can no longer arrive in time is dropped when that becomes so: `scheduling.steps`).
@@ -49,11 +51,18 @@ def name_of(key: str) -> str:
 
 
 def decode_step(
-    steps: StepEstimates, key: str, sequences: int, context: int, overhead: float
+    steps: StepEstimates,
+    key: str,
+    sequences: int,
+    context: int,
+    overhead: float,
+    *,
+    typical: bool = False,
 ) -> float | None:
     """Seconds from one part to the next for a step of `sequences` sequences `context` units
-    long in all, as a stream sees it: the step and the round trip."""
-    step = steps.predict(key, sequences, context)
+    long in all, as a stream sees it: the step and the round trip. By the step's tail
+    estimate, or (`typical`) as one of many in a sum."""
+    step = (steps.typical if typical else steps.predict)(key, sequences, context)
     return None if step is None else step + overhead
 
 
@@ -80,7 +89,7 @@ def held_for(
     each of `sequences` sequences `context` units long in all. (Not grown by a unit per step:
     the profile's cost per unit, fitted over the lengths its window measured, is no guide far
     beyond them.)"""
-    step = decode_step(steps, key, sequences, context, overhead)
+    step = decode_step(steps, key, sequences, context, overhead, typical=True)
     return max(held.cap - held.made, 0) * (step or 0.0)
 
 
@@ -131,7 +140,7 @@ def first_part_at(
             tpots.append(sequence.tpot)
         mean = (context + sequence.units) / (len(held) + 1)
         room = capacity_within(steps, slots, mean, min(tpots) if tpots else None, overhead)
-        full = decode_step(steps, key, room, int(room * mean), overhead) or step
+        full = decode_step(steps, key, room, int(room * mean), overhead, typical=True) or step
         # the waiting fill the free slots (each step then holds `room`, if more than now; none
         # joins a batch under request-level batching): a held one's steps are those steps
         busy = len(held) if request_level else max(len(held), room)

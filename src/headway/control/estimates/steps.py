@@ -12,6 +12,13 @@ window and over its last few steps alone, whichever is higher: when the machine 
 neighbour's burst), the last steps say so long before they are a share of the window, and a
 sequence admitted on the window's older, faster steps would wait past its first part's
 deadline (Clockwork's estimates follow the last few runs for the same reason).
+
+A sum of many steps (a wait for a slot) is predicted from the typical step instead
+(`StepProfile.typical`: the line times the mean of the last few ratios, so it follows the
+machine too): a stall may hit any one step, not each, and the sum of many steps' tail
+estimates refuses what would have been served. The tail of such a wait is admission's
+margin on the whole of it (`scheduling.steps`), never less than the window's spread
+(`StepProfile.spread`: its high percentile over the typical step).
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ COVERED = 0.9
 RECENT_STEPS = 32
 #: No prediction is stretched by more than this ratio, however noisy the window.
 MAX_STRETCH = 3.0
+#: The percentile of the window's steps that `StepProfile.spread` holds to the typical one.
+SPREAD_QUANTILE = 0.99
 
 
 class StepProfile:
@@ -40,7 +49,7 @@ class StepProfile:
         self.min_steps = min_steps
         #: (sequences, total context, prefill units, seconds) of the last steps measured
         self.steps: deque[tuple[int, int, int, float]] = deque(maxlen=window)
-        self._fit: tuple[np.ndarray, float] | None = None
+        self._fit: tuple[np.ndarray, float, float, float] | None = None
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -53,26 +62,52 @@ class StepProfile:
         """Seconds a step of `sequences` sequences, `context` units long in all, starting
         sequences of `prefill` units, is predicted to take; None until `min_steps` steps
         were measured."""
+        return self._predict(sequences, context, prefill, typical=False)
+
+    def typical(self, sequences: int, context: int, prefill: int = 0) -> float | None:
+        """What such a step takes on average lately (no share of the errors added): for a sum
+        of many steps (see the module docstring); None as for `predict`."""
+        return self._predict(sequences, context, prefill, typical=True)
+
+    def spread(self) -> float | None:
+        """How much longer than typical the slow steps of the window are: the SPREAD_QUANTILE
+        of their ratios to the typical step, at least 1 (None as for `predict`)."""
+        fit = self._fitted()
+        return None if fit is None else fit[3]
+
+    def _predict(
+        self, sequences: int, context: int, prefill: int, *, typical: bool
+    ) -> float | None:
+        fit = self._fitted()
+        if fit is None:
+            return None
+        coefficients, stretch, mean, _ = fit
+        line = float(coefficients @ np.array([1.0, sequences, context, prefill]))
+        return max(line, 0.0) * (mean if typical else stretch)
+
+    def _fitted(self) -> tuple[np.ndarray, float, float, float] | None:
         if len(self.steps) < self.min_steps:
             return None
         if self._fit is None:
             self._fit = self._refit()
-        coefficients, stretch = self._fit
-        line = float(coefficients @ np.array([1.0, sequences, context, prefill]))
-        return max(line, 0.0) * stretch
+        return self._fit
 
-    def _refit(self) -> tuple[np.ndarray, float]:
+    def _refit(self) -> tuple[np.ndarray, float, float, float]:
         data = np.array(self.steps, dtype=np.float64)
         features = np.column_stack([np.ones(len(data)), data[:, :3]])
         seconds = data[:, 3]
         coefficients = nonnegative_fit(features, seconds)
         fitted = features @ coefficients
         ratios = seconds[fitted > 0] / fitted[fitted > 0]
-        stretch = 1.0
+        stretch = mean = tail = 1.0
         if ratios.size:
             recent = ratios[-RECENT_STEPS:]
             stretch = max(float(np.quantile(ratios, COVERED)), float(np.quantile(recent, COVERED)))
-        return coefficients, min(max(stretch, 1.0), MAX_STRETCH)
+            mean = float(np.mean(recent))
+            tail = float(np.quantile(ratios, SPREAD_QUANTILE))
+        stretch = min(max(stretch, 1.0), MAX_STRETCH)
+        mean = min(max(mean, 1.0 / MAX_STRETCH), stretch)
+        return coefficients, stretch, mean, min(max(tail / mean, 1.0), MAX_STRETCH)
 
 
 def nonnegative_fit(features: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -112,6 +147,14 @@ class StepEstimates:
     def predict(self, key: str, sequences: int, context: int, prefill: int = 0) -> float | None:
         profile = self.profiles.get(key)
         return None if profile is None else profile.predict(sequences, context, prefill)
+
+    def typical(self, key: str, sequences: int, context: int, prefill: int = 0) -> float | None:
+        profile = self.profiles.get(key)
+        return None if profile is None else profile.typical(sequences, context, prefill)
+
+    def spread(self, key: str) -> float | None:
+        profile = self.profiles.get(key)
+        return None if profile is None else profile.spread()
 
     def forget(self, key: str) -> None:
         self.profiles.pop(key, None)

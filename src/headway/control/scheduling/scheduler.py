@@ -184,7 +184,7 @@ class Scheduler:
                 steps=self.step_estimates,
                 placement=self.placement,
                 overhead=self.durations.overhead + self.steps.turn,
-                margin=self.steps.margin,
+                margin=self.steps.margin_at(job.model, self.clock.now()),
                 tally=self.tally,
             )
             self.steps.waits(model, job)

@@ -27,7 +27,11 @@ estimate holds (a stall of the machine, a slot freed later than its steps said) 
 them. So each such sequence's first part (or its drop) is compared with its promise, and the
 high percentile of the recent ratios of the wait it had to the wait it was promised
 (`Steps.margin`, at least 1) stretches the next promises: a promise that was not kept makes
-admission keep fewer, rather than admitting sequences that will be dropped.
+admission keep fewer, rather than admitting sequences that will be dropped. A promise is
+weighed only once its first part is due, and a sudden stall breaks the promises of all those
+admitted in the meantime at once (the first waits of an overload among them): so the margin is
+never below the model's step spread (`StepProfile.spread`: its slow steps over its typical
+one), as if every step of the wait might be a slow one.
 
 A withdrawn sequence is stopped (its state freed on the worker) with the next step there, and
 its slot is free from the moment it is withdrawn.
@@ -71,6 +75,9 @@ TURN_WINDOW = 64
 PROMISE_WINDOW = 64
 PROMISE_QUANTILE = 99.0
 MAX_MARGIN = 3.0
+#: Seconds a weighed promise counts towards the margin: a stall's broken promises stop
+#: holding admission back once they are this old.
+PROMISE_MEMORY = 10.0
 
 
 class Steps:
@@ -102,7 +109,7 @@ class Steps:
         self.turn = 0.0
         self._promises = RecentP90(PROMISE_WINDOW, PROMISE_QUANTILE)
         #: How much longer than promised the recent waits for a slot were (see the module
-        #: docstring): admission stretches a wait it promises by this.
+        #: docstring): admission stretches a wait it promises by this (`margin_at`).
         self.margin = 1.0
 
     def waits(self, model: ModelSlot, sequence: Sequence) -> None:
@@ -127,6 +134,12 @@ class Steps:
         sequence.promised = None
         ratio = (now - sequence.arrival) / (promised - sequence.arrival)
         self.margin = min(max(self._promises.add(ratio, now), 1.0), MAX_MARGIN)
+
+    def margin_at(self, key: str, now: float) -> float:
+        """The margin on a wait `key`'s model promises at `now` (see the module docstring)."""
+        if self._promises.forget_before(now - PROMISE_MEMORY):
+            self.margin = min(max(self._promises.value, 1.0), MAX_MARGIN)
+        return min(max(self.margin, self.estimates.spread(key) or 1.0), MAX_MARGIN)
 
     def new_number(self) -> int:
         """A number for a new sequence, unique in this controller (the worker's name for it)."""
