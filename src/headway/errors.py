@@ -26,7 +26,8 @@ class HeadwayError(Exception):
      │    │    └── PartTargetUnmeetable  its per-part target is below a step
      │    └── Shed             the server is behind reading requests
      ├── Overloaded            queue full: shed at once                      (HTTP 429)
-     └── ModelError            the model itself raised while predicting      (HTTP 500)"""
+     └── ModelError            the model itself raised while predicting      (HTTP 500)
+          └── ModelStopped     stopped by the server (a race's loser), `cpu_s` spent"""
 
     reason = "error"
 
@@ -130,6 +131,16 @@ class ModelError(HeadwayError):
     """The model's own code raised while predicting."""
 
     reason = "model_error"
+
+
+class ModelStopped(ModelError):
+    """The server stopped the model's action, while it ran or before it started: a race's
+    loser (`Engine.stop_action`). `cpu_s`: the CPU seconds it had spent, as its worker
+    reported them."""
+
+    def __init__(self, message: str, cpu_s: float = 0.0) -> None:
+        super().__init__(message)
+        self.cpu_s = cpu_s
 
 
 def error_for_reason(reason: object, message: str) -> HeadwayError:

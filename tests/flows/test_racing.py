@@ -176,3 +176,29 @@ def test_copies_of_an_abandoned_race_leave_the_queue(repository: Repository) -> 
         await controller.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_stopped_losers_cpu_time_reaches_the_race_as_the_errors_field(
+    repository: Repository,
+) -> None:
+    async def scenario() -> None:
+        controller, engine = await started(repository)
+        stats = RaceStats()
+        task = asyncio.ensure_future(
+            race(controller, COPIES, query(1.0), ten_seconds(controller), "m", stats)
+        )
+        for _ in range(3):
+            await asyncio.sleep(0)
+        loser = engine.held[1][1]  # both copies run; the first one held wins
+        answer(engine, 1.0)
+        assert (await task).outputs["x"][0, 0] == 1.0
+        assert stats.losers_running == 1
+        worker, action, _ = engine.held.pop(0)
+        assert action is loser
+        stopped = {"id": action["id"], "ok": False, "error": "ActionStopped: stopped while it ran"}
+        engine.on_message(worker, {**stopped, "stopped": True, "cpu_s": 0.25}, {})
+        await asyncio.sleep(0)
+        assert stats.loser_cpu_s == 0.25
+        await controller.stop()
+
+    asyncio.run(scenario())

@@ -301,7 +301,7 @@ class Controller:
     def stop_running(self, ticket: Ticket) -> bool:
         """Ask the worker running a request that was sent (a race's loser) to stop it, where
         the engine can (`Engine.stop_action`); whether it was asked. The request is then
-        answered with an error saying how much CPU time it had spent."""
+        answered with a ModelStopped carrying the CPU time it had spent."""
         job = cast(Job, ticket)
         for dispatch in self.scheduler.placement.inflight.values():
             if job in dispatch.requests:

@@ -8,7 +8,6 @@ contract; every engine (local processes, inline, the tests' fake, the simulator'
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any, NotRequired, Protocol, TypedDict
 
@@ -66,6 +65,10 @@ class Reply(TypedDict):
     #: The action reached the worker after its `latest` start and was not run.
     late: NotRequired[bool]
     error: NotRequired[str]
+    #: INFER: the frontend stopped the action (`Engine.stop_action`), after it had spent
+    #: `cpu_s` seconds of CPU time (0 if it never started); `error` says so in words.
+    stopped: NotRequired[bool]
+    cpu_s: NotRequired[float]
     #: LOAD: the signature the model reports and the memory its load took.
     inputs: NotRequired[list[dict[str, Any]]]
     outputs: NotRequired[list[dict[str, Any]]]
@@ -75,18 +78,6 @@ class Reply(TypedDict):
     models: NotRequired[list[str]]
     threads: NotRequired[int]
     tensors: NotRequired[list[Any]]
-
-
-#: How a worker says it stopped an action (`Engine.stop_action`), with the CPU time it had spent.
-STOPPED_AFTER = "stopped after {cpu:.6f} s of CPU"
-_STOPPED = re.compile(r"stopped after ([0-9.]+) s of CPU")
-
-
-def stopped_cpu(error: str) -> float | None:
-    """The CPU seconds a stopped action had spent, from its error; None if it was not stopped
-    while it ran."""
-    found = _STOPPED.search(error)
-    return None if found is None else float(found.group(1))
 
 
 Message = tuple[Action, Tensors]
@@ -180,8 +171,9 @@ class Engine(Protocol):
 
     def stop_action(self, worker: int, action: int) -> bool:
         """Stop the action `action` on `worker` if it runs there or has not started (its reply
-        is then an error saying so: `STOPPED_AFTER`); whether the engine could ask. Only a
-        worker process of this machine can be stopped (`runtime.stopping`)."""
+        is then an error saying so, `stopped`, with the CPU seconds it had spent, `cpu_s`);
+        whether the engine could ask. Only a worker process of this machine can be stopped
+        (`runtime.stopping`)."""
         return False
 
     def retire(self, worker: int) -> bool:

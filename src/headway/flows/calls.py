@@ -17,9 +17,8 @@ from typing import Any
 import numpy as np
 
 from headway.control.doors import Serving
-from headway.control.engine import stopped_cpu
 from headway.control.request import FutureReceiver, InferenceRequest, Prediction, Ticket
-from headway.errors import HeadwayError
+from headway.errors import HeadwayError, ModelStopped
 from headway.flows.deadline import QueryDeadline
 from headway.flows.tensors import CPU
 
@@ -169,12 +168,13 @@ async def race(
 
 def loser_cpu(stats: RaceStats, future: asyncio.Future[Prediction]) -> None:
     """Count the CPU time a race's loser spent running: its stage's `CPU` output, or what
-    its worker said when it stopped it."""
+    its worker reported when it stopped it (`ModelStopped.cpu_s`)."""
     if future.cancelled():
         return
     error = future.exception()
     if error is not None:
-        stats.loser_cpu_s += stopped_cpu(str(error)) or 0.0
+        if isinstance(error, ModelStopped):
+            stats.loser_cpu_s += error.cpu_s
         return
     spent = future.result().outputs.get(CPU)
     if spent is not None:

@@ -19,8 +19,6 @@ import struct
 import time
 from types import FrameType
 
-from headway.control.engine import STOPPED_AFTER
-
 #: Ids the stop file holds at once (the actions in flight on one worker are far fewer).
 SLOTS = 64
 _SLOT = struct.Struct("<q")
@@ -28,7 +26,13 @@ SIGNAL = signal.SIGUSR1
 
 
 class ActionStopped(Exception):
-    """The frontend stopped the action running (its answer was no longer wanted)."""
+    """The frontend stopped the action running (its answer was no longer wanted), after it
+    had spent `cpu_s` seconds of CPU time (none if it never started). The worker replies
+    with the seconds as a field of its reply (`WorkerState.handle`), not in the message."""
+
+    def __init__(self, message: str, cpu_s: float = 0.0) -> None:
+        super().__init__(message)
+        self.cpu_s = cpu_s
 
 
 class StopFile:
@@ -82,4 +86,4 @@ class StopMarks:
         if running is not None and self.marked(running):
             self.running = None
             spent = time.process_time() - self.started
-            raise ActionStopped(STOPPED_AFTER.format(cpu=spent))
+            raise ActionStopped("stopped while it ran", cpu_s=spent)

@@ -24,7 +24,7 @@ from typing import Any
 from headway.adapters import Adapter, adapter_class
 from headway.control.engine import Action, Answer, Emit, Reply, Tensors
 from headway.runtime import handshake
-from headway.runtime.stopping import StopMarks
+from headway.runtime.stopping import ActionStopped, StopMarks
 from headway.runtime.threads import set_threads
 from headway.runtime.wire import READ_SIZE, FrameReader, connect, pack, send_all, unpack
 
@@ -118,6 +118,10 @@ class WorkerState:
                 reply, outputs = getattr(self, f"_{op}")(action, tensors)
             else:
                 raise ValueError(f"unknown op {op!r}; a worker knows {sorted(self.OPERATIONS)}")
+        except ActionStopped as exc:  # the frontend's stop: its CPU time travels as a field
+            error = f"{type(exc).__name__}: {exc}"
+            reply = {"id": None, "ok": False, "error": error, "stopped": True, "cpu_s": exc.cpu_s}
+            outputs = {}
         except Exception as exc:  # the model's failure is reported, never fatal to the worker
             reply, outputs = {"id": None, "ok": False, "error": f"{type(exc).__name__}: {exc}"}, {}
             if os.environ.get("HEADWAY_WORKER_TRACEBACKS"):

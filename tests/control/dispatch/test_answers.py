@@ -17,8 +17,8 @@ import pytest
 
 from headway.clock import ManualClock
 from headway.control.controller import Controller
-from headway.control.engine import Action, Tensors
-from headway.errors import ModelError
+from headway.control.engine import Action, Reply, Tensors
+from headway.errors import ModelError, ModelStopped
 from headway.repository import Repository
 from headway.testing import FakeEngine
 from tests.control.helpers import submit
@@ -183,6 +183,32 @@ def test_requests_that_cannot_form_one_batch_fail_and_free_the_worker(tmp_path: 
         await asyncio.sleep(0)
         engine.release()
         assert (await asyncio.wait_for(last, 1)).outputs["y"][0, 0] == 40.0
+        await controller.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_stopped_action_fails_its_requests_with_the_cpu_time_its_worker_reported(
+    repository: Repository,
+) -> None:
+    async def scenario() -> None:
+        controller, engine = await started(repository)
+        error = "ActionStopped: stopped while it ran"
+        stopped: Reply = {"id": None, "ok": False, "error": error, "stopped": True, "cpu_s": 0.125}
+        plain: Reply = {"id": None, "ok": False, "error": "ValueError: negative input"}
+        errors: list[ModelError] = []
+        for reply in (stopped, plain):
+            future = submit(controller, "m", row(1.0))
+            await asyncio.sleep(0)
+            worker, action, _ = engine.held.pop(0)
+            reply["id"] = action["id"]
+            engine.on_message(worker, reply, {})
+            with pytest.raises(ModelError) as raised:
+                await asyncio.wait_for(future, 1)
+            errors.append(raised.value)
+        assert isinstance(errors[0], ModelStopped) and errors[0].cpu_s == 0.125
+        assert "stopped while it ran" in errors[0].message
+        assert not isinstance(errors[1], ModelStopped)
         await controller.stop()
 
     asyncio.run(scenario())

@@ -23,7 +23,7 @@ from headway.control.models.lifecycle import ModelLifecycle
 from headway.control.models.states import ModelState
 from headway.control.request import Prediction, Receiver, gather
 from headway.control.scheduling.scheduler import Scheduler
-from headway.errors import HeadwayError, ModelError
+from headway.errors import HeadwayError, ModelError, ModelStopped
 
 log = logging.getLogger("headway.controller")
 
@@ -234,7 +234,7 @@ class Relay:
                 self._answer(dispatch, tensors)
                 self._executed(dispatch, ran, received)
             else:
-                error = ModelError(f"model {dispatch.model!r} failed: {reply.get('error')}")
+                error = failure(dispatch.model, reply)
                 for request in dispatch.requests:
                     self.fail(request, error)
         elif dispatch.kind == STEP:
@@ -477,3 +477,12 @@ class Relay:
             receiver.fail(error)
         except Exception:
             log.exception("answering a request failed")
+
+
+def failure(model: str, reply: Reply) -> ModelError:
+    """The error of an INFER that failed: ModelStopped, with the CPU seconds its worker
+    reported, for one the server stopped (a race's loser); else the model's own error."""
+    message = f"model {model!r} failed: {reply.get('error')}"
+    if reply.get("stopped"):
+        return ModelStopped(message, cpu_s=float(reply.get("cpu_s", 0.0)))
+    return ModelError(message)
