@@ -12,7 +12,7 @@ import pytest
 from headway.clock import ManualClock
 from headway.control.actions import STEP, Dispatch, StepPlan
 from headway.control.engine import Reply
-from headway.control.estimates.steps import StepProfile
+from headway.control.estimates.steps import REFIT_EVERY, StepProfile
 from headway.control.jobs import Sequence
 from headway.control.scheduling.scheduler import Scheduler
 from headway.errors import DeadlineUnmeetable, PartTargetUnmeetable, SequencesFull
@@ -365,6 +365,39 @@ def test_a_step_profile_follows_its_recent_steps() -> None:
         profile.observe(4, 0, 0, ms(20))
     predicted = profile.predict(4, 0)
     assert predicted is not None and predicted >= ms(20) * 0.95
+
+
+def test_a_step_profile_asked_between_steps_follows_a_slow_step_at_once() -> None:
+    profile = StepProfile()
+    for _ in range(64):
+        profile.observe(4, 0, 0, ms(10))
+        profile.predict(4, 0)  # the scheduler asks between every two steps
+    for _ in range(4):  # an eighth of the last steps: past the share predictions cover
+        profile.observe(4, 0, 0, ms(40))
+        slowed = profile.predict(4, 0)
+    assert slowed is not None and slowed > ms(10) * 1.5
+
+
+def test_a_step_profile_is_fitted_again_only_every_few_steps_while_they_keep_to_it() -> None:
+    profile = StepProfile()
+    fits = 0
+    refit = profile._refit
+
+    def counted() -> tuple[np.ndarray, float, float, float]:
+        nonlocal fits
+        fits += 1
+        return refit()
+
+    profile._refit = counted  # type: ignore[method-assign]
+    for _ in range(8 + 4 * REFIT_EVERY):
+        profile.observe(4, 0, 0, ms(10))
+        profile.predict(4, 0)
+    assert fits == 5  # the first prediction, then once every REFIT_EVERY steps
+    for _ in range(REFIT_EVERY):  # faster steps are followed within REFIT_EVERY of them
+        profile.observe(4, 0, 0, ms(5))
+        profile.predict(4, 0)
+    faster = profile.typical(4, 0)
+    assert faster is not None and faster < ms(10)
 
 
 def test_admission_counts_the_steps_growing_as_the_waiting_fill_the_slots(

@@ -40,6 +40,10 @@ RECENT_STEPS = 32
 MAX_STRETCH = 3.0
 #: The percentile of the window's steps that `StepProfile.spread` holds to the typical one.
 SPREAD_QUANTILE = 0.99
+#: Steps measured between two fits of the line, unless one runs slower than the fit covers
+#: (then at once): a fit is a least-squares solve and three percentiles, asked for between
+#: every two steps, while the line moves little from one step to the next.
+REFIT_EVERY = 16
 
 
 class StepProfile:
@@ -50,13 +54,24 @@ class StepProfile:
         #: (sequences, total context, prefill units, seconds) of the last steps measured
         self.steps: deque[tuple[int, int, int, float]] = deque(maxlen=window)
         self._fit: tuple[np.ndarray, float, float, float] | None = None
+        #: Steps measured since the fit in use.
+        self._unfitted = 0
 
     def __len__(self) -> int:
         return len(self.steps)
 
     def observe(self, sequences: int, context: int, prefill: int, seconds: float) -> None:
+        """Keep a measured step. The line is fitted again after REFIT_EVERY of them, or at
+        once when this one took longer than the fit's predictions cover: a machine that slows
+        is followed from its first slow step."""
         self.steps.append((sequences, context, prefill, seconds))
-        self._fit = None
+        self._unfitted += 1
+        fit = self._fit
+        if fit is None:
+            return
+        predicted = float(fit[0] @ np.array([1.0, sequences, context, prefill])) * fit[1]
+        if self._unfitted >= REFIT_EVERY or seconds > predicted:
+            self._fit = None
 
     def predict(self, sequences: int, context: int, prefill: int = 0) -> float | None:
         """Seconds a step of `sequences` sequences, `context` units long in all, starting
@@ -90,6 +105,7 @@ class StepProfile:
             return None
         if self._fit is None:
             self._fit = self._refit()
+            self._unfitted = 0
         return self._fit
 
     def _refit(self) -> tuple[np.ndarray, float, float, float]:
