@@ -311,11 +311,16 @@ class Relay:
             stats.delivered(firsts, gaps, now)
 
     def _stepped(self, worker: int, dispatch: Dispatch, reply: Reply, tensors: Tensors) -> None:
-        """A generative model's step ended: each running sequence's part to its receiver (one
-        reply carries the parts of every sequence in the step), `done` for those it ended,
-        `fail` for those it failed (all of them when the step itself failed, naming why)."""
+        """A generative model's step ended: the next one is sent, then each running sequence's
+        part goes to its receiver (one reply carries the parts of every sequence in the step),
+        `done` for those it ended, `fail` for those it failed (all of them when the step itself
+        failed, naming why). A worker beside the loop runs the next step meanwhile; one on the
+        loop (inline) runs it after this turn, as every action there."""
         ok = reply["ok"]
         outcome = self.scheduler.stepped(dispatch, reply if ok else None)
+        if not self.engine.holds_loop:
+            # the next step first: the worker runs it while this one's parts go out
+            self._decide()
         plan = dispatch.payload
         assert isinstance(plan, StepPlan)
         name, _, version = dispatch.model.rpartition("@")

@@ -17,9 +17,11 @@ while a slot is free (`Generation.max_sequences` per worker, the memory bound):
 - under request-level batching (`batching: request`, the baseline) none joins a worker
   that still holds sequences.
 
-A step's parts are delivered on the event loop before the next step is sent: that turn
-(`Steps.turn`, the recent 90th percentile) is part of every stream's time from one part to
-the next, beside the step and its round trip, and admission counts it.
+The next step is sent as soon as a step's reply is read, and its parts are delivered while
+the worker runs it (`dispatch.relay`); what is left between a step's end and the next step
+sent (the reply's wait for the event loop, the loop's other work: `Steps.turn`, the recent
+90th percentile) is part of every stream's time from one part to the next, beside the step
+and its round trip, and admission counts it.
 
 Admission's promise to a sequence that waits for a slot (`Sequence.promised`, its first
 part's predicted arrival) rests on many steps predicted one by one, and what no step's
@@ -105,7 +107,7 @@ class Steps:
         self._sequence_numbers = itertools.count(1)
         self._turns = RecentP90(TURN_WINDOW)
         #: Seconds from a step's end to the next step sent on its worker, while sequences
-        #: run there (their parts delivered meanwhile): the recent 90th percentile.
+        #: run there (what the loop did meanwhile): the recent 90th percentile.
         self.turn = 0.0
         self._promises = RecentP90(PROMISE_WINDOW, PROMISE_QUANTILE)
         #: How much longer than promised the recent waits for a slot were (see the module
