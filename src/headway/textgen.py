@@ -20,6 +20,7 @@ import importlib
 import inspect
 import json
 import math
+import random
 import re
 import time
 from collections import Counter
@@ -135,6 +136,43 @@ class Architecture:
     vocabulary: int = VOCABULARY
 
 
+class Memory:
+    """The keys and values of every running sequence, a slot each, in two tensors of (slots,
+    layers, heads, context, head width): a step reads and writes every sequence's with one
+    indexed operation a layer, not one a sequence (vLLM's block table at its simplest: one
+    block of the whole context per sequence). It grows by doubling when a sequence starts and
+    no slot is free; a stopped sequence's slot is free again."""
+
+    def __init__(self, shape: Architecture, slots: int = 8) -> None:
+        import torch
+
+        self.shape = shape
+        width = shape.width // shape.heads
+        self.keys = torch.zeros(slots, shape.layers, shape.heads, shape.context, width)
+        self.values = torch.zeros_like(self.keys)
+        self.free = list(range(slots - 1, -1, -1))
+
+    def take(self, caches: list[tuple[Any, Any]]) -> int:
+        """A slot holding `caches` (per layer the prompt's keys and values: (heads, length,
+        head width)), from a free one or a grown memory."""
+        import torch
+
+        if not self.free:
+            held = self.keys.shape[0]
+            self.keys = torch.cat([self.keys, torch.zeros_like(self.keys)])
+            self.values = torch.cat([self.values, torch.zeros_like(self.values)])
+            self.free = list(range(2 * held - 1, held - 1, -1))
+        slot = self.free.pop()
+        for layer, (k, v) in enumerate(caches):
+            length = k.shape[1]
+            self.keys[slot, layer, :, :length] = k
+            self.values[slot, layer, :, :length] = v
+        return slot
+
+    def give(self, slot: int) -> None:
+        self.free.append(slot)
+
+
 def model_class() -> type:
     """`TinyGPT`, defined on first use (torch is imported only then)."""
     import torch
@@ -175,15 +213,15 @@ def model_class() -> type:
             return self.logits(x), caches
 
         def advance(
-            self, tokens: torch.Tensor, caches: list[list[tuple[torch.Tensor, torch.Tensor]]]
+            self, tokens: torch.Tensor, slots: list[int], lengths: list[int], memory: Memory
         ) -> torch.Tensor:
-            """One new token per sequence (`tokens`: (n,)), each appended to its own cache
-            (`caches[i]`: per layer its keys and values (heads, length, head width), replaced
-            in place by the longer ones); the next logits (n, vocabulary)."""
-            lengths = [c[0][0].shape[1] for c in caches]
-            x = self.tokens(tokens) + self.positions(torch.tensor(lengths))
+            """One new token per sequence (`tokens`: (n,)), the n sequences whose keys and
+            values fill `memory`'s `slots` up to their `lengths`; each new token's keys and
+            values are written after its sequence's. The next logits (n, vocabulary)."""
+            rows, at = torch.tensor(slots), torch.tensor(lengths)
+            x = self.tokens(tokens) + self.positions(at)
             for layer, block in enumerate(self.blocks):
-                x = block.advance(x, [c[layer] for c in caches], lengths, caches, layer)  # type: ignore[operator]
+                x = block.advance(x, rows, at, max(lengths) + 1, memory, layer)  # type: ignore[operator]
             return self.logits(x)
 
     class Block(nn.Module):
@@ -217,25 +255,23 @@ def model_class() -> type:
         def advance(
             self,
             x: torch.Tensor,
-            mine: list[tuple[torch.Tensor, torch.Tensor]],
-            lengths: list[int],
-            caches: list[list[tuple[torch.Tensor, torch.Tensor]]],
+            rows: torch.Tensor,
+            at: torch.Tensor,
+            longest: int,
+            memory: Memory,
             layer: int,
         ) -> torch.Tensor:
-            q, k, v = self.split(x)  # (n, heads, hw): the layers batched across sequences
-            longest = max(lengths) + 1
+            """Selective batching (Orca): the layers run on the n sequences at once, and so
+            does attention, each sequence over its own slot's keys up to its own length."""
+            q, k, v = self.split(x)  # (n, heads, hw)
             n, heads, hw = q.shape
-            keys = x.new_zeros((n, heads, longest, hw))
-            values = x.new_zeros((n, heads, longest, hw))
-            mask = torch.full((n, 1, 1, longest), float("-inf"))
-            for i, (old_k, old_v) in enumerate(mine):  # attention: each over its own cache
-                new_k = torch.cat([old_k, k[i][:, None]], dim=1)
-                new_v = torch.cat([old_v, v[i][:, None]], dim=1)
-                caches[i][layer] = (new_k, new_v)
-                size = new_k.shape[1]
-                keys[i, :, :size], values[i, :, :size] = new_k, new_v
-                mask[i, :, :, :size] = 0.0
-            scores = (q[:, :, None, :] @ keys.transpose(-1, -2)) / math.sqrt(hw) + mask
+            memory.keys[rows, layer, :, at] = k  # each sequence's new keys after its own
+            memory.values[rows, layer, :, at] = v
+            keys = memory.keys[rows, layer, :, :longest]  # (n, heads, longest, hw)
+            values = memory.values[rows, layer, :, :longest]
+            scores = (q[:, :, None, :] @ keys.transpose(-1, -2)) / math.sqrt(hw)
+            unwritten = torch.arange(longest)[None, :] > at[:, None]  # past each one's length
+            scores = scores.masked_fill(unwritten[:, None, None, :], float("-inf"))
             attended = (scores.softmax(dim=-1) @ values)[:, :, 0]  # (n, heads, hw)
             x = x + self.out(attended.reshape(n, heads * hw))
             result: torch.Tensor = x + self.mlp(self.norm2(x))
@@ -354,36 +390,37 @@ class Generator:
         self.torch = torch
         self.model, self.tokenizer = load(Path(path))
         self.context = self.model.shape.context
+        self.memory = Memory(self.model.shape)
 
     def start(self, text_input: np.ndarray, parameters: dict[str, Any]) -> dict[str, Any]:
-        """Read the prompt into the sequence's caches; its state."""
+        """Read the prompt into a slot of the memory (the prefill); the sequence's state."""
         torch = self.torch
         prompt = text_input.reshape(-1)[0]
         if isinstance(prompt, bytes):
             prompt = prompt.decode("utf-8", "replace")
         tokens = [END, *self.tokenizer.encode(str(prompt))][-(self.context // 2) :]
-        generator = torch.Generator()
         seed = parameters.get("seed")
-        generator.manual_seed(int(seed) if seed is not None else torch.seed())
-        with torch.inference_mode():
-            logits, caches = self.model(torch.tensor([tokens]))
-        return {
-            "caches": [(k[0], v[0]) for k, v in caches],
-            "logits": logits[0, -1],
+        draws = random.Random(int(seed)) if seed is not None else random.Random()
+        state = {
             "length": len(tokens),
             "temperature": float(parameters.get("temperature", 0.6)),
             "top_k": int(parameters.get("top_k", 10)),
             "ignore_end": bool(parameters.get("ignore_end", False)),
             "stop": stops(parameters.get("stop")),
             "text": "",
-            "generator": generator,
+            "draws": draws,
         }
+        with torch.inference_mode():
+            logits, caches = self.model(torch.tensor([tokens]))
+        state["logits"] = logits[0, -1]
+        state["slot"] = self.memory.take([(k[0], v[0]) for k, v in caches])
+        return state
 
     def step(self, states: list[dict[str, Any]]) -> tuple[dict[str, np.ndarray], list[bool]]:
         """Each sequence's next character, sampled from its logits, then one batched pass
-        that appends it to every cache and gives the next logits."""
+        that appends it to every sequence's keys and values and gives the next logits."""
         torch = self.torch
-        chosen = [self._sample(state) for state in states]
+        chosen = self._sample(states)
         pieces = self.tokenizer.pieces
         finished = []
         for token, state in zip(chosen, states, strict=True):
@@ -392,30 +429,50 @@ class Generator:
             finished.append(token == END or stopped or state["length"] + 1 >= self.context)
         going = [i for i, done in enumerate(finished) if not done]
         if going:
-            caches = [[*states[i]["caches"]] for i in going]
+            slots = [states[i]["slot"] for i in going]
+            lengths = [states[i]["length"] for i in going]
             with torch.inference_mode():
-                logits = self.model.advance(torch.tensor([chosen[i] for i in going]), caches)
+                logits = self.model.advance(
+                    torch.tensor([chosen[i] for i in going]), slots, lengths, self.memory
+                )
             for row, i in enumerate(going):
-                states[i]["caches"], states[i]["logits"] = caches[row], logits[row]
+                states[i]["logits"] = logits[row]
                 states[i]["length"] += 1
         texts = np.array([pieces[t].encode() for t in chosen], dtype=object)
         return {"text_output": texts}, finished
 
-    def _sample(self, state: dict[str, Any]) -> int:
+    def _sample(self, states: list[dict[str, Any]]) -> list[int]:
+        """Each sequence's next token, all sampled in one batched pass: its top `top_k`
+        logits at its temperature, picked by a draw from the sequence's own seeded source
+        (so that a seeded text is the same whatever runs beside it), or the likeliest at a
+        temperature of 0."""
         torch = self.torch
-        logits = state["logits"].clone()
-        logits[UNKNOWN] = float("-inf")
-        if state["ignore_end"]:
-            logits[END] = float("-inf")
-        temperature = state["temperature"]
-        if temperature <= 0:
-            return int(logits.argmax())
-        top = torch.topk(logits, min(max(state["top_k"], 1), logits.shape[-1]))
-        probabilities = (top.values / temperature).softmax(dim=-1)
-        pick = torch.multinomial(probabilities, 1, generator=state["generator"])
-        return int(top.indices[pick])
+        logits = torch.stack([state["logits"] for state in states])
+        logits[:, UNKNOWN] = float("-inf")
+        ends = [i for i, state in enumerate(states) if state["ignore_end"]]
+        if ends:
+            logits[ends, END] = float("-inf")
+        ks = [min(max(state["top_k"], 1), logits.shape[-1]) for state in states]
+        top = torch.topk(logits, max(ks))
+        k = torch.tensor(ks)
+        values = top.values.masked_fill(torch.arange(max(ks))[None, :] >= k[:, None], -math.inf)
+        temperatures = [state["temperature"] for state in states]
+        scale = torch.tensor([t if t > 0 else 1.0 for t in temperatures])
+        cumulative = (values / scale[:, None]).softmax(dim=-1).cumsum(dim=-1)
+        draws = torch.tensor([state["draws"].random() for state in states])
+        below = cumulative < draws[:, None] * cumulative[:, -1:]
+        picks = torch.minimum(below.sum(dim=-1), k - 1).tolist()
+        indices = top.indices.tolist()
+        return [
+            indices[row][0 if temperature <= 0 else pick]
+            for row, (temperature, pick) in enumerate(zip(temperatures, picks, strict=True))
+        ]
 
     def stop(self, state: dict[str, Any]) -> None:
+        """Free the sequence's slot (once, however often it is stopped)."""
+        slot = state.get("slot")
+        if slot is not None:
+            self.memory.give(slot)
         state.clear()
 
 

@@ -36,10 +36,43 @@ def test_a_cached_step_gives_what_a_full_pass_gives(weights: Path) -> None:
     model, tokenizer = textgen.load(folder)
     tokens = tokenizer.encode("Return the value of the given object.")
     full, _ = model(torch.tensor([tokens]))
+    memory = textgen.Memory(model.shape, slots=1)
     _, caches = model(torch.tensor([tokens[:4]]))
-    mine = [[(k[0], v[0]) for k, v in caches]]
-    stepped = [model.advance(torch.tensor([t]), mine)[0] for t in tokens[4:]]
+    other = memory.take([(k[0], v[0]) for k, v in caches])  # a neighbour, in the grown part
+    slot = memory.take([(k[0], v[0]) for k, v in caches])
+    assert memory.keys.shape[0] == 2 and slot != other
+    stepped = []
+    for length, token in enumerate(tokens[4:], start=4):
+        stepped.append(
+            model.advance(torch.tensor([token, 0]), [slot, other], [length, 4], memory)[0]
+        )
     torch.testing.assert_close(torch.stack(stepped), full[0, 4:], atol=1e-4, rtol=1e-4)
+
+
+def test_a_seeded_text_is_the_same_alone_and_beside_others(weights: Path) -> None:
+    [folder] = list(weights.iterdir())
+    generator = textgen.Generator()
+    generator.load(folder)
+
+    def texts(prompts: list[bytes], seed: int = 7) -> list[str]:
+        states = [
+            generator.start(np.array([[p]], dtype=object), {"seed": seed + i, "ignore_end": True})
+            for i, p in enumerate(prompts)
+        ]
+        written = [""] * len(states)
+        for _ in range(10):
+            outputs, _ = generator.step(states)
+            for i, piece in enumerate(outputs["text_output"]):
+                written[i] += piece.decode()
+        for state in states:
+            generator.stop(state)
+        return written
+
+    alone = texts([b"Return the"])
+    beside = texts([b"Return the", b"The socket", b"", *[b"Create a"] * 10])
+    assert beside[0] == alone[0]
+    assert len(set(beside[3:])) > 1  # same prompt, other seeds: other texts
+    assert sorted(generator.memory.free) == list(range(generator.memory.keys.shape[0]))
 
 
 def test_a_stop_string_ends_the_text_with_the_part_that_completes_it(weights: Path) -> None:
