@@ -143,13 +143,15 @@ class ModelStopped(ModelError):
         self.cpu_s = cpu_s
 
 
-def error_for_reason(reason: object, message: str) -> HeadwayError:
+def error_for_reason(
+    reason: object, message: str, default: type[HeadwayError] = HeadwayError
+) -> HeadwayError:
     """The error a `reason` names (an error answer's or a stream's last event's, sent by
     `headway.api`), with `message`: each class's own `reason` is the one table, and where
     several share one (`Backlogged` is a `deadline`), the most general of them answers; a
-    reason this tree does not hold is a plain HeadwayError."""
+    reason this tree does not hold (or its root's, `error`) is a `default`."""
     kind = _REASONS.get(reason) if isinstance(reason, str) else None
-    return (kind or HeadwayError)(message)
+    return (default if kind is None or kind is HeadwayError else kind)(message)
 
 
 def _by_reason() -> dict[str, type[HeadwayError]]:

@@ -18,7 +18,7 @@ from jsonschema import Draft4Validator
 
 from headway.api import completions, generate
 from headway.api.completions import CompletionEvents
-from headway.api.errors import error_event
+from headway.api.errors import error_json
 from headway.api.generate import GenerateEvents
 from headway.api.oip import infer_head
 from headway.api.openapi import OPENAPI
@@ -265,7 +265,7 @@ def test_the_documented_events_describe_the_events_sent() -> None:
     events = GenerateEvents("gen", 1, "/v2/models/gen/generate_stream")
     assert _fits("/v2/models/{name}/generate_stream", events.part(part)[6:-2])
     failed = events.error("it broke", ModelError.reason)[6:-2]
-    assert failed == error_event("it broke", "model_error")
+    assert failed == error_json("it broke", "model_error")
     assert _fits("/v2/models/{name}/generate_stream", failed)
     assert _fits("/v2/models/{name}/infer", failed)
     assert not _fits("/v2/models/{name}/generate_stream", b'{"error": "no reason"}')

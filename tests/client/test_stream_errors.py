@@ -1,5 +1,5 @@
 """An error event that ends a stream reaches the client as the class the server raised: the
-server names it by its `reason` (`api.errors.error_event`, OpenAI's `code`), the client reads
+server names it by its `reason` (`api.errors.error_json`, OpenAI's `code`), the client reads
 it back (`codec.event_of`); a reason it does not know is a plain HeadwayError."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from headway.api.completions import CompletionEvents, parse
-from headway.api.errors import error_event
+from headway.api.errors import error_json
 from headway.api.generate import GenerateEvents
 from headway.api.inference import InferEvents
 from headway.api.oip import InferRequest
@@ -111,4 +111,4 @@ def test_an_event_without_a_reason_is_a_plain_headway_error() -> None:
     with pytest.raises(HeadwayError) as raised:
         event_of('data: {"error": "from a server that names no reason"}')
     assert type(raised.value) is HeadwayError
-    assert type(_raised(b"data: " + error_event("m", "model_error"))) is ModelError
+    assert type(_raised(b"data: " + error_json("m", "model_error"))) is ModelError

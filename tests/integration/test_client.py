@@ -17,7 +17,8 @@ import yaml
 
 import headway
 from headway.client import GrpcClient, Retry
-from headway.errors import InvalidInput, ModelNotFound, Unavailable
+from headway.client.codec import encode_infer
+from headway.errors import DeadlineUnmeetable, InvalidInput, ModelNotFound, Unavailable
 from headway.launcher import ServerProcess
 from tests.integration import models
 
@@ -119,6 +120,26 @@ def test_a_deadline_bounds_every_try_and_the_retries(served: dict[str, Any]) -> 
         pytest.raises(Unavailable, match=r"after 3 tries: .*deadline cannot be met"),
     ):
         client.infer("slow", one_row, parameters={"slo_ms": 10})
+
+
+def test_a_refusal_names_its_reason_and_the_client_raises_its_class(
+    served: dict[str, Any],
+) -> None:
+    """Not a stream: the 503's body names `deadline` beside Triton's `error`, and the client
+    raises `DeadlineUnmeetable`, not a bare `Unavailable`, without reading the text."""
+    one_row = np.full((1, 4), 0.5, np.float32)
+    url = served["server"].url
+    with headway.Client(url, retry=Retry(attempts=1)) as client:
+        client.infer("slow", one_row)  # its 0.5 s duration is known
+        body, headers = encode_infer({"input-0": one_row}, parameters={"timeout": 50_000})
+        refused = httpx.post(f"{url}/v2/models/slow/infer", content=body, headers=headers)
+        assert refused.status_code == 503, refused.text
+        assert refused.json()["reason"] == "deadline", refused.json()
+        assert "deadline cannot be met" in refused.json()["error"]
+        with pytest.raises(DeadlineUnmeetable, match="deadline cannot be met"):
+            client.infer("slow", one_row, timeout=0.05)
+        unknown = httpx.post(f"{url}/v2/models/nope/infer", content=body, headers=headers)
+        assert unknown.status_code == 404 and unknown.json()["reason"] == "not_found"
 
 
 def test_the_async_client_shares_one_pool_among_concurrent_calls(

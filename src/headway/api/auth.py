@@ -16,6 +16,7 @@ import hmac
 import ipaddress
 
 from headway.api.errors import Response, problem
+from headway.errors import Unauthorized
 
 _APP_ADMIN_ACTIONS = frozenset({"feedback", "models", "active"})
 _CHALLENGE = b'Bearer realm="headway"'
@@ -90,7 +91,7 @@ class BearerToken:
         """None when `sent` (a request's Authorization value) carries the token; else the 401."""
         if self.allows(sent):
             return None
-        status, body, extra = problem(401, self.message(sent))
+        status, body, extra = problem(401, self.message(sent), Unauthorized.reason)
         challenge = _CHALLENGE if self._malformed(sent) else _CHALLENGE + _INVALID
         return status, body, [*extra, (b"www-authenticate", challenge)]
 

@@ -34,6 +34,10 @@ _STATUS: tuple[tuple[type[HeadwayError], int], ...] = (
 )
 
 
+#: The reason of an error that is a bug (a stream's last event names it too).
+INTERNAL_REASON = "internal"
+
+
 def http_status(error: HeadwayError) -> int:
     for kind, status in _STATUS:
         if isinstance(error, kind):
@@ -51,17 +55,20 @@ Reply = Callable[[Response], None]
 log = logging.getLogger("headway.http")
 
 
-def problem(status: int, message: str) -> Response:
-    """The protocol's error answer: `{"error": message}` with `status`."""
-    return status, orjson.dumps({"error": message}), JSON
-
-
-def error_event(message: str, reason: str) -> bytes:
-    """The JSON of the event that ends a stream in error (the infer route's and Triton's
-    generate_stream): Triton's `error`, which its clients read, and the error's `reason`
-    (`headway.errors`: each class's own, `internal` for a bug), by which Headway's client
-    raises the same class (`headway.errors.error_for_reason`)."""
+def error_json(message: str, reason: str | None = None) -> bytes:
+    """The JSON of every error, an answer's body or the event that ends a stream in error:
+    the protocol's `error`, which Triton's clients read, and, where the error has one, its
+    `reason` (`headway.errors`: each class's own, `internal` for a bug; a quick refusal's
+    finer `late`, `backlog`, `shed`), by which a program tells refusals apart without reading
+    the text and Headway's client raises the same class (`headway.errors.error_for_reason`)."""
+    if reason is None:
+        return orjson.dumps({"error": message})
     return orjson.dumps({"error": message, "reason": reason})
+
+
+def problem(status: int, message: str, reason: str | None = None) -> Response:
+    """The protocol's error answer: `{"error": message, "reason": reason}` with `status`."""
+    return status, error_json(message, reason), JSON
 
 
 def method_not_allowed(method: str, allowed: tuple[str, ...]) -> Response:
@@ -73,7 +80,7 @@ def method_not_allowed(method: str, allowed: tuple[str, ...]) -> Response:
 
 
 def error_response(error: HeadwayError) -> Response:
-    return problem(http_status(error), error.message)
+    return problem(http_status(error), error.message, error.reason)
 
 
 class NoRoute(Exception):
@@ -105,4 +112,4 @@ def failure(error: Exception, method: str, path: str) -> Response:
     if isinstance(error, WrongMethod):
         return method_not_allowed(error.method, (error.allowed,))
     log.error("internal error on %s %s", method, path, exc_info=error)
-    return problem(500, f"internal error: {type(error).__name__}: {error}")
+    return problem(500, f"internal error: {type(error).__name__}: {error}", INTERNAL_REASON)

@@ -10,7 +10,7 @@ naming the model's inputs. An answer is `{"model_name", "model_version", <output
 per part; `/generate` joins a text output's parts into one string and keeps the last part of
 any other. Errors before the stream are Triton's `{"error": "..."}` with their status; an error
 after it is a last event `data: {"error": "...", "reason": "..."}`: Triton's, with the
-reason by which Headway's client raises the error's own class (`api.errors.error_event`).
+reason by which Headway's client raises the error's own class (`api.errors.error_json`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from headway.api.errors import Reply, Response, error_event, failure
+from headway.api.errors import Reply, Response, error_json, failure
 from headway.api.parameters import schedule_policy, streamed_request
 from headway.api.sse import event
 from headway.api.streamed import GatheredReply, StreamedReply
@@ -148,7 +148,7 @@ class GenerateEvents:
         return self.part(outputs) if outputs else b""
 
     def error(self, message: str, reason: str) -> bytes:
-        return event(error_event(message, reason))
+        return event(error_json(message, reason))
 
     def refusal(self, error: Exception) -> Response:
         return failure(error, "POST", self.path)

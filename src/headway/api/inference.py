@@ -10,7 +10,7 @@ between the worker's answer and the write.
 With `Accept: text/event-stream` the answer is server-sent events (`api.streamed`): each part
 of a model that answers in parts is one `data:` event holding the protocol's JSON answer with
 that part's outputs, and an error after the first part a last event
-`data: {"error": ..., "reason": ...}` (`api.errors.error_event`).
+`data: {"error": ..., "reason": ...}` (`api.errors.error_json`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from headway.api import oip
-from headway.api.errors import JSON, Reply, Response, error_event, failure, http_status
+from headway.api.errors import JSON, Reply, Response, error_json, failure, http_status
 from headway.api.parameters import NO_POLICY, schedule_policy, streamed_request
 from headway.api.sse import event
 from headway.api.streamed import StreamedReply
@@ -242,7 +242,7 @@ class InferEvents:
         return self.part(outputs) if outputs else b""
 
     def error(self, message: str, reason: str) -> bytes:
-        return event(error_event(message, reason))
+        return event(error_json(message, reason))
 
     def refusal(self, error: Exception) -> Response:
         return failure(error, "POST", f"/v2/models/{self.name}/infer")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import orjson
 
 from headway.api.app import HeadwayApp
-from headway.api.errors import JSON
+from headway.api.errors import JSON, error_json
 from headway.api.parameters import NO_POLICY, schedule_policy
 from headway.api.rendering import render
 from headway.control.admission.reasons import Refusal
@@ -47,7 +47,7 @@ class _Route:
     def answer(self, refusal: Refusal, keep_alive: bool, http10: bool) -> bytes:
         data = self.answers.get((refusal, keep_alive, http10))
         if data is None:
-            body = orjson.dumps({"error": refusal.message(self.name), "reason": refusal.reason})
+            body = error_json(refusal.message(self.name), refusal.reason)
             data = render((503, body, _HEADERS), keep_alive, http10)
             self.answers[refusal, keep_alive, http10] = data
         return data

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from headway.api.errors import JSON, Reply, Response
+from headway.api.errors import INTERNAL_REASON, JSON, Reply, Response
 from headway.api.sse import SSE_HEADERS, EventStream
 from headway.errors import HeadwayError
 
@@ -98,7 +98,9 @@ class StreamedReply:
         if isinstance(error, HeadwayError):
             stream.end(self.events.error(error.message, error.reason))
         else:
-            stream.end(self.events.error(f"internal error: {type(error).__name__}", "internal"))
+            stream.end(
+                self.events.error(f"internal error: {type(error).__name__}", INTERNAL_REASON)
+            )
 
     def _begin(self) -> EventStream:
         self.stream = stream = EventStream(on_cancel=self._withdraw, error_event=self._ended)

@@ -131,13 +131,20 @@ _ERRORS: dict[int, type[HeadwayError]] = {
 
 
 def error_for(status: int, body: bytes) -> HeadwayError:
-    """The Headway error an error answer means, with the server's message."""
+    """The Headway error an error answer means, with the server's message: the class its
+    `reason` names, as a stream's last event's (`error_for_reason`); else, for a reason the
+    client does not know or none, the class of its status."""
+    reason = None
     try:
-        message = str(orjson.loads(body)["error"])
-    except (orjson.JSONDecodeError, KeyError, TypeError):
+        document = orjson.loads(body)
+        message = str(document["error"])
+        reason = document.get("reason")
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
         message = body[:200].decode(errors="replace") or f"HTTP {status}"
     kind = _ERRORS.get(status)
-    return kind(message) if kind is not None else HeadwayError(f"HTTP {status}: {message}")
+    if kind is None:
+        kind, message = HeadwayError, f"HTTP {status}: {message}"
+    return error_for_reason(reason, message, kind)
 
 
 #: What `event_of` gives for `data: [DONE]`, the end of an OpenAI-style stream.

@@ -106,10 +106,17 @@ OPENAPI: dict[str, Any] = {
                 "type": "object",
                 "required": ["error"],
                 "properties": {
-                    "error": {"type": "string"},
-                    # why: a model not ready, or an infer request refused under overload
-                    # before it was decoded (`late`, `backlog`, `shed`)
-                    "reason": {"type": "string"},
+                    "error": {"type": "string", "description": "what went wrong, for a person"},
+                    "reason": {
+                        "type": "string",
+                        "description": "why, for a program, where the error has a reason: "
+                        "the error's own (`headway.errors`: `invalid_input`, `not_found`, "
+                        "`overloaded`, `deadline`, `sequences_full`, ...; `internal` for a bug), "
+                        "by which headway.Client raises its class; an infer request refused "
+                        "under overload before it was decoded: `late`, `backlog` or `shed`; a "
+                        "model not ready (`/ready`): Triton's reason, in words",
+                        "example": "deadline",
+                    },
                 },
             },
             "Tensor": TENSOR,

@@ -12,7 +12,7 @@ from typing import Any
 
 from headway.api.openapi.parts import schema_ref
 
-#: The reasons a stream's error event names (`api.errors.error_event`): an error's own in
+#: The reasons a stream's error event names (`api.errors.error_json`): an error's own in
 #: `headway.errors`, which `headway.Client` raises as that class.
 REASONS = (
     "`model_error` (the model raised), `worker_failed` (its worker died), `sequences_full`, "
