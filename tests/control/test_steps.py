@@ -15,6 +15,7 @@ from headway.control.engine import Reply
 from headway.control.estimates.steps import REFIT_EVERY, StepProfile
 from headway.control.jobs import Sequence
 from headway.control.scheduling.scheduler import Scheduler
+from headway.control.scheduling.steps import MAX_MARGIN, PROMISE_MEMORY
 from headway.errors import DeadlineUnmeetable, PartTargetUnmeetable, SequencesFull
 from headway.repository import REQUEST, Generation
 from tests.control.helpers import Tag, ms
@@ -449,3 +450,37 @@ def test_the_first_waits_of_an_overload_are_promised_as_cautiously_as_its_slow_s
                                      ttft=ms(300), cap=10, stall=ms(200))  # fmt: skip
     assert admitted > 5
     assert (dropped, late) == (0, 0)
+
+
+def test_a_broken_promise_stops_holding_admission_back_once_it_is_old(
+    clock: ManualClock,
+) -> None:
+    """The margin a stall's broken promises teach admission (`Steps.margin`) fades: the same
+    sequence it refuses a second after is admitted once they are PROMISE_MEMORY old."""
+    s = generative(clock, max_sequences=1)
+    s.submit(sequence(clock, "long", cap=10))
+    finish(s, clock, poll_step(s))
+    # promised the slot when long ends (9 more parts); a more urgent one admitted after it
+    # takes the slot first and holds it 50 parts: its wait turns out about six times as long
+    s.submit(sequence(clock, "broken", cap=1, ttft=5.0))
+    s.submit(sequence(clock, "urgent", cap=50, ttft=5.0, priority=1))
+    while s.queue_length(KEY):
+        step = poll_step(s)
+        assert isinstance(step.payload, StepPlan)
+        finish(s, clock, step, *(str(r.receiver) for r in step.payload.run if r.made + 1 >= r.cap))
+    weighed = clock.now()  # broken's first part came: its promise is weighed now
+    s.submit(sequence(clock, "holder", cap=20))
+    step = poll_step(s)
+    assert run_of(step) == ["holder"]
+    finish(s, clock, step)  # 19 more parts: the slot frees in about 230 ms
+
+    def probe() -> None:  # a first part due in 400 ms: after the slot frees, alone in time
+        s.submit(sequence(clock, "probe", cap=5, ttft=ms(400)))
+
+    clock.advance(weighed + 1.0 - clock.now())
+    assert s.steps.margin_at(KEY, clock.now()) == MAX_MARGIN
+    with pytest.raises(SequencesFull):
+        probe()  # its wait stretched by the broken promise's margin
+    clock.advance(PROMISE_MEMORY)  # nothing ran meanwhile: only the promise aged
+    assert s.steps.margin_at(KEY, clock.now()) == pytest.approx(1.0)
+    probe()
