@@ -210,14 +210,23 @@ def goaway_code(peer: Peer) -> int:
     return int.from_bytes(frames[-1][3][4:8], "big")
 
 
-def statuses(wire: Wire) -> dict[int, tuple[bytes, bytes]]:
-    """Each stream's (grpc-status, grpc-message) from what the server wrote."""
+def trailers(wire: Wire) -> dict[int, dict[bytes, bytes]]:
+    """Each stream's status block (the headers with its `grpc-status`) from what the server
+    wrote."""
     data, at, decoder, out = bytes(wire.written), 0, hpack.Decoder(), {}
     while len(data) - at >= 9:
         length, kind, _, stream = f.frame_head(data, at)
         if kind == f.HEADERS:
             headers = dict(decoder.decode(data[at + 9 : at + 9 + length], raw=True))
             if b"grpc-status" in headers:
-                out[stream] = headers[b"grpc-status"], headers.get(b"grpc-message", b"")
+                out[stream] = headers
         at += 9 + length
     return out
+
+
+def statuses(wire: Wire) -> dict[int, tuple[bytes, bytes]]:
+    """Each stream's (grpc-status, grpc-message) from what the server wrote."""
+    return {
+        stream: (headers[b"grpc-status"], headers.get(b"grpc-message", b""))
+        for stream, headers in trailers(wire).items()
+    }

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import hpack
 import numpy as np
-from tests.api.http2_wire import HEADERS, Server, Wire, statuses
+from tests.api.http2_wire import HEADERS, Server, Wire, statuses, trailers
 
 from headway.api.app import HeadwayApp
 from headway.api.grpc import frames as f
@@ -67,6 +67,7 @@ def test_inferences_read_together_batch_and_a_late_one_is_refused_unread(tmp_pat
             await asyncio.sleep(0)
         answered = statuses(wire)
         assert [answered[s][0] for s in (1, 3, 5, 7)] == [b"0"] * 4
+        assert all(b"headway-reason" not in trailers(wire)[s] for s in (1, 3, 5, 7))
         after = controller.model_statistics("m").counts.batch_size.count
         assert after - before == 1  # one worker action
         # read 60 ms after its bytes may have arrived, with 50 ms to live: refused unread
@@ -74,6 +75,7 @@ def test_inferences_read_together_batch_and_a_late_one_is_refused_unread(tmp_pat
         connection.data_received(infer(9, encoder, 50_000))
         status, message = statuses(wire)[9]
         assert status == b"4" and b"waited too long to be read" in message
+        assert trailers(wire)[9][b"headway-reason"] == b"late"  # as REST's body names it
         # counted in bulk, at the turn's end or when the statistics are read
         assert controller.model_statistics("m").counts.errors["deadline"] == 1
         assert server.unanswered == 0

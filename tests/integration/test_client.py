@@ -210,3 +210,9 @@ def test_the_grpc_client_answers_as_rest_and_retries_a_refusal(served: dict[str,
         with pytest.raises(Unavailable, match=r"tries: .*deadline cannot be met"):
             client.infer("slow", one_row, timeout=0.3)
     assert lines and all(line.startswith("DEADLINE_EXCEEDED model 'slow@1': ") for line in lines)
+    # the class the status's `headway-reason` names, not a bare Unavailable
+    with (
+        GrpcClient(server.grpc_address, retry=Retry(attempts=1)) as client,
+        pytest.raises(DeadlineUnmeetable, match="deadline cannot be met"),
+    ):
+        client.infer("slow", one_row, timeout=0.3)

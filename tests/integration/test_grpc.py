@@ -153,6 +153,36 @@ def test_deadlines_from_grpc_and_from_parameters(
     np.testing.assert_array_equal(answer.as_numpy("output-0"), np.full((1, 4), 2.0))
 
 
+def test_a_refusal_names_its_reason_beside_the_status_tritonclient_reads(
+    server: ServerProcess, client: triton_grpc.InferenceServerClient
+) -> None:
+    """`headway-reason` in a unary call's trailing metadata, `reason` in the parameters of a
+    stream's error response (tritonclient reads only its `error_message`)."""
+    tensor = triton_grpc.InferInput("input-0", [1, 4], "FP32")
+    tensor.set_data_from_numpy(np.ones((1, 4), np.float32))
+    client.infer("slow", [tensor])  # the 0.2 s model has run: its duration is known
+    with pytest.raises(InferenceServerException, match="deadline cannot be met") as caught:
+        client.infer("slow", [tensor], timeout=5_000)
+    assert caught.value.status() == "StatusCode.DEADLINE_EXCEEDED"
+    request = service_pb2.ModelInferRequest(model_name="slow")
+    request.inputs.add(name="input-0", datatype="FP32", shape=[1, 4])
+    request.raw_input_contents.append(np.ones((1, 4), np.float32).tobytes())
+    request.parameters["timeout"].int64_param = 5_000
+    with grpc.insecure_channel(server.grpc_address) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.ModelInfer(request)
+        assert refused.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert ("headway-reason", "deadline") in refused.value.trailing_metadata()
+        [response] = stub.ModelStreamInfer(iter([request]))
+        assert "deadline cannot be met" in response.error_message
+        assert response.infer_response.parameters["reason"].string_param == "deadline"
+        del request.parameters["timeout"]
+        request.model_name = "doubler"
+        _, answered = stub.ModelInfer.with_call(request)
+        assert all(key != "headway-reason" for key, _ in answered.trailing_metadata())
+
+
 def test_errors_travel_as_status_codes_with_messages(
     client: triton_grpc.InferenceServerClient,
 ) -> None:

@@ -14,6 +14,7 @@ import numpy as np
 from google.protobuf import json_format
 
 from headway.api.grpc import messages
+from headway.api.grpc.calls import REASON_KEY
 from headway.client.calls import named_inputs
 from headway.client.codec import Answer
 from headway.client.credentials import Verify, bearer, grpc_credentials
@@ -27,6 +28,7 @@ from headway.errors import (
     Overloaded,
     Unauthorized,
     Unavailable,
+    error_for_reason,
 )
 
 _ERRORS: dict[grpc.StatusCode, type[HeadwayError]] = {
@@ -169,7 +171,9 @@ class GrpcClient:
                 if code not in _RETRIED or attempt == self.retry.attempts or out_of_time:
                     tries = f" after {attempt} tries" if attempt > 1 else ""
                     kind = _ERRORS.get(code, HeadwayError)
-                    raise kind(f"{method}{tries}: {message}") from None
+                    raise error_for_reason(
+                        _reason(error), f"{method}{tries}: {message}", kind
+                    ) from None
                 self.on_retry(f"{code.name} {message}; retrying in {wait:g} s")
                 time.sleep(wait)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -187,6 +191,15 @@ class GrpcClient:
         trace: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _reason(error: grpc.RpcError) -> str | None:
+    """The reason a failed call's trailing metadata names (`headway-reason`), if any."""
+    if isinstance(error, grpc.Call):  # as a call's errors are
+        for key, value in error.trailing_metadata() or ():
+            if key == REASON_KEY:
+                return str(value)
+    return None
 
 
 def _json(message: Any) -> Any:

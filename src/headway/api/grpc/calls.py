@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 # gRPC status codes (the numbers of grpc.StatusCode) this module answers itself.
 INVALID_ARGUMENT, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED = 3, 4, 8
 UNIMPLEMENTED, INTERNAL, UNAVAILABLE = 12, 13, 14
+#: The trailing metadata that names a failed call's reason beside its status (REST's `reason`,
+#: `headway.errors`), so a program tells refusals apart without reading `grpc-message`.
+REASON_KEY = "headway-reason"
 
 _TIMEOUT_UNITS = {b"H": 3600.0, b"M": 60.0, b"S": 1.0, b"m": 1e-3, b"u": 1e-6, b"n": 1e-9}
 
@@ -81,7 +84,7 @@ class Answers(Protocol):
 
     def answer(self, stream: Stream, message: bytes) -> None: ...
 
-    def fail(self, stream: Stream, code: int, message: str) -> None: ...
+    def fail(self, stream: Stream, code: int, message: str, reason: str | None = None) -> None: ...
 
 
 class Call:
@@ -106,9 +109,10 @@ class Call:
         """Send the response message with status OK (ignored once the stream is gone)."""
         self._connection.answer(self._stream, message)
 
-    def fail(self, code: int, message: str) -> None:
-        """End the call with a non-OK status and its message (trailers only)."""
-        self._connection.fail(self._stream, code, message)
+    def fail(self, code: int, message: str, reason: str | None = None) -> None:
+        """End the call with a non-OK status and its message (trailers only), and the error's
+        `reason` where it has one (`status.REASON_KEY`)."""
+        self._connection.fail(self._stream, code, message, reason)
 
 
 class Handler(Protocol):

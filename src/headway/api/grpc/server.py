@@ -25,6 +25,7 @@ from google.protobuf.message import DecodeError
 
 from headway.api.accepting import PendingAccepts
 from headway.api.app import HeadwayApp
+from headway.api.errors import INTERNAL_REASON
 from headway.api.grpc import messages
 from headway.api.grpc.bidi import StreamCall
 from headway.api.grpc.calls import INTERNAL, Call, Limits
@@ -118,13 +119,14 @@ class CallRouter:
                 arrival=arrival,
             )
         except HeadwayError as exc:
-            call.fail(grpc_status(exc).value[0], exc.message)
+            _failed(call, exc)
         except Exception as exc:  # never crash on one call
             _internal(call, "ModelInfer", exc)
 
-    def _refusal(self, call: Call, request: Any, arrival: float) -> tuple[int, str] | None:
-        """The status that overload refuses an inference with before its tensors are decoded
-        (`Controller.screen`, as REST's `api.refusals`), or None: decode and admit it."""
+    def _refusal(self, call: Call, request: Any, arrival: float) -> tuple[int, str, str] | None:
+        """The status, message and reason that overload refuses an inference with before its
+        tensors are decoded (`Controller.screen`, as REST's `api.refusals`), or None: decode
+        and admit it."""
         timeout, priority = schedule_policy(parameters(request.parameters))
         if call.timeout is not None:
             timeout = call.timeout if timeout is None else min(timeout, call.timeout)
@@ -141,7 +143,7 @@ class CallRouter:
         if refusal is None:
             return None
         code = _UNAVAILABLE if refusal is SHED else _DEADLINE_EXCEEDED
-        return code, refusal.message(name)
+        return code, refusal.message(name), refusal.reason
 
     async def _run(self, name: str, request: Any, context: CallContext) -> bytes:
         app = self.app
@@ -163,7 +165,7 @@ class CallRouter:
         elif isinstance(exc, Aborted):
             call.fail(exc.code.value[0], exc.details)
         elif isinstance(exc, HeadwayError):
-            call.fail(grpc_status(exc).value[0], exc.message)
+            _failed(call, exc)
         else:
             _internal(call, call.path.rsplit("/", 1)[-1], exc)
 
@@ -189,20 +191,25 @@ class CallReply:
             )
             call.answer(response.SerializeToString())
         except HeadwayError as exc:
-            call.fail(grpc_status(exc).value[0], exc.message)
+            _failed(call, exc)
         except Exception as exc:
             _internal(call, "ModelInfer", exc)
 
     def fail(self, error: Exception) -> None:
         if isinstance(error, HeadwayError):
-            self.call.fail(grpc_status(error).value[0], error.message)
+            _failed(self.call, error)
         else:
             _internal(self.call, "ModelInfer", error)
 
 
+def _failed(call: Call, error: HeadwayError) -> None:
+    """End `call` with the status of `error`, its message and its reason."""
+    call.fail(grpc_status(error).value[0], error.message, error.reason)
+
+
 def _internal(call: Call, name: str, exc: BaseException) -> None:
     log.error("internal error in %s", name, exc_info=exc)
-    call.fail(INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+    call.fail(INTERNAL, f"internal error: {type(exc).__name__}: {exc}", INTERNAL_REASON)
 
 
 class GrpcServer(ReadTurns):

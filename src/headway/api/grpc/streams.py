@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import DecodeError
 
+from headway.api.errors import INTERNAL_REASON
 from headway.api.grpc import messages
 from headway.api.grpc.calls import UNAVAILABLE
 from headway.api.grpc.codec import encode_infer
@@ -43,6 +44,8 @@ _UNAUTHENTICATED = 16
 FINAL = "triton_final_response"
 #: The request parameter that asks for an empty final response after a stream's parts.
 EMPTY_FINAL = "triton_enable_empty_final_response"
+#: The parameter of an error response that names the error's reason (`headway.errors`).
+REASON = "reason"
 
 
 class InferStream:
@@ -90,11 +93,15 @@ class InferStream:
             log.error("internal error in ModelStreamInfer", exc_info=exc)
             reply.fail(exc)
 
-    def error(self, request_id: str, message: str) -> None:
-        """A response that reports a request's error; the stream goes on."""
+    def error(self, request_id: str, message: str, reason: str | None = None) -> None:
+        """A response that reports a request's error, with its reason where it has one (the
+        `reason` parameter: tritonclient reads only `error_message`); the stream goes on."""
         response = messages.ModelStreamInferResponse(error_message=message)
-        response.infer_response.id = request_id
-        response.infer_response.parameters[FINAL].bool_param = True
+        answer = response.infer_response
+        answer.id = request_id
+        answer.parameters[FINAL].bool_param = True
+        if reason:
+            answer.parameters[REASON].string_param = reason
         self.call.send(response.SerializeToString())
 
     def ended(self, reply: StreamReply) -> None:
@@ -165,10 +172,11 @@ class StreamReply:
             return
         self.gone = True
         if isinstance(error, HeadwayError):
-            message = error.message
+            message, reason = error.message, error.reason
         else:
             message = f"internal error: {type(error).__name__}: {error}"
-        self.stream.error(self.request.id, message)
+            reason = INTERNAL_REASON
+        self.stream.error(self.request.id, message, reason)
         self.stream.ended(self)
 
     def _send(self, outputs: Tensors, *, final: bool, version: int | None = None) -> None:
@@ -185,7 +193,7 @@ class StreamReply:
                     model_name=request.model_name, model_version=str(version), id=request.id
                 )
         except HeadwayError as exc:
-            self.stream.error(request.id, exc.message)
+            self.stream.error(request.id, exc.message, exc.reason)
             if not final:  # the request cannot be answered: withdraw it
                 self._give_up()
             return

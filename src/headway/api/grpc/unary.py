@@ -30,6 +30,7 @@ from headway.api.grpc.calls import (
     CHUNK_COST,
     DEADLINE_EXCEEDED,
     INVALID_ARGUMENT,
+    REASON_KEY,
     RESOURCE_EXHAUSTED,
     UNIMPLEMENTED,
     Call,
@@ -471,12 +472,12 @@ class UnaryCalls:
     def release(self) -> None:
         self.room += 1
 
-    def fail(self, stream: Stream, code: int, message: str) -> None:
+    def fail(self, stream: Stream, code: int, message: str, reason: str | None = None) -> None:
         if stream.answered:
             self._orphan_ended(stream)
             return
         self._answered(stream)
-        self._refuse(stream, code, message)
+        self._refuse(stream, code, message, reason)
 
     def _orphan_ended(self, stream: Stream) -> None:
         """The work of a call the client reset has ended: its slot is free."""
@@ -490,13 +491,13 @@ class UnaryCalls:
         if stream.handed:
             self.server.unanswered -= 1
 
-    def _refuse(self, stream: Stream, code: int, message: str) -> None:
+    def _refuse(self, stream: Stream, code: int, message: str, reason: str | None = None) -> None:
         """A trailers-only answer; the rest of the request, if any, is not wanted."""
         stream.answered = True
         self._release(stream)
         if self.connection.closed or stream.id not in self.streams:
             return
-        block = _status(code, message, head=True)
+        block = _status(code, message, reason, head=True)
         self.connection.write(f.headers_head(stream.id, len(block), True) + block)
         if not stream.ended:  # answered before the request ended: stop its sending
             self.connection.write(f.rst_stream(stream.id, f.NO_ERROR))
@@ -620,13 +621,16 @@ class UnaryCalls:
         self.unsent = 0
 
 
-def _status(code: int, message: str, *, head: bool = False) -> bytes:
-    """The header block of a call's status (trailers), with the response headers too when
-    `head` (a trailers-only answer)."""
+def _status(code: int, message: str, reason: str | None = None, *, head: bool = False) -> bytes:
+    """The header block of a call's status (trailers), with the error's `reason` as trailing
+    metadata where it has one, and the response headers too when `head` (a trailers-only
+    answer)."""
     fields = [(b"grpc-status", str(code).encode())]
     if message:
         text = quote(message[:2048], safe=" !\"#$&'()*+,-./:;<=>?@[\\]^_`{|}~")
         fields.append((b"grpc-message", text.encode()))
+    if reason:
+        fields.append((REASON_KEY.encode(), reason.encode()))
     if head:
         return f.encode(((b":status", b"200"), (b"content-type", b"application/grpc"), _ACCEPT,
                          *fields))  # fmt: skip
