@@ -4,10 +4,22 @@ records with known times."""
 
 from __future__ import annotations
 
+import asyncio
+import socket
+
 import orjson
 import pytest
 
-from headway.loadgen.streams import FAILED, OK, REJECTED, EventReader, StreamRecord, summarize
+from headway.loadgen.client import Target
+from headway.loadgen.streams import (
+    FAILED,
+    OK,
+    REJECTED,
+    EventReader,
+    StreamLoad,
+    StreamRecord,
+    summarize,
+)
 
 
 def event(document: object) -> bytes:
@@ -83,3 +95,28 @@ def test_the_figures_of_the_streams_scheduled_in_the_window_against_both_targets
     assert figures["errors"] == {"HTTP 503": 1}
     no_targets = summarize(records, (1.0, 5.0), ttft_ms=None, tpot_ms=None)
     assert no_targets["slo_attainment"] == 0.75  # every stream that ended well
+
+
+def test_a_server_that_answers_no_connect_fails_each_stream_within_the_timeout() -> None:
+    """A server whose listen queue is full drops new connects: each stream fails at the load's
+    timeout, and the load ends, rather than waiting for the kernel's retries."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(0)  # never accepted: the queue holds one connect, the rest get no answer
+    address = server.getsockname()
+    fillers = []
+    for _ in range(4):
+        filler = socket.socket()
+        filler.setblocking(False)
+        filler.connect_ex(address)
+        fillers.append(filler)
+    target = Target.parse(f"http://{address[0]}:{address[1]}")
+    load = StreamLoad(target, "/v1/completions", [b"{}"], timeout=0.5, max_connections=1)
+    try:
+        records = asyncio.run(asyncio.wait_for(load.open([0.0, 0.0, 0.0]), 30.0))
+    finally:
+        for filler in fillers:
+            filler.close()
+        server.close()
+    assert [r.outcome for r in records] == [FAILED] * 3
+    assert (records[0].error or "").startswith("TimeoutError")  # the last may be cut at the end

@@ -103,8 +103,11 @@ class StreamLoad:
         async def one(
             record: StreamRecord, data: bytes, connection: EventConnection | None
         ) -> None:
+            nonlocal opened
             kept = await self._exchange(connection, data, record)
-            if kept is not None:
+            if kept is None:
+                opened -= 1  # closed (its stream failed, or the server said so): room for one
+            else:
                 idle.append(kept)
             freed.set()
 
@@ -135,13 +138,16 @@ class StreamLoad:
     async def _exchange(
         self, connection: EventConnection | None, data: bytes, record: StreamRecord
     ) -> EventConnection | None:
-        """Send one request and read its stream; the connection if it may be used again."""
+        """Send one request and read its stream; the connection if it may be used again. The
+        timeout holds from the connect on: a server whose listen queue is full answers no
+        connect, and the load would wait for the kernel's retries instead."""
         try:
-            if connection is None:
-                connection = await EventConnection.open(self.target)
-            record.sent = time.perf_counter()
-            connection.writer.write(data)
-            keep = await asyncio.wait_for(connection.read_stream(record), self.timeout)
+            async with asyncio.timeout(self.timeout):
+                if connection is None:
+                    connection = await EventConnection.open(self.target)
+                record.sent = time.perf_counter()
+                connection.writer.write(data)
+                keep = await connection.read_stream(record)
         except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError) as exc:
             record.outcome, record.error = FAILED, f"{type(exc).__name__}: {exc}"
             if connection is not None:
