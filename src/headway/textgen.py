@@ -15,9 +15,9 @@ Needs PyTorch (the `torch` extra).
 
 from __future__ import annotations
 
+import ast
 import hashlib
-import importlib
-import inspect
+import importlib.util
 import json
 import math
 import random
@@ -87,15 +87,19 @@ def corpus(limit: int = 400_000) -> str:
     """The one-line summaries of MODULES' docstrings (each module's, its classes', their
     methods' and its functions'), in a fixed order, each followed by the end token's
     character (a NUL): plain sentences, markup taken out, code and tables left out. Up to
-    `limit` characters."""
+    `limit` characters.
+
+    Read from the modules' source files, not from their objects: what a process imported
+    before (torch, a test runner) replaces or adds objects in standard modules, and the
+    corpus, the weights' cache key with it, must be the same in every process."""
     summaries: list[str] = []
     seen: set[str] = set()
 
-    def add(thing: Any) -> None:
-        doc = getattr(thing, "__doc__", None)
-        if not isinstance(doc, str):
+    def add(node: ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        doc = ast.get_docstring(node)
+        if doc is None:
             return
-        line = " ".join(_MARKUP.sub("", inspect.cleandoc(doc).split("\n\n")[0]).split())
+        line = " ".join(_MARKUP.sub("", doc.split("\n\n")[0]).split())
         letters = sum(c.isalpha() or c == " " for c in line)
         if (
             20 < len(line) < 200
@@ -107,18 +111,20 @@ def corpus(limit: int = 400_000) -> str:
             seen.add(line)
             summaries.append(line)
 
+    def named(body: list[ast.stmt]) -> list[ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef]:
+        kinds = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+        return sorted((n for n in body if isinstance(n, kinds)), key=lambda n: n.name)
+
     for name in MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None or not spec.origin.endswith(".py"):
             continue
-        add(module)
-        for _, member in sorted(vars(module).items()):
-            if getattr(member, "__module__", None) != module.__name__:
-                continue
+        tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+        add(tree)
+        for member in named(tree.body):
             add(member)
-            if inspect.isclass(member):
-                for _, method in sorted(vars(member).items()):
+            if isinstance(member, ast.ClassDef):
+                for method in named(member.body):
                     add(method)
     known = set(ALPHABET)
     text = "\x00".join("".join(c if c in known else " " for c in s) for s in summaries)
@@ -539,6 +545,7 @@ def sample(model: Any, tokenizer: Tokenizer, prompt: str, tokens: int, seed: int
     generator = Generator()
     generator.torch, generator.model, generator.tokenizer = torch, model, tokenizer
     generator.context = model.shape.context
+    generator.memory = Memory(model.shape, slots=1)
     state = generator.start(np.array([[prompt.encode()]], dtype=object), {"seed": seed})
     out: list[str] = []
     for _ in range(tokens):

@@ -4,6 +4,8 @@ it streams text through the controller from a real worker, several sequences per
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -140,3 +142,24 @@ def test_the_generator_streams_text_several_sequences_per_step(
             await controller.stop()
 
     asyncio.run(scenario())
+
+
+def test_the_corpus_is_the_same_in_a_fresh_process_and_in_a_busy_one() -> None:
+    """The weights' cache key is the corpus's digest: a process that reads it first thing (the
+    demo) and one that imported torch, a test runner and more before (a benchmark, this test)
+    must find the same weights."""
+    fresh = subprocess.run(
+        [sys.executable, "-c", "import sys; from headway import textgen; "
+         "sys.stdout.write(textgen.corpus())"],
+        capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    assert "torch" in sys.modules
+    assert fresh.stdout == textgen.corpus()
+
+
+def test_a_sample_in_this_process_writes_text(weights: Path) -> None:
+    [folder] = list(weights.iterdir())
+    model, tokenizer = textgen.load(folder)
+    text = textgen.sample(model, tokenizer, "Return the", 8, seed=3)  # may end at once
+    assert text.isascii() and len(text) <= 8 * max(len(p) for p in tokenizer.pieces)
+    assert textgen.sample(model, tokenizer, "Return the", 8, seed=3) == text
