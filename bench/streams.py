@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import random
@@ -51,9 +52,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import uvloop
 import yaml
 
 from headway import textgen
+from headway.cli.serve import GC_YOUNG_THRESHOLD
 from headway.control.controller import Controller
 from headway.control.request import InferenceRequest, Prediction, Tensors
 from headway.errors import HeadwayError
@@ -376,7 +379,9 @@ def main() -> None:
     args.rates = [float(r) for r in args.rates.split(",") if r]
     args.sim_rates = [float(r) for r in args.sim_rates.split(",") if r]
     load_before = os.getloadavg()
-    results, profile = asyncio.run(bench(args))
+    # the controller on the loop and collector settings `headway serve` gives it
+    gc.set_threshold(GC_YOUNG_THRESHOLD, 20, 20)
+    results, profile = uvloop.run(bench(args))
     load_after = os.getloadavg()
     print(f"load average before {load_before}, after {load_after}")
     print("step profile (ms by sequences):", {n: round(t * 1e3, 2) for n, t in profile.items()})
