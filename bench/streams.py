@@ -272,9 +272,18 @@ async def bench(args: argparse.Namespace) -> tuple[list[dict[str, Any]], dict[in
                 plan = arrivals(rate, args.duration, args, seed=int(rate * 1000) + round_)
                 for mode in args.modes:
                     await asyncio.sleep(0.5)  # let the last run's tail settle
+                    key = f"tiny-gpt-{MODES[mode][0]}"
+                    before = controller.model_statistics(key).counts.batch_size
+                    steps, held = before.count, before.total
                     run = await drive(controller, mode, rate, plan, args)
                     summary = run.summary(args.ttft_ms / 1e3, args.tpot_ms / 1e3)
                     summary["round"] = round_
+                    # a run past capacity that delivers less: fewer steps (the machine) or
+                    # emptier ones (admission left slots free)?
+                    after = controller.model_statistics(key).counts.batch_size
+                    steps, held = after.count - steps, after.total - held
+                    summary["steps_per_s"] = steps / run.seconds if run.seconds else 0.0
+                    summary["sequences_per_step"] = held / steps if steps else 0.0
                     results.append(summary)
                     print(line(summary), flush=True)
         profile = step_profile(controller, args)
@@ -343,7 +352,8 @@ def line(s: dict[str, Any]) -> str:
         f"{s['mode']:14} {s['rate']:6.1f} req/s: admitted {s['admitted']}/{s['offered']}, "
         f"{s['tokens_per_s']:7.0f} tok/s, TTFT p50 {ms(s['ttft_p50_ms'])} p99 "
         f"{ms(s['ttft_p99_ms'])} ms, TPOT p50 {ms(s['tpot_p50_ms'])} p99 "
-        f"{ms(s['tpot_p99_ms'])} ms, attained {s['attained']:.0%}, refusals {s['refusals']}"
+        f"{ms(s['tpot_p99_ms'])} ms, attained {s['attained']:.0%}, refusals {s['refusals']}, "
+        f"{s['steps_per_s']:.0f} steps/s of {s['sequences_per_step']:.1f} sequences"
     )
 
 
