@@ -202,6 +202,9 @@ def test_request_bytes_held_for_unfinished_calls_are_bounded(guarded: ServerProc
     first = b"\x00" + (1_000_000).to_bytes(4, "big") + b"\x00" * 16_379  # a message never ending
     rest = b"\x00" * 16_384
 
+    def exhausted(attackers: list[Attacker]) -> int:
+        return sum(statuses(a).count(b"8") for a in attackers)
+
     def attack() -> tuple[int, list[Attacker]]:
         before = rss_bytes(pid)
         attackers = []
@@ -211,15 +214,18 @@ def test_request_bytes_held_for_unfinished_calls_are_bounded(guarded: ServerProc
                 data = f.frame(f.DATA, 0, s, first) + f.frame(f.DATA, 0, s, rest) * 57
                 attacker.send(attacker.head(s) + data)
             attackers.append(attacker)
-        time.sleep(0.5)
+        # what the server holds once it has read it all: the refusals are its last answers
+        deadline = time.monotonic() + 10.0
+        while exhausted(attackers) < 40 and time.monotonic() < deadline:
+            time.sleep(0.05)
         return rss_bytes(pid) - before, attackers
 
     grown, attackers = beside(guarded.grpc_address, attack)
-    exhausted = sum(statuses(a).count(b"8") for a in attackers)
+    refused = exhausted(attackers)
     for attacker in attackers:
         attacker.close()
     assert grown < 30 * 2**20  # held: --grpc-max-buffered-mb 8
-    assert exhausted >= 40  # the calls past 2 MiB a connection, and past 8 MiB in all
+    assert refused >= 40  # the calls past 2 MiB a connection, and past 8 MiB in all
 
 
 # -- clients that do not read ------------------------------------------------------------------
